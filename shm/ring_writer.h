@@ -1,0 +1,221 @@
+// File: shm/ring_writer.h
+//
+// RingWriter: the producer (zephond) side of one shared-memory batch ring: one producer,
+// N readers, every reader sees every batch (Disruptor-style per-reader cursors). It owns
+// the segment and its name. See shm/RING_FORMAT.md for the protocol.
+//
+// Thread safety:
+//   * Producer methods (Loan, Publish, PublishEndOfStream) are called by ONE producer
+//     thread.
+//   * Control-plane methods (Reserve/Attach/Detach/ReleaseReservation/MarkReaderDead,
+//     Heartbeat, Poison, Close, Unlink) and observers are thread-safe and may run
+//     concurrently with the producer. The writer's bookkeeping is guarded by an
+//     in-process mutex; nothing in shared memory is ever locked.
+//
+// Memory ordering: everything a producer writes into a slot (tensor table, data,
+// descriptor fields) happens-before a reader's Acquire of that seq returns (descriptor
+// seq and `published` are stored with release/seq_cst, read with acquire). Everything a
+// reader did with a slot happens-before the producer reuses it (consumed cursors are
+// stored with release and loaded with acquire before a loan is granted).
+#ifndef ZEPHON_SHM_RING_WRITER_H_
+#define ZEPHON_SHM_RING_WRITER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "shm/ring_layout.h"
+#include "shm/segment.h"
+
+namespace zephon::shm {
+
+struct RingGeometry {
+  uint32_t slot_count;          // power of two, 1..kMaxSlotCount
+  uint64_t slot_payload_bytes;  // tensor data capacity per slot (after the tensor table)
+  uint32_t reader_capacity;     // 1..kMaxReaderCapacity
+};
+
+struct ReaderLease {
+  uint32_t index;
+  uint32_t lease_epoch;
+};
+
+struct ReaderInfo {
+  uint32_t index;
+  ReaderState state;
+  int32_t rank;
+  int64_t pid;
+  uint32_t lease_epoch;
+  uint64_t consumed;
+};
+
+class RingWriter;
+
+// One loaned slot, filled in place and handed back through RingWriter::Publish. Movable,
+// not copyable; a moved-from SlotWriter is empty. Destroying an unpublished SlotWriter
+// abandons the loan: the next Loan hands out the same seq again.
+// REQUIRES: the RingWriter outlives its SlotWriters; used by the producer thread only.
+class SlotWriter {
+ public:
+  SlotWriter(SlotWriter&& other) noexcept;
+  SlotWriter& operator=(SlotWriter&& other) noexcept;
+  SlotWriter(const SlotWriter&) = delete;
+  SlotWriter& operator=(const SlotWriter&) = delete;
+  ~SlotWriter();
+
+  // Reserves a 64-byte-aligned region for a tensor and returns a pointer to it inside
+  // the slot, valid until Publish. Errors: INVALID_ARGUMENT (empty or >24-byte name,
+  // rank > 4, invalid dtype), RESOURCE_EXHAUSTED (more than 8 tensors, or the data does
+  // not fit: the message names bytes needed and the slot's capacity).
+  absl::StatusOr<void*> AddTensor(std::string_view name, DType dtype,
+                                  absl::Span<const uint64_t> shape);
+
+  void set_lane(uint32_t lane) { lane_ = lane; }
+  void set_lane_batch_index(uint64_t index) { lane_batch_index_ = index; }
+  void set_flags(uint32_t flags) { flags_ = flags; }  // SlotFlags
+  uint64_t seq() const { return seq_; }
+  bool empty() const { return writer_ == nullptr; }
+
+ private:
+  friend class RingWriter;
+  SlotWriter(RingWriter* writer, uint64_t seq, uint8_t* slot, uint64_t slot_end)
+      : writer_(writer), seq_(seq), slot_(slot), slot_end_(slot_end) {}
+
+  RingWriter* writer_ = nullptr;  // null when empty
+  uint64_t seq_ = 0;
+  uint8_t* slot_ = nullptr;      // slot start in the mapping
+  uint64_t slot_end_ = 0;        // usable bytes from slot start: table + payload capacity
+  uint64_t data_end_ = kTensorTableBytes;  // next free byte, relative to the slot start
+  uint32_t tensor_count_ = 0;
+  uint32_t flags_ = 0;
+  uint32_t lane_ = 0;
+  uint64_t lane_batch_index_ = 0;
+};
+
+class RingWriter {
+ public:
+  // Creates and initialises the ring segment `shm_name` with permissions `mode` (0600,
+  // or 0660 for a group). The header, with a random nonzero generation, is complete
+  // before the state becomes kReady (stored last, with release).
+  // Errors: INVALID_ARGUMENT (geometry outside limits, slot_count not a power of two),
+  // plus everything Segment::Create returns.
+  static absl::StatusOr<std::unique_ptr<RingWriter>> Create(
+      const std::string& shm_name, const RingGeometry& geometry, mode_t mode,
+      std::string_view label, const SegmentOptions& options = {});
+
+  // Closes the ring (readers drain, then see CANCELLED) and unlinks the name if Unlink()
+  // was not called. REQUIRES: no SlotWriter outstanding.
+  ~RingWriter();
+  RingWriter(const RingWriter&) = delete;
+  RingWriter& operator=(const RingWriter&) = delete;
+
+  // ---- Control plane (thread-safe) ----------------------------------------------------
+
+  // Declares a not-yet-attached reader whose cursor is `start_seq`; it gates the
+  // producer from now on, so a peer that attaches late still sees batch start_seq.
+  // Errors: FAILED_PRECONDITION (start_seq already overwritten or being written, or the
+  // ring is not ready), RESOURCE_EXHAUSTED (reader table full).
+  absl::StatusOr<uint32_t> ReserveReader(uint64_t start_seq) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Turns `reserved_index` (or, if absent, a free record) into an attached lease with a
+  // bumped epoch and cursor `start_seq`. The "not yet overwritten" check is atomic with
+  // the producer's loan decision: FAILED_PRECONDITION if the next seq to loan exceeds
+  // start_seq + slot_count, if the index is not reserved, or if the ring is not ready.
+  // RESOURCE_EXHAUSTED if no record is free.
+  absl::StatusOr<ReaderLease> AttachReader(int32_t rank, int64_t pid, uint64_t start_seq,
+                                           std::optional<uint32_t> reserved_index)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The reader left cleanly: it stops gating and its record becomes reusable. No-op
+  // unless the record is attached.
+  void DetachReader(uint32_t index) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops a reservation that was never attached. No-op unless the record is reserved.
+  void ReleaseReservation(uint32_t index) ABSL_LOCKS_EXCLUDED(mu_);
+  // The reader's process is gone: marks it dead and poisons the ring with its rank.
+  void MarkReaderDead(uint32_t index, int32_t rank, std::string_view reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- Producer (one thread) ---------------------------------------------------------
+
+  // Loans the slot for the next seq once every gating (reserved or attached) reader has
+  // released the seq it last held. Spins briefly, then sleeps on the release futex,
+  // re-checking at least every 100 ms. Errors: CANCELLED (ring closed or poisoned),
+  // DEADLINE_EXCEEDED (names the lagging reader), FAILED_PRECONDITION (a loan is already
+  // outstanding).
+  absl::StatusOr<SlotWriter> Loan(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Publishes a loaned slot: descriptor seq (release), then published = seq + 1, then
+  // wakes sleeping readers. Errors: INVALID_ARGUMENT (empty slot or not this writer's
+  // current loan), CANCELLED (ring closed or poisoned; the slot is not published).
+  absl::Status Publish(SlotWriter&& slot) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Loans and publishes an empty slot flagged kSlotEndOfStream.
+  absl::Status PublishEndOfStream(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- Lifecycle (thread-safe) -------------------------------------------------------
+
+  // Refreshes producer_heartbeat_ns; call from a timer at least 5x per reader timeout.
+  void Heartbeat();
+  // Sticky: state kPoisoned with rank and reason; wakes every waiter. First call wins.
+  void Poison(int32_t rank, std::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sticky: state kClosed (unless poisoned); wakes every waiter.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes the name; the mapping (and every reader's) stays valid.
+  absl::Status Unlink() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- Observers (thread-safe) -------------------------------------------------------
+  uint64_t published() const;
+  // Smallest consumed cursor among gating readers; published() when none gates.
+  uint64_t MinGatingConsumed() const;
+  std::vector<ReaderInfo> Readers() const;
+  uint64_t generation() const { return generation_; }
+  // Bytes of the whole segment (header, reader table, descriptors, payload slots).
+  uint64_t total_bytes() const { return segment_->size(); }
+  const std::string& name() const { return segment_->name(); }
+  RingState state() const;
+
+ private:
+  friend class SlotWriter;
+  RingWriter(std::unique_ptr<Segment> segment, const RingGeometry& geometry,
+             const RingSections& sections, uint64_t generation);
+
+  RingHeader* header() const { return reinterpret_cast<RingHeader*>(segment_->data()); }
+  ReaderRecord* record(uint32_t index) const;
+  SlotDescriptor* descriptor(uint64_t seq) const;
+  uint8_t* slot(uint64_t seq) const;
+
+  // True when every gating reader has released seq - slot_count. With `lagging` set,
+  // reports the first reader that blocks it.
+  bool SlotFree(uint64_t seq, uint32_t* lagging = nullptr) const;
+  absl::Status CheckStartLocked(uint64_t start_seq) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status NotReadyStatus() const;
+  void AbandonLoan(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
+  void WakeEveryone();
+
+  // Constant after construction.
+  const std::unique_ptr<Segment> segment_;
+  const RingGeometry geometry_;
+  const RingSections sections_;
+  const uint64_t generation_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;    // seq the next Loan hands out
+  uint64_t high_water_ ABSL_GUARDED_BY(mu_) = 0;  // one past the highest seq ever loaned
+  bool loan_outstanding_ ABSL_GUARDED_BY(mu_) = false;
+  bool unlinked_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace zephon::shm
+
+#endif  // ZEPHON_SHM_RING_WRITER_H_
