@@ -1,0 +1,44 @@
+// Batch: one microbatch produced by a lane, plus where the lane stood when it began.
+//
+// tokens and positions are row-major [rows, cols] (cols = pack_flat max_length).
+// sample_ids lists every sample that contributed >= 1 token, in order of first
+// appearance, without duplicates. Plain value types; thread-compatible.
+#ifndef ZEPHON_DAEMON_PIPELINE_BATCH_H_
+#define ZEPHON_DAEMON_PIPELINE_BATCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/pipeline/sample_id.h"
+
+namespace zephon::pipeline {
+
+// A resumable lane position: the lane chunk index where a flush group starts and the
+// number of packed records of that group already consumed. A lane restarted at this
+// position (LaneStream::Create with `start`) reproduces the stream from there, because
+// all operator state is reset at flush-group boundaries.
+struct LanePosition {
+  uint64_t flush_group_chunk = 0;
+  uint64_t records_into_group = 0;
+
+  friend bool operator==(const LanePosition& a, const LanePosition& b) {
+    return a.flush_group_chunk == b.flush_group_chunk &&
+           a.records_into_group == b.records_into_group;
+  }
+};
+
+struct Batch {
+  uint32_t lane = 0;
+  uint64_t lane_batch_index = 0;
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<SampleId> sample_ids;
+  // The lane position just before this batch's first record.
+  LanePosition start;
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_BATCH_H_

@@ -1,0 +1,152 @@
+#include "daemon/pipeline/dataset.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "daemon/pipeline/megatron_reader.h"
+#include "daemon/pipeline/testing_corpus.h"
+
+namespace zephon::pipeline {
+namespace {
+
+using testing::MakeTempDir;
+using testing::WriteFlatFile;
+using testing::WriteMegatronShard;
+
+const std::vector<std::vector<int32_t>> kDocs = {{1, 2, 3}, {}, {4, 5}, {6, 7, 8, 9}};
+
+std::vector<int32_t> Tokens(const Dataset& ds, uint32_t shard, uint64_t index) {
+  std::vector<int32_t> out;
+  ds.AppendTokens(shard, index, 0, ds.SampleLength(shard, index), &out);
+  return out;
+}
+
+proto::DatasetSpec Spec(const std::string& path, const std::string& format = "") {
+  proto::DatasetSpec spec;
+  spec.set_name("d");
+  spec.set_path(path);
+  spec.set_format(format);
+  return spec;
+}
+
+TEST(DatasetTest, ReadsAMegatronPrefixForEveryIntegerDtype) {
+  for (uint8_t code : {1, 2, 3, 4, 5, 8}) {
+    const std::string dir = MakeTempDir("megatron_dtype");
+    ASSERT_TRUE(WriteMegatronShard(dir + "/part", kDocs, code).ok());
+    auto ds = Dataset::Open(Spec(dir + "/part"));
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    EXPECT_EQ((*ds)->format(), "megatron");
+    ASSERT_EQ((*ds)->NumSamples(), 4u);
+    EXPECT_EQ((*ds)->SampleLength(0, 1), 0u);
+    EXPECT_EQ(Tokens(**ds, 0, 3), kDocs[3]) << "dtype " << int(code);
+    std::vector<int32_t> piece;
+    (*ds)->AppendTokens(0, 3, 1, 2, &piece);
+    EXPECT_EQ(piece, (std::vector<int32_t>{7, 8}));
+  }
+}
+
+TEST(DatasetTest, MegatronDirectoryShardsAreSortedByName) {
+  const std::string dir = MakeTempDir("megatron_dir");
+  ASSERT_TRUE(WriteMegatronShard(dir + "/b", {{20}}).ok());
+  ASSERT_TRUE(WriteMegatronShard(dir + "/a", {{10}, {11}}).ok());
+  auto ds = Dataset::Open(Spec(dir));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->NumShards(), 2u);
+  EXPECT_EQ((*ds)->shard(0).FileName(), "a.bin");
+  EXPECT_EQ(Tokens(**ds, 1, 0), (std::vector<int32_t>{20}));
+}
+
+TEST(DatasetTest, UnpairedMegatronFileIsNamed) {
+  const std::string dir = MakeTempDir("megatron_unpaired");
+  ASSERT_TRUE(WriteMegatronShard(dir + "/a", {{1}}).ok());
+  std::filesystem::remove(dir + "/a.bin");
+  auto ds = Dataset::Open(Spec(dir, "megatron"));
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.status().message().find("a.idx"), std::string::npos) << ds.status();
+}
+
+std::string Corrupt(const std::string& name, size_t offset, char value, size_t truncate_to) {
+  const std::string dir = MakeTempDir(name);
+  EXPECT_TRUE(WriteMegatronShard(dir + "/p", kDocs).ok());
+  const std::string idx = dir + "/p.idx";
+  std::string bytes;
+  {
+    std::ifstream f(idx, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  if (offset < bytes.size()) bytes[offset] = value;
+  if (truncate_to < bytes.size()) bytes.resize(truncate_to);
+  std::ofstream(idx, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
+  auto ds = MegatronShard::Open(dir + "/p");
+  EXPECT_FALSE(ds.ok());
+  const std::string msg(ds.status().message());
+  EXPECT_NE(msg.find("p.idx"), std::string::npos) << msg;
+  return msg;
+}
+
+TEST(MegatronShardTest, CorruptIndexErrorsNameTheFileAndTheProblem) {
+  EXPECT_NE(Corrupt("bad_magic", 0, 'X', ~size_t{0}).find("magic"), std::string::npos);
+  EXPECT_NE(Corrupt("bad_version", 9, 2, ~size_t{0}).find("version"), std::string::npos);
+  EXPECT_NE(Corrupt("bad_dtype", 17, 7, ~size_t{0}).find("dtype"), std::string::npos);
+  EXPECT_NE(Corrupt("short_header", 99, 0, 20).find("truncated"), std::string::npos);
+  EXPECT_NE(Corrupt("short_body", 99, 0, 40).find("truncated"), std::string::npos);
+  // The size of sequence 3 (offset 34 + 12) is made too large for the .bin.
+  EXPECT_NE(Corrupt("bad_size", 34 + 12, 100, ~size_t{0}).find("sequence 3"), std::string::npos);
+}
+
+TEST(MegatronShardTest, TruncatedBinIsRejected) {
+  const std::string dir = MakeTempDir("short_bin");
+  ASSERT_TRUE(WriteMegatronShard(dir + "/p", kDocs).ok());
+  std::filesystem::resize_file(dir + "/p.bin", 10);
+  auto ds = MegatronShard::Open(dir + "/p");
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.status().message().find("p.bin"), std::string::npos) << ds.status();
+}
+
+TEST(DatasetTest, FlatFilesAreCutIntoSamplesWithAShortTail) {
+  const std::string dir = MakeTempDir("flat");
+  ASSERT_TRUE(WriteFlatFile(dir + "/x.tok", {1, 2, 3, 4, 5, 6, 7}).ok());
+  ASSERT_TRUE(WriteFlatFile(dir + "/y.bin", {70000, 8}, /*uint32=*/true).ok());
+  proto::DatasetSpec spec = Spec(dir + "/x.tok");
+  spec.set_flat_sample_tokens(3);
+  auto ds = Dataset::Open(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->format(), "flat");
+  ASSERT_EQ((*ds)->NumSamples(), 3u);
+  EXPECT_EQ(Tokens(**ds, 0, 2), (std::vector<int32_t>{7}));
+  EXPECT_EQ(Tokens(**ds, 0, 1), (std::vector<int32_t>{4, 5, 6}));
+
+  proto::DatasetSpec wide = Spec(dir + "/y.bin", "flat");
+  wide.set_dtype("uint32");
+  auto ds32 = Dataset::Open(wide);
+  ASSERT_TRUE(ds32.ok()) << ds32.status();
+  EXPECT_EQ(Tokens(**ds32, 0, 0), (std::vector<int32_t>{70000, 8}));
+}
+
+TEST(DatasetTest, EmptyInputsAreClearErrors) {
+  const std::string dir = MakeTempDir("empty");
+  auto none = Dataset::Open(Spec(dir));
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no shards"), std::string::npos) << none.status();
+  ASSERT_TRUE(WriteFlatFile(dir + "/z", {}).ok());
+  auto zero = Dataset::Open(Spec(dir));
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("zero samples"), std::string::npos) << zero.status();
+  proto::DatasetSpec odd = Spec(dir + "/z", "flat");
+  odd.set_dtype("float32");
+  EXPECT_FALSE(Dataset::Open(odd).ok());
+}
+
+TEST(DatasetTest, FingerprintCoversShardNamesAndSizes) {
+  const std::string dir = MakeTempDir("fp");
+  ASSERT_TRUE(WriteMegatronShard(dir + "/a", kDocs).ok());
+  const uint64_t fp1 = Dataset::Open(Spec(dir)).value()->Fingerprint();
+  EXPECT_EQ(Dataset::Open(Spec(dir)).value()->Fingerprint(), fp1);
+  ASSERT_TRUE(WriteMegatronShard(dir + "/a", {{1, 2}}).ok());
+  EXPECT_NE(Dataset::Open(Spec(dir)).value()->Fingerprint(), fp1);
+}
+
+}  // namespace
+}  // namespace zephon::pipeline

@@ -1,0 +1,52 @@
+#include "daemon/pipeline/flat_reader.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace zephon::pipeline {
+
+FlatShard::FlatShard(std::unique_ptr<ShardFile> file, TokenType type, uint64_t sample_tokens)
+    : file_(std::move(file)),
+      type_(type),
+      sample_tokens_(sample_tokens),
+      num_tokens_(file_->bytes().size() / TokenWidth(type)) {}
+
+absl::StatusOr<std::unique_ptr<FlatShard>> FlatShard::Open(const std::string& path,
+                                                           TokenType type,
+                                                           uint64_t sample_tokens) {
+  if (sample_tokens == 0) {
+    return absl::InvalidArgumentError("flat_sample_tokens must be >= 1, got 0");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, MapShardFile(path));
+  const uint64_t size = file->bytes().size();
+  if (size % TokenWidth(type) != 0) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": size ", size, " bytes is not a multiple of the ", TokenTypeName(type),
+        " width ", TokenWidth(type), " (truncated at offset ",
+        size - size % TokenWidth(type), "?)"));
+  }
+  return std::unique_ptr<FlatShard>(new FlatShard(std::move(file), type, sample_tokens));
+}
+
+std::string FlatShard::FileName() const {
+  return std::filesystem::path(file_->path()).filename().string();
+}
+
+uint64_t FlatShard::NumSamples() const {
+  return (num_tokens_ + sample_tokens_ - 1) / sample_tokens_;
+}
+
+uint64_t FlatShard::SampleLength(uint64_t index) const {
+  return std::min(sample_tokens_, num_tokens_ - index * sample_tokens_);
+}
+
+void FlatShard::AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
+                             std::vector<int32_t>* out) const {
+  const uint64_t first = index * sample_tokens_ + offset;
+  AppendDecoded(file_->bytes().data() + first * TokenWidth(type_), type_, count, out);
+}
+
+}  // namespace zephon::pipeline

@@ -1,0 +1,202 @@
+#include "daemon/pipeline/lane_stream.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "common/mix.h"
+#include "common/status_macros.h"
+#include "daemon/pipeline/shuffle_buffer.h"
+
+namespace zephon::pipeline {
+namespace {
+
+struct SampleIdHash {
+  size_t operator()(const SampleId& id) const {
+    return Combine(Combine(id.dataset, id.shard), id.index);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spec) {
+  LaneOptions o;
+  if (spec.canonical_replicas() < 1) {
+    return absl::InvalidArgumentError("canonical_replicas must be >= 1, got 0");
+  }
+  o.num_lanes = spec.canonical_replicas();
+  ASSIGN_OR_RETURN(o.routing, ParseRouting(spec.routing().empty() ? "permute" : spec.routing()));
+  o.routing_seed = spec.work_source().seed();
+  o.flush_every_chunks =
+      spec.flush_every_chunks() == 0 ? kDefaultFlushEveryChunks : spec.flush_every_chunks();
+  const auto& ops = spec.operators();
+  int i = 0;
+  if (i < ops.size() && ops[i].has_shuffle()) {
+    o.shuffle_buffer_size = ops[i].shuffle().buffer_size();
+    o.shuffle_seed = ops[i].shuffle().seed();
+    if (o.shuffle_buffer_size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("operators[", i, "] shuffle.buffer_size must be >= 1, got 0"));
+    }
+    ++i;
+  }
+  if (i >= ops.size() || !ops[i].has_pack_flat()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operators[", i, "]: expected pack_flat (v1 operators are [shuffle], pack_flat, batch)"));
+  }
+  const auto& pack = ops[i].pack_flat();
+  if (pack.max_length() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("operators[", i,
+                                                   "] pack_flat.max_length must be >= 2, got ",
+                                                   pack.max_length()));
+  }
+  if (!pack.algorithm().empty() && pack.algorithm() != "wrap") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operators[", i, "] pack_flat.algorithm '", pack.algorithm(), "' unknown (wrap)"));
+  }
+  o.max_length = pack.max_length();
+  ++i;
+  if (i >= ops.size() || !ops[i].has_batch()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operators[", i, "]: expected batch (v1 operators are [shuffle], pack_flat, batch)"));
+  }
+  if (ops[i].batch().microbatch_size() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("operators[", i, "] batch.microbatch_size must be >= 1, got 0"));
+  }
+  o.microbatch_size = ops[i].batch().microbatch_size();
+  o.drop_last = ops[i].batch().drop_last();
+  ++i;
+  if (i < ops.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operators[", i, "]: nothing may follow batch (v1 operators are [shuffle], pack_flat, batch)"));
+  }
+  return o;
+}
+
+std::string LaneOptions::Describe() const {
+  std::string s;
+  if (shuffle_buffer_size > 0) {
+    s = absl::StrCat("shuffle(buffer_size=", shuffle_buffer_size, ", seed=", shuffle_seed,
+                     ") -> ");
+  }
+  return absl::StrCat(s, "pack_flat(max_length=", max_length, ", wrap) -> batch(",
+                      microbatch_size, ", drop_last=", drop_last ? "true" : "false",
+                      "); flush every ", flush_every_chunks, " lane chunks");
+}
+
+LaneStream::LaneStream(std::shared_ptr<const WorkSource> source, const LaneOptions& options,
+                       uint32_t lane)
+    : source_(std::move(source)), options_(options), lane_(lane) {}
+
+absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
+    std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
+    LanePosition start, uint64_t first_batch_index) {
+  if (lane >= options.num_lanes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lane ", lane, " must be < canonical_replicas ", options.num_lanes));
+  }
+  if (start.flush_group_chunk % options.flush_every_chunks != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lane position chunk ", start.flush_group_chunk,
+        " is not a flush-group start (flush_every_chunks ", options.flush_every_chunks, ")"));
+  }
+  std::unique_ptr<LaneStream> s(new LaneStream(std::move(source), options, lane));
+  s->group_chunk_ = start.flush_group_chunk;
+  s->next_batch_index_ = first_batch_index;
+  Record skipped;
+  for (uint64_t r = 0; r < start.records_into_group; ++r) {
+    if (!s->NextRecord(&skipped)) break;
+  }
+  return s;
+}
+
+bool LaneStream::LoadGroup() {
+  group_samples_.clear();
+  std::vector<SampleId> chunk;
+  const std::optional<uint64_t> num_chunks = source_->NumChunks();
+  for (uint64_t c = group_chunk_; c < group_chunk_ + options_.flush_every_chunks; ++c) {
+    const uint64_t g = GlobalChunkOfLane(lane_, c, options_.num_lanes, options_.routing,
+                                         options_.routing_seed);
+    if (num_chunks && g >= *num_chunks) break;  // Later lane chunks are later still.
+    source_->Chunk(g, &chunk);
+    group_samples_.insert(group_samples_.end(), chunk.begin(), chunk.end());
+  }
+  if (group_samples_.empty()) return false;
+  if (options_.shuffle_buffer_size > 0) {
+    BufferShuffle(options_.shuffle_buffer_size,
+                  ShuffleKey(options_.shuffle_seed, lane_, group_chunk_), &group_samples_);
+  }
+  sample_cursor_ = 0;
+  sample_offset_ = 0;
+  records_in_group_ = 0;
+  group_loaded_ = true;
+  return true;
+}
+
+bool LaneStream::NextRecord(Record* record) {
+  const uint64_t max_length = options_.max_length;
+  while (!ended_) {
+    if (!group_loaded_ && !LoadGroup()) {
+      ended_ = true;
+      break;
+    }
+    record->tokens.clear();
+    record->positions.clear();
+    record->sample_ids.clear();
+    while (record->tokens.size() < max_length && sample_cursor_ < group_samples_.size()) {
+      const SampleId id = group_samples_[sample_cursor_];
+      const Dataset& ds = *source_->datasets()[id.dataset];
+      const uint64_t length = ds.SampleLength(id.shard, id.index);
+      const uint64_t take = std::min(length - sample_offset_, max_length - record->tokens.size());
+      if (take > 0) {
+        ds.AppendTokens(id.shard, id.index, sample_offset_, take, &record->tokens);
+        for (uint64_t p = 0; p < take; ++p) record->positions.push_back(static_cast<int32_t>(p));
+        if (record->sample_ids.empty() || record->sample_ids.back() != id) {
+          record->sample_ids.push_back(id);
+        }
+      }
+      sample_offset_ += take;
+      if (sample_offset_ == length) {
+        ++sample_cursor_;
+        sample_offset_ = 0;
+      }
+    }
+    if (record->tokens.size() == max_length) {
+      ++records_in_group_;
+      return true;
+    }
+    // Group exhausted with a partial record: drop it and move to the next group.
+    dropped_tokens_ += record->tokens.size();
+    group_loaded_ = false;
+    group_chunk_ += options_.flush_every_chunks;
+  }
+  return false;
+}
+
+absl::StatusOr<std::optional<Batch>> LaneStream::Next() {
+  Batch batch;
+  batch.lane = lane_;
+  batch.cols = static_cast<uint32_t>(options_.max_length);
+  batch.start = position();
+  std::unordered_set<SampleId, SampleIdHash> seen;
+  Record record;
+  while (batch.rows < options_.microbatch_size) {
+    if (batch.rows == 0) batch.start = position();
+    if (!NextRecord(&record)) break;
+    batch.tokens.insert(batch.tokens.end(), record.tokens.begin(), record.tokens.end());
+    batch.positions.insert(batch.positions.end(), record.positions.begin(),
+                           record.positions.end());
+    for (const SampleId& id : record.sample_ids) {
+      if (seen.insert(id).second) batch.sample_ids.push_back(id);
+    }
+    ++batch.rows;
+  }
+  if (batch.rows == 0 || (batch.rows < options_.microbatch_size && options_.drop_last)) {
+    return std::optional<Batch>();
+  }
+  batch.lane_batch_index = next_batch_index_++;
+  return std::optional<Batch>(std::move(batch));
+}
+
+}  // namespace zephon::pipeline

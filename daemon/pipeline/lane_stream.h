@@ -1,0 +1,105 @@
+// LaneStream: one lane's operator chain, producing that lane's fixed batch sequence.
+//
+// Contract (determinism; depends only on spec, seed and lane id, never on D):
+//   * Lane l's chunks: lane chunk index c = 0, 1, ... is global chunk
+//     GlobalChunkOfLane(l, c); the lane ends at the first c whose chunk is >= NumChunks.
+//   * Flush groups: lane chunks [f, f + flush_every_chunks) with f a multiple of
+//     flush_every_chunks. All operator state (shuffle buffer, pack leftovers) is reset
+//     at every flush-group boundary.
+//   * Per flush group: its sample ids in chunk order -> optional BufferShuffle
+//     (shuffle_buffer.h) -> pack_flat "wrap": the samples' tokens as one FIFO stream
+//     cut into records of exactly max_length tokens, documents split across records;
+//     positions count 0, 1, ... from the start of each piece of a document inside a
+//     record. Tokens left at the group end that do not fill a record are dropped and
+//     counted in dropped_tokens(). Empty samples contribute nothing.
+//   * batch: consecutive records, microbatch_size per batch; batches may span flush
+//     groups. At lane end a short batch is dropped if drop_last, else emitted.
+//     NOTE: proto3 has no presence for BatchSpec.drop_last, so an unset field means
+//     false (emit the short batch); clients wanting the upstream default send true.
+// Single-owner (not thread-safe); the shared WorkSource is thread-safe.
+#ifndef ZEPHON_DAEMON_PIPELINE_LANE_STREAM_H_
+#define ZEPHON_DAEMON_PIPELINE_LANE_STREAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/batch.h"
+#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/work_source.h"
+#include "proto/spec.pb.h"
+
+namespace zephon::pipeline {
+
+inline constexpr uint32_t kDefaultFlushEveryChunks = 8;
+
+// The per-lane knobs of a spec, validated.
+struct LaneOptions {
+  uint32_t num_lanes = 1;
+  Routing routing = Routing::kPermute;
+  uint64_t routing_seed = 0;  // work_source.seed
+  uint64_t flush_every_chunks = kDefaultFlushEveryChunks;
+  uint64_t shuffle_buffer_size = 0;  // 0 = no shuffle operator.
+  uint64_t shuffle_seed = 0;
+  uint64_t max_length = 0;
+  uint64_t microbatch_size = 0;
+  bool drop_last = false;
+
+  // Operators must be [shuffle?, pack_flat, batch]; INVALID_ARGUMENT naming the
+  // operator index and value otherwise (also: max_length >= 2, microbatch_size >= 1,
+  // buffer_size >= 1, algorithm "wrap" or empty, canonical_replicas >= 1).
+  static absl::StatusOr<LaneOptions> FromSpec(const proto::PipelineSpec& spec);
+  std::string Describe() const;
+};
+
+class LaneStream {
+ public:
+  // Starts lane `lane` at `start` (default: the beginning); the first batch returned
+  // is numbered `first_batch_index`. INVALID_ARGUMENT if lane >= num_lanes.
+  static absl::StatusOr<std::unique_ptr<LaneStream>> Create(
+      std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
+      LanePosition start = {}, uint64_t first_batch_index = 0);
+
+  // The next batch, or nullopt once the lane is exhausted (and forever after).
+  absl::StatusOr<std::optional<Batch>> Next();
+
+  uint32_t lane() const { return lane_; }
+  // Where the next batch would start.
+  LanePosition position() const { return {group_chunk_, records_in_group_}; }
+  uint64_t dropped_tokens() const { return dropped_tokens_; }
+
+ private:
+  struct Record {
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> positions;
+    std::vector<SampleId> sample_ids;  // Contributors in order, adjacent duplicates removed.
+  };
+
+  LaneStream(std::shared_ptr<const WorkSource> source, const LaneOptions& options,
+             uint32_t lane);
+  // Loads the flush group starting at group_chunk_; false if it has no chunks.
+  bool LoadGroup();
+  // Fills *record with the next full record; false at lane end.
+  bool NextRecord(Record* record);
+
+  const std::shared_ptr<const WorkSource> source_;
+  const LaneOptions options_;
+  const uint32_t lane_;
+
+  uint64_t group_chunk_ = 0;
+  bool group_loaded_ = false;
+  bool ended_ = false;
+  std::vector<SampleId> group_samples_;
+  size_t sample_cursor_ = 0;
+  uint64_t sample_offset_ = 0;
+  uint64_t records_in_group_ = 0;
+  uint64_t next_batch_index_ = 0;
+  uint64_t dropped_tokens_ = 0;
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_LANE_STREAM_H_

@@ -1,0 +1,107 @@
+#include "daemon/pipeline/megatron_reader.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace zephon::pipeline {
+namespace {
+
+template <typename T>
+T Load(std::string_view bytes, uint64_t offset) {
+  T v;
+  std::memcpy(&v, bytes.data() + offset, sizeof(T));
+  return v;
+}
+
+absl::StatusOr<TokenType> DtypeFromCode(uint8_t code, const std::string& path) {
+  switch (code) {
+    case 1: return TokenType::kUint8;
+    case 2: return TokenType::kInt8;
+    case 3: return TokenType::kInt16;
+    case 4: return TokenType::kInt32;
+    case 5: return TokenType::kInt64;
+    case 8: return TokenType::kUint16;
+    default:
+      return absl::DataLossError(absl::StrCat(
+          path, ": offset 17: dtype code ", code,
+          " is not an integer token type (accepted: 1,2,3,4,5,8)"));
+  }
+}
+
+}  // namespace
+
+MegatronShard::MegatronShard(std::unique_ptr<ShardFile> idx, std::unique_ptr<ShardFile> bin,
+                             TokenType type, uint64_t num_sequences)
+    : idx_(std::move(idx)), bin_(std::move(bin)), type_(type), num_sequences_(num_sequences) {}
+
+absl::StatusOr<std::unique_ptr<MegatronShard>> MegatronShard::Open(const std::string& prefix) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, MapShardFile(prefix + ".idx"));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> bin, MapShardFile(prefix + ".bin"));
+  const std::string& path = idx->path();
+  std::string_view b = idx->bytes();
+  if (b.size() < kMegatronHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated header: ", b.size(),
+                                            " bytes, need ", kMegatronHeaderBytes));
+  }
+  if (std::memcmp(b.data(), kMegatronMagic, sizeof(kMegatronMagic)) != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": offset 0: bad magic (not MMIDIDX)"));
+  }
+  const uint64_t version = Load<uint64_t>(b, 9);
+  if (version != 1) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": offset 9: unsupported version ", version, " (need 1)"));
+  }
+  ASSIGN_OR_RETURN(TokenType type, DtypeFromCode(Load<uint8_t>(b, 17), path));
+  const uint64_t n = Load<uint64_t>(b, 18);
+  const uint64_t m = Load<uint64_t>(b, 26);
+  // Bound the counts by the file size before multiplying so nothing overflows.
+  const uint64_t body = b.size() - kMegatronHeaderBytes;
+  if (n > body / 12 || m > (body - 12 * n) / 8) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": truncated: ", b.size(), " bytes cannot hold ", n, " sequences and ", m,
+        " document entries (need ", kMegatronHeaderBytes, " + 12*N + 8*M)"));
+  }
+  const uint64_t width = TokenWidth(type);
+  const uint64_t bin_size = bin->bytes().size();
+  const uint64_t ptr_base = kMegatronHeaderBytes + 4 * n;
+  for (uint64_t i = 0; i < n; ++i) {
+    const int32_t size = Load<int32_t>(b, kMegatronHeaderBytes + 4 * i);
+    const int64_t ptr = Load<int64_t>(b, ptr_base + 8 * i);
+    if (size < 0 || ptr < 0 || static_cast<uint64_t>(ptr) > bin_size ||
+        static_cast<uint64_t>(size) * width > bin_size - static_cast<uint64_t>(ptr)) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": sequence ", i, " (size at offset ", kMegatronHeaderBytes + 4 * i,
+          ", pointer at offset ", ptr_base + 8 * i, "): ", size, " tokens at byte ", ptr,
+          " lie outside ", bin->path(), " (", bin_size, " bytes)"));
+    }
+  }
+  return std::unique_ptr<MegatronShard>(
+      new MegatronShard(std::move(idx), std::move(bin), type, n));
+}
+
+std::string MegatronShard::FileName() const {
+  return std::filesystem::path(bin_->path()).filename().string();
+}
+
+uint64_t MegatronShard::ByteSize() const {
+  return idx_->bytes().size() + bin_->bytes().size();
+}
+
+uint64_t MegatronShard::SampleLength(uint64_t index) const {
+  return static_cast<uint64_t>(Load<int32_t>(idx_->bytes(), kMegatronHeaderBytes + 4 * index));
+}
+
+int64_t MegatronShard::Pointer(uint64_t index) const {
+  return Load<int64_t>(idx_->bytes(), kMegatronHeaderBytes + 4 * num_sequences_ + 8 * index);
+}
+
+void MegatronShard::AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
+                                 std::vector<int32_t>* out) const {
+  const char* start = bin_->bytes().data() + Pointer(index) + offset * TokenWidth(type_);
+  AppendDecoded(start, type_, count, out);
+}
+
+}  // namespace zephon::pipeline

@@ -1,0 +1,137 @@
+#include "daemon/pipeline/spec.h"
+
+#include <set>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/mix.h"
+#include "common/status_macros.h"
+#include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/work_source.h"
+
+namespace zephon::pipeline {
+namespace {
+
+absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
+  if (ws.datasets_size() == 0) {
+    return absl::InvalidArgumentError("work_source.datasets: at least one dataset required");
+  }
+  std::set<std::string> names;
+  for (int k = 0; k < ws.datasets_size(); ++k) {
+    const auto& d = ws.datasets(k);
+    if (d.name().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].name is empty"));
+    }
+    if (!names.insert(d.name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("work_source.datasets: duplicate dataset name '", d.name(), "'"));
+    }
+    if (d.path().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "] ('",
+                                                     d.name(), "').path is empty"));
+    }
+    if (!d.format().empty() && d.format() != "megatron" && d.format() != "flat") {
+      return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].format '",
+                                                     d.format(), "' unknown (megatron, flat)"));
+    }
+    if (!d.dtype().empty() && d.dtype() != "uint16" && d.dtype() != "uint32") {
+      return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].dtype '",
+                                                     d.dtype(), "' unknown (uint16, uint32)"));
+    }
+  }
+  if (ws.weights_size() != 0 && ws.weights_size() != ws.datasets_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("work_source.weights has ", ws.weights_size(),
+                                                   " entries, datasets has ", ws.datasets_size()));
+  }
+  for (int k = 0; k < ws.weights_size(); ++k) {
+    if (!(ws.weights(k) > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("work_source.weights[", k, "] = ", ws.weights(k), ": must be > 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32_t dp_degree) {
+  if (spec.format_version() == 0) spec.set_format_version(kFormatVersion);
+  if (spec.format_version() != kFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("format_version ", spec.format_version(),
+                                                   " unsupported (this engine: ", kFormatVersion, ")"));
+  }
+  if (spec.canonical_replicas() == 0) spec.set_canonical_replicas(dp_degree);
+  if (dp_degree < 1 || dp_degree > spec.canonical_replicas()) {
+    return absl::InvalidArgumentError(absl::StrCat("dp_degree ", dp_degree,
+                                                   " must be in [1, canonical_replicas = ",
+                                                   spec.canonical_replicas(), "]"));
+  }
+  if (spec.mapping().empty()) spec.set_mapping("contiguous");
+  RETURN_IF_ERROR(ParseMapping(spec.mapping()).status());
+  if (spec.routing().empty()) spec.set_routing("permute");
+  RETURN_IF_ERROR(ParseRouting(spec.routing()).status());
+  if (spec.flush_every_chunks() == 0) spec.set_flush_every_chunks(kDefaultFlushEveryChunks);
+  auto* ws = spec.mutable_work_source();
+  if (ws->chunk_size() == 0) ws->set_chunk_size(kDefaultChunkSize);
+  if (ws->exhausted_policy().empty()) ws->set_exhausted_policy("stop_after_passes");
+  if (ws->exhausted_policy() != "stop_after_passes" && ws->exhausted_policy() != "stop" &&
+      ws->exhausted_policy() != "repeat") {
+    return absl::InvalidArgumentError(absl::StrCat("work_source.exhausted_policy '",
+                                                   ws->exhausted_policy(),
+                                                   "' unknown (stop_after_passes, stop, repeat)"));
+  }
+  if (ws->stop_after_passes() == 0) ws->set_stop_after_passes(1);
+  for (auto& d : *ws->mutable_datasets()) {
+    if (d.format() == "flat") {
+      if (d.dtype().empty()) d.set_dtype("uint16");
+      if (d.flat_sample_tokens() == 0) d.set_flat_sample_tokens(2048);
+    }
+  }
+  RETURN_IF_ERROR(ValidateDatasets(*ws));
+  for (auto& op : *spec.mutable_operators()) {
+    if (op.has_pack_flat() && op.pack_flat().algorithm().empty()) {
+      op.mutable_pack_flat()->set_algorithm("wrap");
+    }
+    if (op.has_pack_flat() && !op.pack_flat().has_emit_positions()) {
+      op.mutable_pack_flat()->set_emit_positions(true);
+    }
+    // The guide's default: never a short batch.
+    if (op.has_batch() && !op.batch().has_drop_last()) op.mutable_batch()->set_drop_last(true);
+  }
+  RETURN_IF_ERROR(LaneOptions::FromSpec(spec).status());
+  return spec;
+}
+
+std::string SpecHash(const proto::PipelineSpec& resolved,
+                     const std::vector<std::shared_ptr<const Dataset>>& datasets) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::CodedOutputStream out(&raw);
+    out.SetSerializationDeterministic(true);
+    resolved.SerializeToCodedStream(&out);
+  }
+  uint64_t h = HashBytes(bytes);
+  for (const auto& d : datasets) h = Combine(h, d->Fingerprint());
+  return absl::StrFormat("%016x", h);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
+    const proto::PipelineSpec& spec) {
+  std::vector<std::shared_ptr<const Dataset>> out;
+  for (const auto& d : spec.work_source().datasets()) {
+    auto ds = Dataset::Open(d);
+    if (!ds.ok()) {
+      return absl::Status(ds.status().code(), absl::StrCat("dataset '", d.name(), "': ",
+                                                           ds.status().message()));
+    }
+    out.push_back(std::shared_ptr<const Dataset>(*std::move(ds)));
+  }
+  return out;
+}
+
+}  // namespace zephon::pipeline

@@ -1,0 +1,44 @@
+// Spec resolution and the spec hash.
+//
+// ResolveSpec fills every default so that the hash always covers effective values:
+//   format_version 1; canonical_replicas = dp_degree; mapping "contiguous";
+//   routing "permute"; work_source.chunk_size 1024; exhausted_policy
+//   "stop_after_passes"; stop_after_passes 1; flush_every_chunks 8; pack_flat
+//   algorithm "wrap"; for format "flat" datasets dtype "uint16" and
+//   flat_sample_tokens 2048 (auto-detected datasets keep their empty fields; the
+//   detected format enters the hash through Dataset::Fingerprint).
+// and validates it (INVALID_ARGUMENT naming the option and value): format_version 1,
+// known strings, datasets non-empty with unique non-empty names and paths, weights,
+// the operator list (LaneOptions::FromSpec), 1 <= dp_degree <= canonical_replicas.
+//
+// SpecHash = 16 lowercase hex digits of h, where h0 = HashBytes(deterministic
+// protobuf serialization of the resolved spec) and h = Combine(h, fingerprint_k) over
+// the datasets in order. Pure functions; thread-safe.
+#ifndef ZEPHON_DAEMON_PIPELINE_SPEC_H_
+#define ZEPHON_DAEMON_PIPELINE_SPEC_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/dataset.h"
+#include "proto/spec.pb.h"
+
+namespace zephon::pipeline {
+
+inline constexpr uint32_t kFormatVersion = 1;
+
+absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32_t dp_degree);
+
+std::string SpecHash(const proto::PipelineSpec& resolved,
+                     const std::vector<std::shared_ptr<const Dataset>>& datasets);
+
+// Opens every dataset of the spec, in order (errors name the dataset).
+absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
+    const proto::PipelineSpec& spec);
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_SPEC_H_

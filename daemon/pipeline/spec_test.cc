@@ -1,0 +1,102 @@
+#include "daemon/pipeline/spec.h"
+
+#include <gtest/gtest.h>
+
+#include "daemon/pipeline/testing_corpus.h"
+
+namespace zephon::pipeline {
+namespace {
+
+proto::PipelineSpec Minimal() {
+  proto::PipelineSpec spec;
+  auto* d = spec.mutable_work_source()->add_datasets();
+  d->set_name("web");
+  d->set_path("/data/web");
+  d->set_format("flat");
+  spec.add_operators()->mutable_pack_flat()->set_max_length(2049);
+  spec.add_operators()->mutable_batch()->set_microbatch_size(4);
+  return spec;
+}
+
+TEST(ResolveSpecTest, FillsEveryDefault) {
+  auto r = ResolveSpec(Minimal(), 8);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->format_version(), 1u);
+  EXPECT_EQ(r->canonical_replicas(), 8u);
+  EXPECT_EQ(r->mapping(), "contiguous");
+  EXPECT_EQ(r->routing(), "permute");
+  EXPECT_EQ(r->flush_every_chunks(), 8u);
+  EXPECT_EQ(r->work_source().chunk_size(), 1024u);
+  EXPECT_EQ(r->work_source().exhausted_policy(), "stop_after_passes");
+  EXPECT_EQ(r->work_source().stop_after_passes(), 1u);
+  EXPECT_EQ(r->work_source().datasets(0).dtype(), "uint16");
+  EXPECT_EQ(r->work_source().datasets(0).flat_sample_tokens(), 2048u);
+  EXPECT_EQ(r->operators(0).pack_flat().algorithm(), "wrap");
+  // Resolving is idempotent.
+  EXPECT_EQ(ResolveSpec(*r, 8)->SerializeAsString(), r->SerializeAsString());
+}
+
+void ExpectError(const proto::PipelineSpec& spec, uint32_t dp, const std::string& needle) {
+  auto r = ResolveSpec(spec, dp);
+  ASSERT_FALSE(r.ok()) << needle;
+  EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status();
+}
+
+TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
+  auto s = Minimal();
+  s.set_mapping("blocked");
+  ExpectError(s, 1, "blocked");
+  s = Minimal();
+  s.set_routing("random");
+  ExpectError(s, 1, "random");
+  s = Minimal();
+  s.mutable_work_source()->set_exhausted_policy("never");
+  ExpectError(s, 1, "never");
+  s = Minimal();
+  s.set_canonical_replicas(4);
+  ExpectError(s, 8, "dp_degree 8");
+  s = Minimal();
+  s.set_format_version(7);
+  ExpectError(s, 1, "format_version 7");
+  s = Minimal();
+  s.mutable_work_source()->mutable_datasets(0)->set_format("parquet");
+  ExpectError(s, 1, "parquet");
+  s = Minimal();
+  *s.mutable_work_source()->add_datasets() = s.work_source().datasets(0);
+  ExpectError(s, 1, "duplicate dataset name 'web'");
+  s = Minimal();
+  s.mutable_work_source()->add_weights(1);
+  s.mutable_work_source()->add_weights(2);
+  ExpectError(s, 1, "weights");
+  s = Minimal();
+  s.mutable_operators(0)->mutable_pack_flat()->set_max_length(1);
+  ExpectError(s, 1, "max_length");
+  s = Minimal();
+  s.mutable_operators()->RemoveLast();
+  ExpectError(s, 1, "batch");
+}
+
+TEST(SpecHashTest, IsStableAndCoversSpecAndData) {
+  auto a = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  auto b = testing::MakeSyntheticDataset("web", 1, 2, 11, 5);
+  const auto spec = ResolveSpec(Minimal(), 2).value();
+  const std::string h = SpecHash(spec, {a});
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(SpecHash(ResolveSpec(Minimal(), 2).value(), {a}), h);
+  EXPECT_NE(SpecHash(spec, {b}), h);
+  EXPECT_NE(SpecHash(ResolveSpec(Minimal(), 4).value(), {a}), h);
+  auto seeded = spec;
+  seeded.mutable_work_source()->set_seed(1);
+  EXPECT_NE(SpecHash(seeded, {a}), h);
+}
+
+TEST(OpenDatasetsTest, ErrorsNameTheDataset) {
+  auto spec = Minimal();
+  spec.mutable_work_source()->mutable_datasets(0)->set_path("/nonexistent/zephon/x");
+  auto r = OpenDatasets(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'web'"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace zephon::pipeline

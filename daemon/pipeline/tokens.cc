@@ -1,0 +1,74 @@
+#include "daemon/pipeline/tokens.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace zephon::pipeline {
+namespace {
+
+template <typename T>
+void AppendAs(const char* data, uint64_t count, std::vector<int32_t>* out) {
+  const size_t base = out->size();
+  out->resize(base + count);
+  int32_t* dst = out->data() + base;
+  for (uint64_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, data + i * sizeof(T), sizeof(T));  // Unaligned-safe load.
+    dst[i] = static_cast<int32_t>(v);
+  }
+}
+
+}  // namespace
+
+size_t TokenWidth(TokenType type) {
+  switch (type) {
+    case TokenType::kUint8:
+    case TokenType::kInt8:
+      return 1;
+    case TokenType::kInt16:
+    case TokenType::kUint16:
+      return 2;
+    case TokenType::kInt32:
+    case TokenType::kUint32:
+      return 4;
+    case TokenType::kInt64:
+      return 8;
+  }
+  return 1;
+}
+
+std::string TokenTypeName(TokenType type) {
+  switch (type) {
+    case TokenType::kUint8: return "uint8";
+    case TokenType::kInt8: return "int8";
+    case TokenType::kInt16: return "int16";
+    case TokenType::kUint16: return "uint16";
+    case TokenType::kInt32: return "int32";
+    case TokenType::kUint32: return "uint32";
+    case TokenType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+absl::StatusOr<TokenType> ParseFlatDtype(const std::string& name) {
+  if (name == "uint16") return TokenType::kUint16;
+  if (name == "uint32") return TokenType::kUint32;
+  return absl::InvalidArgumentError(
+      absl::StrCat("dataset dtype '", name, "' is not supported: use uint16 or uint32"));
+}
+
+void AppendDecoded(const char* data, TokenType type, uint64_t count,
+                   std::vector<int32_t>* out) {
+  switch (type) {
+    case TokenType::kUint8: return AppendAs<uint8_t>(data, count, out);
+    case TokenType::kInt8: return AppendAs<int8_t>(data, count, out);
+    case TokenType::kInt16: return AppendAs<int16_t>(data, count, out);
+    case TokenType::kUint16: return AppendAs<uint16_t>(data, count, out);
+    case TokenType::kInt32: return AppendAs<int32_t>(data, count, out);
+    case TokenType::kUint32: return AppendAs<uint32_t>(data, count, out);
+    case TokenType::kInt64: return AppendAs<int64_t>(data, count, out);
+  }
+}
+
+}  // namespace zephon::pipeline
