@@ -1,0 +1,43 @@
+# Zephon: the two commands are `make demo` and `make test`. Both install what they need
+# (Debian packages, as root) and build first. Everything builds offline.
+
+PY      := /usr/bin/python3
+BAZEL   := bazel
+NATIVE  := client/python/zephon/_native
+APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
+            protobuf-compiler libabsl-dev libboost-dev libspdlog-dev libfmt-dev libcli11-dev \
+            libgtest-dev googletest libbenchmark-dev python3 python3-numpy python3-pytest
+
+.PHONY: setup build demo test test-cc test-py clean
+
+# Idempotent: installs only the packages that are missing.
+setup:
+	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	  grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  if [ "$$(id -u)" != 0 ]; then echo "run as root (apt-get) or install: $$missing"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+build: setup
+	$(BAZEL) build //...
+	@mkdir -p $(NATIVE)
+	@install -m 0755 bazel-bin/client/libzephon_c.so $(NATIVE)/libzephon_c.so
+	@install -m 0755 bazel-bin/daemon/zephond $(NATIVE)/zephond
+	@echo "built: $(NATIVE)/{libzephon_c.so,zephond}"
+
+demo: build
+	PYTHONPATH=client/python $(PY) -m zephon.demo
+
+test-cc: build
+	$(BAZEL) test //...
+
+test-py: build
+	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
+
+test: test-cc test-py
+
+clean:
+	$(BAZEL) clean
+	rm -rf $(NATIVE)

@@ -1,0 +1,114 @@
+#include "client/attached_reader.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/connection.h"
+#include "common/status_macros.h"
+
+namespace zephon::client {
+namespace {
+
+// Cancels a gRPC call that has not finished within `timeout`: long-lived streams carry
+// no RPC deadline, yet no wait on the daemon may be unbounded. RAII; the destructor
+// marks the call finished and joins the timer thread.
+class CancelAfter {
+ public:
+  CancelAfter(grpc::ClientContext* context, absl::Duration timeout)
+      : timer_([this, context, timeout] {
+          std::unique_lock<std::mutex> lock(mu_);
+          if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return done_; })) {
+            fired_ = true;
+            context->TryCancel();
+          }
+        }) {}
+  ~CancelAfter() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    timer_.join();
+  }
+  // True when the call was cancelled for taking too long. Call after the call returned.
+  bool fired() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fired_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool fired_ = false;
+  std::thread timer_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
+    std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
+    absl::Duration timeout) {
+  std::unique_ptr<AttachedReader> r(new AttachedReader());
+  r->channel_ = std::move(channel);
+  r->stub_ = proto::Zephon::NewStub(r->channel_);
+  r->context_ = std::make_unique<grpc::ClientContext>();
+  r->stream_ = r->stub_->Attach(r->context_.get());
+
+  proto::AttachClientMessage first;
+  *first.mutable_attach() = request;
+  proto::AttachServerMessage reply;
+  bool ok = false;
+  bool timed_out = false;
+  {
+    CancelAfter guard(r->context_.get(), timeout);
+    ok = r->stream_->Write(first) && r->stream_->Read(&reply);
+    timed_out = !ok && guard.fired();
+  }
+  if (!ok || !reply.has_attached()) {
+    r->detached_ = true;
+    grpc::Status status = r->stream_->Finish();
+    if (timed_out) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "zephond did not answer the attach within ", absl::FormatDuration(timeout)));
+    }
+    if (status.ok()) return absl::InternalError("zephond closed the attach without a reply");
+    return FromGrpc(status);
+  }
+  r->reply_ = reply.attached();
+  ASSIGN_OR_RETURN(
+      r->ring_, shm::RingReader::Open(r->reply_.ring_name(), r->reply_.reader_index(),
+                                      r->reply_.lease_epoch(), r->reply_.ring_generation(),
+                                      absl::Milliseconds(r->reply_.producer_timeout_ms())));
+  return r;
+}
+
+AttachedReader::~AttachedReader() { Detach(); }
+
+absl::StatusOr<shm::SlotView> AttachedReader::Next(absl::Duration timeout) {
+  if (detached_) return absl::FailedPreconditionError("this reader is detached");
+  return ring_->Acquire(timeout);
+}
+
+absl::Status AttachedReader::Release(uint64_t seq) {
+  if (detached_) return absl::FailedPreconditionError("this reader is detached");
+  return ring_->Release(seq);
+}
+
+uint64_t AttachedReader::delivered() const { return ring_ ? ring_->delivered() : 0; }
+
+void AttachedReader::Detach() {
+  if (detached_) return;
+  detached_ = true;
+  proto::AttachClientMessage bye;
+  bye.set_detach(true);
+  if (stream_->Write(bye)) stream_->WritesDone();
+  // The daemon ends the stream right after reading the detach; a wedged daemon must
+  // not hang the trainer, so the wait for that is bounded.
+  CancelAfter guard(context_.get(), absl::Seconds(5));
+  (void)stream_->Finish();
+}
+
+}  // namespace zephon::client

@@ -1,0 +1,67 @@
+// One attached rank: the Attach stream that is its lease with zephond, plus the ring
+// reader that loans it batches zero-copy.
+//
+// Usage:
+//   auto channel = ConnectOrStart({...});
+//   auto reader = AttachedReader::Attach(*channel, request, absl::Seconds(30));
+//   while (true) {
+//     auto batch = (*reader)->Next(absl::Seconds(60));   // OUT_OF_RANGE = end of data
+//     ... use batch->tensors ...
+//     (*reader)->Release(batch->seq);                    // delivery of that batch
+//   }
+// Thread-compatible: one thread at a time per AttachedReader. Distinct readers in one
+// process are independent (tests attach several ranks from one process).
+#ifndef ZEPHON_CLIENT_ATTACHED_READER_H_
+#define ZEPHON_CLIENT_ATTACHED_READER_H_
+
+#include <memory>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/zephon.grpc.pb.h"
+#include "shm/ring_reader.h"
+
+namespace zephon::client {
+
+class AttachedReader {
+ public:
+  // Sends the AttachRequest and maps the ring. Errors carry the daemon's message
+  // (validation, spec-hash mismatch) with its status code.
+  static absl::StatusOr<std::unique_ptr<AttachedReader>> Attach(
+      std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
+      absl::Duration timeout);
+  ~AttachedReader();  // detaches cleanly
+  AttachedReader(const AttachedReader&) = delete;
+  AttachedReader& operator=(const AttachedReader&) = delete;
+
+  const proto::AttachReply& reply() const { return reply_; }
+
+  // The next batch in this rank's order (a loan: valid until Released). OUT_OF_RANGE at
+  // the end of the data; ABORTED when a peer died; UNAVAILABLE when zephond is gone.
+  absl::StatusOr<shm::SlotView> Next(absl::Duration timeout);
+  // Releases (delivers) a loaned batch. Releases may come out of order.
+  absl::Status Release(uint64_t seq);
+  // Batches delivered so far.
+  uint64_t delivered() const;
+
+  // Ends the lease. Idempotent.
+  void Detach();
+
+ private:
+  AttachedReader() = default;
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<proto::Zephon::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::AttachClientMessage, proto::AttachServerMessage>>
+      stream_;
+  proto::AttachReply reply_;
+  std::unique_ptr<shm::RingReader> ring_;
+  bool detached_ = false;
+};
+
+}  // namespace zephon::client
+
+#endif  // ZEPHON_CLIENT_ATTACHED_READER_H_

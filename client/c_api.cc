@@ -1,0 +1,154 @@
+#include "client/c_api.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "client/attached_reader.h"
+#include "client/connection.h"
+#include "shm/ring_layout.h"
+
+struct zephon_reader {
+  std::unique_ptr<zephon::client::AttachedReader> reader;
+};
+
+namespace {
+
+char* Dup(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+int Fail(const absl::Status& status, char** error) {
+  if (error != nullptr) *error = Dup(std::string(status.message()));
+  return static_cast<int>(status.code());
+}
+
+std::string OrEmpty(const char* s) { return s == nullptr ? std::string() : std::string(s); }
+
+absl::Duration Seconds(double s) { return s > 0 ? absl::Seconds(s) : absl::Seconds(60); }
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const char* socket_path,
+                                                       const char* zephond_path, double timeout_s) {
+  zephon::client::ConnectOptions options;
+  options.socket_path = OrEmpty(socket_path);
+  options.zephond_path = OrEmpty(zephond_path);
+  options.timeout = Seconds(timeout_s);
+  return zephon::client::ConnectOrStart(options);
+}
+
+std::unique_ptr<grpc::ClientContext> ContextWithDeadline(double timeout_s) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + Seconds(timeout_s)));
+  return context;
+}
+
+}  // namespace
+
+extern "C" {
+
+int zephon_attach(const char* socket_path, const char* zephond_path, const char* request_json,
+                  double timeout_s, zephon_reader** out, char** reply_json, char** error) {
+  zephon::proto::AttachRequest request;
+  google::protobuf::util::JsonParseOptions parse;
+  auto parsed = google::protobuf::util::JsonStringToMessage(OrEmpty(request_json), &request, parse);
+  if (!parsed.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("malformed attach request: ",
+                                                        parsed.message().as_string())),
+                error);
+  }
+  request.set_ring_abi_major(zephon::shm::kLayoutMajor);
+  auto channel = Connect(socket_path, zephond_path, timeout_s);
+  if (!channel.ok()) return Fail(channel.status(), error);
+  auto reader = zephon::client::AttachedReader::Attach(*channel, request, Seconds(timeout_s));
+  if (!reader.ok()) return Fail(reader.status(), error);
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString((*reader)->reply(), &json, print);
+  *out = new zephon_reader{std::move(*reader)};
+  if (reply_json != nullptr) *reply_json = Dup(json);
+  return 0;
+}
+
+int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error) {
+  absl::StatusOr<zephon::shm::SlotView> slot = reader->reader->Next(Seconds(timeout_s));
+  if (!slot.ok()) return Fail(slot.status(), error);
+  std::memset(out, 0, sizeof(*out));
+  out->seq = slot->seq;
+  out->lane = slot->lane;
+  out->lane_batch_index = slot->lane_batch_index;
+  out->flags = slot->flags;
+  const size_t n = std::min<size_t>(slot->tensors.size(), ZEPHON_MAX_TENSORS);
+  out->num_tensors = static_cast<uint32_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& t = slot->tensors[i];
+    zephon_tensor& dst = out->tensors[i];
+    std::strncpy(dst.name, t.name.c_str(), sizeof(dst.name) - 1);
+    dst.dtype = static_cast<int32_t>(t.dtype);
+    dst.ndim = static_cast<int32_t>(std::min<size_t>(t.shape.size(), 4));
+    for (int d = 0; d < dst.ndim; ++d) dst.shape[d] = t.shape[d];
+    dst.data = t.data;
+    dst.nbytes = t.bytes;
+  }
+  return 0;
+}
+
+int zephon_release(zephon_reader* reader, uint64_t seq, char** error) {
+  absl::Status s = reader->reader->Release(seq);
+  return s.ok() ? 0 : Fail(s, error);
+}
+
+uint64_t zephon_delivered(zephon_reader* reader) { return reader->reader->delivered(); }
+
+void zephon_end_lease(zephon_reader* reader) {
+  if (reader != nullptr) reader->reader->Detach();
+}
+
+void zephon_detach(zephon_reader* reader) { delete reader; }
+
+int zephon_explain(const char* socket_path, const char* instance_id, double timeout_s,
+                   char** text, char** error) {
+  auto channel = Connect(socket_path, nullptr, timeout_s);
+  if (!channel.ok()) return Fail(channel.status(), error);
+  auto stub = zephon::proto::Zephon::NewStub(*channel);
+  zephon::proto::ExplainRequest request;
+  request.set_instance_id(OrEmpty(instance_id));
+  zephon::proto::ExplainReply reply;
+  auto context = ContextWithDeadline(timeout_s);
+  absl::Status s = zephon::client::FromGrpc(stub->Explain(context.get(), request, &reply));
+  if (!s.ok()) return Fail(s, error);
+  *text = Dup(reply.text());
+  return 0;
+}
+
+int zephon_status(const char* socket_path, double timeout_s, char** json, char** error) {
+  auto channel = Connect(socket_path, nullptr, timeout_s);
+  if (!channel.ok()) return Fail(channel.status(), error);
+  auto stub = zephon::proto::Zephon::NewStub(*channel);
+  zephon::proto::StatusReply reply;
+  auto context = ContextWithDeadline(timeout_s);
+  absl::Status s =
+      zephon::client::FromGrpc(stub->Status(context.get(), zephon::proto::StatusRequest(), &reply));
+  if (!s.ok()) return Fail(s, error);
+  std::string out;
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(reply, &out, print);
+  *json = Dup(out);
+  return 0;
+}
+
+uint32_t zephon_ring_abi_major(void) { return zephon::shm::kLayoutMajor; }
+
+void zephon_free(char* p) { std::free(p); }
+
+}  // extern "C"

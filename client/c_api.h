@@ -1,0 +1,72 @@
+/* The C ABI of the Zephon client: what the Python package (ctypes) and other languages
+ * bind to. Python never touches ring atomics itself; it calls these functions.
+ *
+ * Conventions: functions return 0 on success, else an absl/gRPC status code (e.g. 3
+ * INVALID_ARGUMENT, 9 FAILED_PRECONDITION, 11 OUT_OF_RANGE = end of data, 10 ABORTED,
+ * 14 UNAVAILABLE, 4 DEADLINE_EXCEEDED) and set *error to a message the caller frees
+ * with zephon_free. Strings returned through out-parameters are freed with zephon_free.
+ * A zephon_reader is used by one thread at a time; blocking calls release no locks of
+ * the caller (ctypes drops the GIL around them). */
+#ifndef ZEPHON_CLIENT_C_API_H_
+#define ZEPHON_CLIENT_C_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZEPHON_MAX_TENSORS 8
+
+typedef struct zephon_reader zephon_reader;
+
+typedef struct {
+  char name[24];
+  int32_t dtype; /* shm::DType code */
+  int32_t ndim;
+  uint64_t shape[4];
+  const void* data;
+  uint64_t nbytes;
+} zephon_tensor;
+
+typedef struct {
+  uint64_t seq;
+  uint64_t lane_batch_index;
+  uint32_t lane;
+  uint32_t flags;
+  uint32_t num_tensors;
+  uint32_t reserved;
+  zephon_tensor tensors[ZEPHON_MAX_TENSORS];
+} zephon_batch;
+
+/* Connects to the daemon at socket_path (NULL/"" = default), starting zephond_path if
+ * none answers (NULL/"" = never start one), and attaches one rank described by
+ * request_json (an AttachRequest in proto JSON). On success *reply_json is the
+ * AttachReply in JSON. */
+int zephon_attach(const char* socket_path, const char* zephond_path, const char* request_json,
+                  double timeout_s, zephon_reader** out, char** reply_json, char** error);
+/* Loans the next batch; valid until zephon_release(seq). 11 = end of data. */
+int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error);
+int zephon_release(zephon_reader* reader, uint64_t seq, char** error);
+uint64_t zephon_delivered(zephon_reader* reader);
+/* Ends the rank's lease with the daemon (a clean detach) but keeps the ring mapped, so
+ * views of loaned batches stay readable until zephon_detach. Further zephon_next calls
+ * fail with FAILED_PRECONDITION. Idempotent. */
+void zephon_end_lease(zephon_reader* reader);
+/* Detaches (if still attached), unmaps and frees the reader. NULL is ignored. */
+void zephon_detach(zephon_reader* reader);
+
+/* Daemon queries: Explain text and Status as JSON. */
+int zephon_explain(const char* socket_path, const char* instance_id, double timeout_s,
+                   char** text, char** error);
+int zephon_status(const char* socket_path, double timeout_s, char** json, char** error);
+
+/* The ring ABI major version this library speaks. */
+uint32_t zephon_ring_abi_major(void);
+void zephon_free(char* p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZEPHON_CLIENT_C_API_H_ */

@@ -1,0 +1,24 @@
+"""Zephon: deterministic, checkpointable, elastic data loading for distributed training,
+served by one zephond daemon per node over shared memory.
+
+    import zephon
+    ds = zephon.Dataset.from_path("web", "/data/web", fmt="megatron")
+    ws = zephon.StaticMixtureWorkSource([ds], seed=1234, chunk_size=1024)
+    pipe = (zephon.Pipeline(ws).pack_flat(max_length=2049).batch(8)
+            .options(dp_degree=4, dp_group_id=1, world_size=8, global_rank=3,
+                     canonical_replicas=8, aggregate_dir="/shared/agg", run_id="r1"))
+    for batch in pipe:
+        tokens = batch["tokens"]   # numpy [B, L] view into shared memory
+"""
+from .batch import Batch, SampleId
+from .corpus import write_megatron_dataset
+from .errors import (DaemonUnavailableError, InvalidOptionError, PeerLostError,
+                     SpecMismatchError, ZephonError, ZephonTimeoutError)
+from .pipeline import Pipeline, daemon_status
+from .sources import Dataset, StaticMixtureWorkSource
+
+__all__ = [
+    "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "PeerLostError",
+    "Pipeline", "SampleId", "SpecMismatchError", "StaticMixtureWorkSource", "ZephonError",
+    "ZephonTimeoutError", "daemon_status", "write_megatron_dataset",
+]

@@ -1,0 +1,120 @@
+"""ctypes binding of the Zephon C ABI (client/c_api.h).
+
+Python never touches ring atomics: every ring operation is a call into the C++ client
+library. ctypes releases the GIL for the duration of each call, so a rank blocked
+waiting for its next batch does not stall other Python threads.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+_REPO = _HERE.parents[2]  # client/python/zephon -> repo root (in a checkout)
+
+MAX_TENSORS = 8
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 24),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_uint64 * 4),
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_uint64),
+    ]
+
+
+class BatchInfo(ctypes.Structure):
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("lane_batch_index", ctypes.c_uint64),
+        ("lane", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("num_tensors", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("tensors", Tensor * MAX_TENSORS),
+    ]
+
+
+def _first_existing(candidates):
+    for c in candidates:
+        if c and Path(c).is_file():
+            return str(c)
+    return None
+
+
+def library_path() -> str:
+    found = _first_existing([
+        os.environ.get("ZEPHON_LIB"),
+        _HERE / "_native" / "libzephon_c.so",
+        _REPO / "bazel-bin" / "client" / "libzephon_c.so",
+    ])
+    if found is None:
+        raise ImportError(
+            "zephon: the native client library libzephon_c.so was not found; run `make build` "
+            "in the Zephon checkout, or set ZEPHON_LIB to its path")
+    return found
+
+
+def zephond_path() -> str | None:
+    """The zephond binary a client may auto-start, or None."""
+    return _first_existing([
+        os.environ.get("ZEPHOND"),
+        _HERE / "_native" / "zephond",
+        _REPO / "bazel-bin" / "daemon" / "zephond",
+    ])
+
+
+def _load():
+    lib = ctypes.CDLL(library_path())
+    c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+    lib.zephon_attach.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                  ctypes.c_double, ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_attach.restype = ctypes.c_int
+    lib.zephon_next.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.POINTER(BatchInfo),
+                                ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_next.restype = ctypes.c_int
+    lib.zephon_release.argtypes = [ctypes.c_void_p, ctypes.c_uint64,
+                                   ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_release.restype = ctypes.c_int
+    lib.zephon_delivered.argtypes = [ctypes.c_void_p]
+    lib.zephon_delivered.restype = ctypes.c_uint64
+    lib.zephon_end_lease.argtypes = [ctypes.c_void_p]
+    lib.zephon_end_lease.restype = None
+    lib.zephon_detach.argtypes = [ctypes.c_void_p]
+    lib.zephon_detach.restype = None
+    lib.zephon_explain.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_double,
+                                   ctypes.POINTER(ctypes.c_void_p),
+                                   ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_explain.restype = ctypes.c_int
+    lib.zephon_status.argtypes = [ctypes.c_char_p, ctypes.c_double,
+                                  ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_status.restype = ctypes.c_int
+    lib.zephon_ring_abi_major.restype = ctypes.c_uint32
+    lib.zephon_free.argtypes = [ctypes.c_void_p]
+    lib.zephon_free.restype = None
+    del c_char_pp
+    return lib
+
+
+LIB = _load()
+
+
+def take_string(ptr: ctypes.c_void_p) -> str:
+    """Copies a malloc'ed C string into Python and frees it."""
+    if not ptr.value:
+        return ""
+    try:
+        return ctypes.string_at(ptr.value).decode("utf-8", "replace")
+    finally:
+        LIB.zephon_free(ptr)
+
+
+def encode(s: str | None) -> bytes | None:
+    return None if s is None else s.encode("utf-8")

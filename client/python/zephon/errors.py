@@ -1,0 +1,56 @@
+"""Exceptions raised by the Zephon client. Each carries the daemon's message verbatim."""
+from __future__ import annotations
+
+# absl / gRPC canonical status codes used by the C ABI.
+CANCELLED = 1
+INVALID_ARGUMENT = 3
+DEADLINE_EXCEEDED = 4
+NOT_FOUND = 5
+ALREADY_EXISTS = 6
+FAILED_PRECONDITION = 9
+ABORTED = 10
+OUT_OF_RANGE = 11
+UNAVAILABLE = 14
+DATA_LOSS = 15
+
+
+class ZephonError(RuntimeError):
+    """Base class. ``code`` is the canonical status code from the daemon or client."""
+
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidOptionError(ZephonError, ValueError):
+    """An option or spec value is invalid (e.g. dp_degree > canonical_replicas)."""
+
+
+class SpecMismatchError(ZephonError):
+    """The request conflicts with state the daemon holds (e.g. another spec hash for the
+    same DP group), or versions disagree."""
+
+
+class PeerLostError(ZephonError):
+    """A peer rank of this DP group died; the ring is poisoned."""
+
+
+class DaemonUnavailableError(ZephonError):
+    """zephond could not be reached or stopped responding."""
+
+
+class ZephonTimeoutError(ZephonError, TimeoutError):
+    """A wait on the daemon or the ring passed its deadline."""
+
+
+_BY_CODE = {
+    INVALID_ARGUMENT: InvalidOptionError,
+    FAILED_PRECONDITION: SpecMismatchError,
+    ABORTED: PeerLostError,
+    UNAVAILABLE: DaemonUnavailableError,
+    DEADLINE_EXCEEDED: ZephonTimeoutError,
+}
+
+
+def from_code(code: int, message: str) -> ZephonError:
+    return _BY_CODE.get(code, ZephonError)(message, code)

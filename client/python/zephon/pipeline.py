@@ -1,0 +1,271 @@
+"""The Pipeline: a declarative operator chain plus the rank's options; iterating it
+attaches this rank to the node's zephond and yields its batches zero-copy.
+
+Each Pipeline object that iterates is one attached rank. Several may live in one
+process (tests drive many ranks this way); they are independent.
+"""
+from __future__ import annotations
+
+import atexit
+import copy
+import ctypes
+import json
+import os
+import threading
+import warnings
+import weakref
+from typing import Any, Iterator
+
+from . import _native, errors
+from .batch import Batch
+from .sources import StaticMixtureWorkSource
+
+# Options of Pipeline.options(): name -> where it goes in the attach request.
+_RANK_OPTIONS = {"world_size", "global_rank", "dp_degree", "dp_group_id", "run_id",
+                 "aggregate_dir", "aggregate_timeout_s", "local_peers"}
+_SPEC_OPTIONS = {"canonical_replicas": "canonical_replicas",
+                 "mapping_strategy": "mapping",
+                 "lane_routing": "routing",
+                 "flush_every_k_chunks": "flush_every_chunks"}
+_EXEC_OPTIONS = {"prefetch_batches", "read_timeout_s", "join_timeout_s", "num_threads"}
+_CLIENT_OPTIONS = {"daemon", "attach_timeout_s"}
+_ALL_OPTIONS = _RANK_OPTIONS | set(_SPEC_OPTIONS) | _EXEC_OPTIONS | _CLIENT_OPTIONS
+
+_live_readers: "weakref.WeakSet[_Reader]" = weakref.WeakSet()
+
+
+def _check(code: int, err: ctypes.c_void_p) -> None:
+    if code != 0:
+        raise errors.from_code(code, _native.take_string(err))
+
+
+class _Reader:
+    """Owns one native zephon_reader: the rank's lease and ring mapping. Numpy views of a
+    batch keep a reference to it, so the mapping outlives every array handed out."""
+
+    def __init__(self, handle: int, reply: dict):
+        self.handle = handle
+        self.reply = reply
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        _live_readers.add(self)
+
+    def end_lease(self) -> None:
+        """Detaches the rank from the daemon; the mapping stays until no array uses it."""
+        with self.lock:
+            if self.handle and self.pid == os.getpid():
+                _native.LIB.zephon_end_lease(self.handle)
+
+    def __del__(self):
+        try:
+            if self.handle and self.pid == os.getpid():
+                _native.LIB.zephon_detach(self.handle)
+            self.handle = None
+        except Exception:  # interpreter shutdown
+            pass
+
+
+@atexit.register
+def _detach_all() -> None:
+    # A rank that exits without detaching looks like a crash to its peers; detach the
+    # ones still open at interpreter exit.
+    for reader in list(_live_readers):
+        reader.end_lease()
+
+
+class Pipeline:
+    """``Pipeline(work_source).shuffle(...).pack_flat(...).batch(...).options(...)``.
+
+    Builder methods return a new Pipeline; iteration attaches this rank (once) and yields
+    one :class:`Batch` per step. Requesting the next batch releases (delivers) the
+    previous one; so do ``batch.close()``, ``with batch:`` and garbage collection.
+    """
+
+    def __init__(self, work_source: StaticMixtureWorkSource):
+        if not isinstance(work_source, StaticMixtureWorkSource):
+            raise TypeError("Pipeline needs a zephon.StaticMixtureWorkSource")
+        self._work_source = work_source
+        self._operators: list[dict] = []
+        self._options: dict[str, Any] = {}
+        self._reader: _Reader | None = None
+        self._current: Batch | None = None
+        self._closed = False
+
+    # ----- builder -----------------------------------------------------------------
+    def _with(self, **changes) -> "Pipeline":
+        if self._reader is not None:
+            raise RuntimeError("this Pipeline is already attached; build a new one")
+        p = copy.copy(self)
+        p._operators = list(self._operators)
+        p._options = dict(self._options)
+        for k, v in changes.items():
+            setattr(p, k, v)
+        return p
+
+    def shuffle(self, buffer_size: int = 8192, seed: int = 0) -> "Pipeline":
+        """Per-lane deterministic buffer shuffle of samples."""
+        p = self._with()
+        p._operators.append({"shuffle": {"buffer_size": str(int(buffer_size)),
+                                         "seed": str(int(seed))}})
+        return p
+
+    def pack_flat(self, max_length: int, algorithm: str = "wrap",
+                  emit_positions: bool = True) -> "Pipeline":
+        """Packs token streams into records of exactly ``max_length`` tokens (normally
+        seq_len + 1). ``wrap`` splits documents across records and drops the leftover at
+        each flush; ``positions`` restart at 0 for every segment."""
+        if algorithm != "wrap":
+            raise ValueError(f"pack_flat algorithm={algorithm!r} is not supported; use 'wrap'")
+        p = self._with()
+        p._operators.append({"pack_flat": {"max_length": str(int(max_length)),
+                                           "algorithm": algorithm,
+                                           "emit_positions": bool(emit_positions)}})
+        return p
+
+    def batch(self, microbatch_size: int, drop_last: bool = True) -> "Pipeline":
+        """Groups ``microbatch_size`` packed records of one lane into a batch."""
+        p = self._with()
+        p._operators.append({"batch": {"microbatch_size": str(int(microbatch_size)),
+                                       "drop_last": bool(drop_last)}})
+        return p
+
+    def options(self, **kwargs) -> "Pipeline":
+        """Data identity (dp_degree, dp_group_id), coordination identity (world_size,
+        global_rank, run_id, aggregate_dir), lanes (canonical_replicas, mapping_strategy,
+        lane_routing) and execution knobs. Unknown names raise TypeError."""
+        unknown = set(kwargs) - _ALL_OPTIONS
+        if unknown:
+            raise TypeError(f"unknown Pipeline option(s) {sorted(unknown)}; valid options: "
+                            f"{', '.join(sorted(_ALL_OPTIONS))}")
+        p = self._with()
+        p._options.update(kwargs)
+        return p
+
+    # ----- the attach request ------------------------------------------------------------
+    def _request(self) -> dict:
+        spec: dict[str, Any] = {"format_version": 1,
+                                "work_source": self._work_source.to_spec(),
+                                "operators": self._operators}
+        rank: dict[str, Any] = {}
+        execution: dict[str, Any] = {}
+        for name, value in self._options.items():
+            if value is None:
+                continue
+            if name in _SPEC_OPTIONS:
+                spec[_SPEC_OPTIONS[name]] = value
+            elif name in _RANK_OPTIONS:
+                rank[name] = value
+            elif name in _EXEC_OPTIONS:
+                execution[name] = value
+        for name in ("world_size", "global_rank", "dp_degree", "dp_group_id", "local_peers",
+                     "canonical_replicas"):
+            value = rank.get(name, spec.get(name))
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"option {name} must be an int, got {value!r}")
+        if "local_peers" not in rank and os.environ.get("LOCAL_WORLD_SIZE", "").isdigit():
+            rank["local_peers"] = int(os.environ["LOCAL_WORLD_SIZE"])
+        for name in ("world_size", "global_rank", "dp_degree", "dp_group_id",
+                     "canonical_replicas"):
+            if name in rank:
+                rank[name] = str(rank[name])
+        if "canonical_replicas" in spec:
+            spec["canonical_replicas"] = str(spec["canonical_replicas"])
+        return {"spec": spec, "rank": rank, "execution": execution,
+                "client_pid": str(os.getpid()),
+                "client_label": f"python pid {os.getpid()}"}
+
+    # ----- attach / iterate ------------------------------------------------------------
+    def _attach(self) -> _Reader:
+        if self._closed:
+            raise RuntimeError("this Pipeline is closed")
+        if self._reader is not None:
+            if self._reader.pid != os.getpid():
+                raise RuntimeError("this Pipeline was attached in another process (fork); build "
+                                   "a new Pipeline in the child")
+            return self._reader
+        handle = ctypes.c_void_p()
+        reply = ctypes.c_void_p()
+        err = ctypes.c_void_p()
+        code = _native.LIB.zephon_attach(
+            _native.encode(self._options.get("daemon")), _native.encode(_native.zephond_path()),
+            json.dumps(self._request()).encode(), float(self._options.get("attach_timeout_s", 60)),
+            ctypes.byref(handle), ctypes.byref(reply), ctypes.byref(err))
+        _check(code, err)
+        info = json.loads(_native.take_string(reply))
+        for message in info.get("warnings", []):
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+        self._reader = _Reader(handle.value, info)
+        return self._reader
+
+    def attach(self) -> "Pipeline":
+        """Attaches now (iteration does it implicitly). Returns self."""
+        self._attach()
+        return self
+
+    def __iter__(self) -> Iterator[Batch]:
+        reader = self._attach()
+        timeout = float(self._options.get("read_timeout_s", 300))
+        while True:
+            if self._current is not None:
+                self._current.close()
+                self._current = None
+            info = _native.BatchInfo()
+            err = ctypes.c_void_p()
+            code = _native.LIB.zephon_next(reader.handle, timeout, ctypes.byref(info),
+                                           ctypes.byref(err))
+            if code == errors.OUT_OF_RANGE:
+                _native.take_string(err)
+                return
+            _check(code, err)
+            self._current = Batch._from_native(reader, info)
+            yield self._current
+
+    # ----- introspection ---------------------------------------------------------------
+    @property
+    def attach_info(self) -> dict:
+        """The daemon's AttachReply: instance_id, spec_hash, ring, owned_lanes, ..."""
+        return dict(self._attach().reply)
+
+    @property
+    def delivered(self) -> int:
+        """Batches this rank has released (delivered) so far."""
+        return int(_native.LIB.zephon_delivered(self._attach().handle))
+
+    def explain(self) -> str:
+        """The daemon's description of this rank's instance: stages, operators, queues,
+        ring size, and node totals across all instances."""
+        reader = self._attach()
+        text = ctypes.c_void_p()
+        err = ctypes.c_void_p()
+        code = _native.LIB.zephon_explain(_native.encode(self._options.get("daemon")),
+                                          _native.encode(reader.reply["instance_id"]), 10.0,
+                                          ctypes.byref(text), ctypes.byref(err))
+        _check(code, err)
+        return _native.take_string(text)
+
+    # ----- lifetime --------------------------------------------------------------------
+    def close(self) -> None:
+        """Releases the current batch and detaches this rank. Idempotent."""
+        if self._current is not None:
+            self._current.close()
+            self._current = None
+        if self._reader is not None:
+            self._reader.end_lease()
+            self._reader = None
+        self._closed = True
+
+    def __enter__(self) -> "Pipeline":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def daemon_status(daemon: str | None = None, timeout_s: float = 10.0) -> dict:
+    """The node daemon's status (instances, readers, rings) as a dict."""
+    out = ctypes.c_void_p()
+    err = ctypes.c_void_p()
+    code = _native.LIB.zephon_status(_native.encode(daemon), timeout_s, ctypes.byref(out),
+                                     ctypes.byref(err))
+    _check(code, err)
+    return json.loads(_native.take_string(out))

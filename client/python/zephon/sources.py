@@ -1,0 +1,124 @@
+"""Datasets and work sources: pure descriptions, serialised into the pipeline spec.
+
+Nothing here reads data: the daemon opens the files. These objects only validate their
+arguments' types and build the spec the daemon hashes.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+_FORMATS = ("megatron", "flat")
+_POLICIES = ("stop_after_passes", "repeat", "stop")
+
+
+def _require_int(name: str, value, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
+    if value < minimum:
+        raise ValueError(f"{name}={value} is invalid: expected >= {minimum}")
+    return value
+
+
+class Dataset:
+    """A named collection of shards in one format, at one path.
+
+    ``fmt="megatron"``: ``path`` is a directory whose ``.bin``/``.idx`` pairs are the
+    shards, or a single prefix (``path.bin`` + ``path.idx``). ``fmt="flat"``: raw token
+    files (``dtype`` "uint16" or "uint32") cut into samples of ``sample_tokens`` tokens.
+    ``fmt=None`` auto-detects.
+    """
+
+    def __init__(self, name: str, path: str, fmt: str | None = None, dtype: str | None = None,
+                 sample_tokens: int | None = None):
+        if not isinstance(name, str) or not name:
+            raise ValueError("Dataset name must be a non-empty string")
+        if fmt is not None and fmt not in _FORMATS:
+            raise ValueError(f"Dataset {name!r}: fmt={fmt!r} is not supported; use one of "
+                             f"{', '.join(_FORMATS)} (or None to auto-detect)")
+        if dtype is not None and dtype not in ("uint16", "uint32"):
+            raise ValueError(f"Dataset {name!r}: dtype={dtype!r} is not supported; use "
+                             "'uint16' or 'uint32'")
+        self.name = name
+        self.path = os.path.abspath(os.fspath(path))
+        self.fmt = fmt
+        self.dtype = dtype
+        self.sample_tokens = (None if sample_tokens is None
+                              else _require_int("sample_tokens", sample_tokens, 1))
+
+    @classmethod
+    def from_path(cls, name: str, path: str, fmt: str | None = None, **kwargs) -> "Dataset":
+        return cls(name, path, fmt=fmt, **kwargs)
+
+    def to_spec(self) -> dict:
+        spec = {"name": self.name, "path": self.path}
+        if self.fmt:
+            spec["format"] = self.fmt
+        if self.dtype:
+            spec["dtype"] = self.dtype
+        if self.sample_tokens:
+            spec["flat_sample_tokens"] = self.sample_tokens
+        return spec
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, {self.path!r}, fmt={self.fmt!r})"
+
+
+class StaticMixtureWorkSource:
+    """A fixed set of datasets mixed at fixed weights, cut into chunks of sample pointers.
+
+    ``mixture``: ``{dataset_name: weight}`` or a list of weights in dataset order
+    (relative; default: proportional to dataset sizes). The dataset list order is part of
+    the data identity.
+    """
+
+    def __init__(self, datasets: Sequence[Dataset], mixture: Mapping[str, float] |
+                 Sequence[float] | None = None, seed: int = 0, chunk_size: int = 1024,
+                 shuffle_shards: bool = True, shuffle_within_shard: bool = False,
+                 exhausted_policy: str = "stop_after_passes", stop_after_passes: int = 1):
+        datasets = list(datasets)
+        if not datasets or not all(isinstance(d, Dataset) for d in datasets):
+            raise TypeError("StaticMixtureWorkSource needs a non-empty list of zephon.Dataset")
+        names = [d.name for d in datasets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"dataset names must be unique, got {names}")
+        weights: list[float] = []
+        if isinstance(mixture, Mapping):
+            unknown = set(mixture) - set(names)
+            if unknown:
+                raise ValueError(f"mixture names unknown datasets {sorted(unknown)}; "
+                                 f"datasets are {names}")
+            missing = [n for n in names if n not in mixture]
+            if missing:
+                raise ValueError(f"mixture has no weight for datasets {missing}")
+            weights = [float(mixture[n]) for n in names]
+        elif mixture is not None:
+            weights = [float(w) for w in mixture]
+            if len(weights) != len(datasets):
+                raise ValueError(f"mixture has {len(weights)} weights for {len(datasets)} "
+                                 "datasets")
+        if any(w <= 0 for w in weights):
+            raise ValueError(f"mixture weights must be > 0, got {weights}")
+        if exhausted_policy not in _POLICIES:
+            raise ValueError(f"exhausted_policy={exhausted_policy!r} is not supported; use one "
+                             f"of {', '.join(_POLICIES)}")
+        self.datasets = datasets
+        self.weights = weights
+        self.seed = _require_int("seed", seed)
+        self.chunk_size = _require_int("chunk_size", chunk_size, 1)
+        self.shuffle_shards = bool(shuffle_shards)
+        self.shuffle_within_shard = bool(shuffle_within_shard)
+        self.exhausted_policy = exhausted_policy
+        self.stop_after_passes = _require_int("stop_after_passes", stop_after_passes, 1)
+
+    def to_spec(self) -> dict:
+        return {
+            "datasets": [d.to_spec() for d in self.datasets],
+            "weights": self.weights,
+            "seed": str(self.seed),
+            "chunk_size": str(self.chunk_size),
+            "shuffle_shards": self.shuffle_shards,
+            "shuffle_within_shard": self.shuffle_within_shard,
+            "exhausted_policy": self.exhausted_policy,
+            "stop_after_passes": self.stop_after_passes,
+        }

@@ -1,0 +1,100 @@
+#include "daemon/identity.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace zephon::daemon {
+
+bool IsValidRunId(const std::string& run_id) {
+  if (run_id.empty() || run_id.size() > 128) return false;
+  for (char c : run_id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
+                                             int64_t spec_canonical_replicas) {
+  const int64_t world_size = options.has_world_size() ? options.world_size() : 1;
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world_size=", world_size, " is invalid: world_size must be >= 1 (the number of "
+        "Pipelines that call checkpoint() together)"));
+  }
+  const int64_t global_rank = options.has_global_rank() ? options.global_rank() : 0;
+  if (global_rank < 0 || global_rank >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_rank=", global_rank, " is out of range for world_size=", world_size,
+        ": expected 0 <= global_rank < world_size"));
+  }
+  const int64_t dp_degree = options.has_dp_degree() ? options.dp_degree() : world_size;
+  if (dp_degree < 1 || dp_degree > world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dp_degree=", dp_degree, " is invalid for world_size=", world_size,
+        ": expected 1 <= dp_degree <= world_size (dp_degree is the size of the "
+        "data-parallel sub-mesh)"));
+  }
+  if (world_size % dp_degree != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "world_size=", world_size, " is not divisible by dp_degree=", dp_degree,
+        ": every data-parallel group must have the same number of ranks "
+        "(world_size = dp_degree x model-parallel degree)"));
+  }
+  const int64_t dp_group_id = options.has_dp_group_id() ? options.dp_group_id() : global_rank;
+  if (dp_group_id < 0 || dp_group_id >= dp_degree) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dp_group_id=", dp_group_id, " is out of range for dp_degree=", dp_degree,
+        ": expected 0 <= dp_group_id < dp_degree",
+        options.has_dp_group_id() ? "" : " (dp_group_id defaults to global_rank; set it "
+                                         "from the data-parallel sub-mesh)"));
+  }
+  if (spec_canonical_replicas < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "canonical_replicas=", spec_canonical_replicas, " is invalid: expected >= 1"));
+  }
+  const int64_t canonical = spec_canonical_replicas == 0 ? dp_degree : spec_canonical_replicas;
+  if (dp_degree > canonical) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dp_degree=", dp_degree, " exceeds canonical_replicas=", canonical,
+        ": a run has at most canonical_replicas data streams (lanes). canonical_replicas is "
+        "fixed for the life of a run; choose it for the largest dp_degree you expect"));
+  }
+  if (world_size > 1 && options.aggregate_dir().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "aggregate_dir is required when world_size > 1 (world_size=", world_size,
+        "): set it to a directory every rank can read and write"));
+  }
+  if (world_size > 1 && options.run_id().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run_id is required when world_size > 1 (world_size=", world_size,
+        "): set it to a name unique to this training run"));
+  }
+  if (!options.run_id().empty() && !IsValidRunId(options.run_id())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run_id='", options.run_id(), "' is invalid: expected 1 to 128 characters from "
+        "[A-Za-z0-9._-]"));
+  }
+
+  RankIdentity id;
+  id.world_size = static_cast<uint32_t>(world_size);
+  id.global_rank = static_cast<uint32_t>(global_rank);
+  id.dp_degree = static_cast<uint32_t>(dp_degree);
+  id.dp_group_id = static_cast<uint32_t>(dp_group_id);
+  id.canonical_replicas = static_cast<uint32_t>(canonical);
+  id.run_id = options.run_id();
+  id.aggregate_dir = options.aggregate_dir();
+  const uint32_t peers_per_group = id.world_size / id.dp_degree;
+  id.local_peers = options.local_peers() == 0 ? peers_per_group
+                                              : std::min(options.local_peers(), peers_per_group);
+  if (canonical % dp_degree != 0) {
+    id.warnings.push_back(absl::StrCat(
+        "canonical_replicas=", canonical, " is not divisible by dp_degree=", dp_degree,
+        ": data-parallel groups own unequal numbers of lanes, which unbalances their load; "
+        "use a dp_degree that divides canonical_replicas"));
+  }
+  return id;
+}
+
+}  // namespace zephon::daemon

@@ -1,0 +1,44 @@
+// Resolving and validating who an attaching rank is.
+//
+// A rank presents RankOptions (coordination identity world_size/global_rank, data
+// identity dp_degree/dp_group_id, run_id, aggregate_dir). ResolveIdentity applies the
+// guide's defaults (dp_degree = world_size, dp_group_id = global_rank,
+// canonical_replicas = dp_degree) and every check of DESIGN.md "Validation"; each error
+// names the option, the values and the fix. Pure functions; thread-safe.
+#ifndef ZEPHON_DAEMON_IDENTITY_H_
+#define ZEPHON_DAEMON_IDENTITY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/spec.pb.h"
+
+namespace zephon::daemon {
+
+struct RankIdentity {
+  uint32_t world_size = 1;
+  uint32_t global_rank = 0;
+  uint32_t dp_degree = 1;
+  uint32_t dp_group_id = 0;
+  uint32_t canonical_replicas = 1;
+  // Empty only for a single-rank run that did not name itself (never shared).
+  std::string run_id;
+  std::string aggregate_dir;
+  // Ranks of this DP group expected to attach on this node (>= 1).
+  uint32_t local_peers = 1;
+  // Non-fatal findings to hand back to the client (e.g. uneven lanes).
+  std::vector<std::string> warnings;
+};
+
+// `spec_canonical_replicas` is the spec's value, 0 when the user left it unset.
+absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
+                                             int64_t spec_canonical_replicas);
+
+// True when `run_id` matches [A-Za-z0-9._-]{1,128}.
+bool IsValidRunId(const std::string& run_id);
+
+}  // namespace zephon::daemon
+
+#endif  // ZEPHON_DAEMON_IDENTITY_H_

@@ -1,0 +1,125 @@
+#include "daemon/identity.h"
+
+#include <gtest/gtest.h>
+
+namespace zephon::daemon {
+namespace {
+
+proto::RankOptions Rank(int64_t world, int64_t rank) {
+  proto::RankOptions o;
+  o.set_world_size(world);
+  o.set_global_rank(rank);
+  if (world > 1) {
+    o.set_aggregate_dir("/tmp/agg");
+    o.set_run_id("r1");
+  }
+  return o;
+}
+
+TEST(ResolveIdentity, DefaultsFollowTheGuide) {
+  auto id = ResolveIdentity(Rank(4, 3), 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->dp_degree, 4u);
+  EXPECT_EQ(id->dp_group_id, 3u);
+  EXPECT_EQ(id->canonical_replicas, 4u);
+  EXPECT_TRUE(id->warnings.empty());
+}
+
+TEST(ResolveIdentity, SingleRankNeedsNoRunId) {
+  proto::RankOptions o;
+  auto id = ResolveIdentity(o, 0);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->world_size, 1u);
+  EXPECT_EQ(id->canonical_replicas, 1u);
+}
+
+TEST(ResolveIdentity, PeersPerGroupBoundLocalPeers) {
+  auto o = Rank(8, 3);
+  o.set_dp_degree(4);
+  o.set_dp_group_id(1);
+  auto id = ResolveIdentity(o, 8);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->local_peers, 2u);
+  o.set_local_peers(7);
+  EXPECT_EQ(ResolveIdentity(o, 8)->local_peers, 2u);
+  o.set_local_peers(1);
+  EXPECT_EQ(ResolveIdentity(o, 8)->local_peers, 1u);
+}
+
+struct BadCase {
+  const char* what;
+  proto::RankOptions options;
+  int64_t canonical;
+  const char* must_mention;
+};
+
+TEST(ResolveIdentity, EveryViolationNamesTheOptionAndValues) {
+  std::vector<BadCase> cases;
+  {
+    proto::RankOptions o;
+    o.set_world_size(0);
+    cases.push_back({"world_size 0", o, 0, "world_size=0"});
+  }
+  cases.push_back({"rank out of range", Rank(4, 4), 0, "global_rank=4"});
+  {
+    auto o = Rank(4, 0);
+    o.set_dp_degree(8);
+    cases.push_back({"dp > world", o, 0, "dp_degree=8"});
+  }
+  {
+    auto o = Rank(6, 0);
+    o.set_dp_degree(4);
+    cases.push_back({"not divisible", o, 0, "not divisible by dp_degree=4"});
+  }
+  {
+    auto o = Rank(4, 0);
+    o.set_dp_degree(2);
+    o.set_dp_group_id(2);
+    cases.push_back({"group out of range", o, 0, "dp_group_id=2"});
+  }
+  {
+    auto o = Rank(4, 0);
+    cases.push_back({"dp > C", o, 2, "exceeds canonical_replicas=2"});
+  }
+  {
+    auto o = Rank(2, 0);
+    o.clear_aggregate_dir();
+    cases.push_back({"no aggregate_dir", o, 0, "aggregate_dir is required"});
+  }
+  {
+    auto o = Rank(2, 0);
+    o.clear_run_id();
+    cases.push_back({"no run_id", o, 0, "run_id is required"});
+  }
+  {
+    auto o = Rank(2, 0);
+    o.set_run_id("bad/id");
+    cases.push_back({"bad run_id", o, 0, "run_id='bad/id'"});
+  }
+  for (const auto& c : cases) {
+    auto id = ResolveIdentity(c.options, c.canonical);
+    ASSERT_FALSE(id.ok()) << c.what;
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_NE(id.status().message().find(c.must_mention), std::string::npos)
+        << c.what << ": " << id.status().message();
+  }
+}
+
+TEST(ResolveIdentity, UnevenLanesWarn) {
+  auto o = Rank(3, 0);
+  auto id = ResolveIdentity(o, 8);
+  ASSERT_TRUE(id.ok()) << id.status();
+  ASSERT_EQ(id->warnings.size(), 1u);
+  EXPECT_NE(id->warnings[0].find("canonical_replicas=8 is not divisible by dp_degree=3"),
+            std::string::npos);
+}
+
+TEST(IsValidRunId, AcceptsOnlyTheDocumentedAlphabet) {
+  EXPECT_TRUE(IsValidRunId("pretrain-7b_2026.03"));
+  EXPECT_FALSE(IsValidRunId(""));
+  EXPECT_FALSE(IsValidRunId(std::string(129, 'a')));
+  EXPECT_FALSE(IsValidRunId("a b"));
+}
+
+}  // namespace
+}  // namespace zephon::daemon

@@ -1,0 +1,231 @@
+#include "daemon/instance_registry.h"
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/pipeline/group_stream.h"
+#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/spec.h"
+#include "shm/ring_layout.h"
+
+namespace zephon::daemon {
+namespace {
+
+uint32_t RoundUpToPowerOfTwo(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// Worst-case payload of one batch: int32 tokens and positions [rows, cols] plus one
+// (dataset, shard, index) int64 triple per contributing sample (at most one per token
+// plus one per row when documents are split), plus the tensor table and alignment.
+absl::StatusOr<uint64_t> SlotPayloadBytes(const proto::PipelineSpec& spec) {
+  uint64_t rows = 0, cols = 0;
+  for (const proto::OperatorSpec& op : spec.operators()) {
+    if (op.has_pack_flat()) cols = op.pack_flat().max_length();
+    if (op.has_batch()) rows = op.batch().microbatch_size();
+  }
+  if (rows == 0 || cols == 0) {
+    return absl::InvalidArgumentError(
+        "the pipeline needs pack_flat(max_length=...) and batch(microbatch_size=...)");
+  }
+  const uint64_t cells = rows * cols;
+  return cells * 2 * sizeof(int32_t) + (cells + rows) * 3 * sizeof(int64_t) + 4096;
+}
+
+}  // namespace
+
+InstanceRegistry::InstanceRegistry(RegistryOptions options)
+    : options_(std::move(options)), idle_since_(absl::Now()) {}
+
+InstanceRegistry::~InstanceRegistry() { CloseAll(); }
+
+absl::StatusOr<Attachment> InstanceRegistry::Attach(const proto::AttachRequest& request) {
+  if (request.ring_abi_major() != shm::kLayoutMajor) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this client speaks ring ABI major version ", request.ring_abi_major(),
+        " but zephond speaks ", shm::kLayoutMajor,
+        "; install the zephon client and zephond from the same release"));
+  }
+  ASSIGN_OR_RETURN(RankIdentity identity,
+                   ResolveIdentity(request.rank(), request.spec().canonical_replicas()));
+  ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
+                   pipeline::ResolveSpec(request.spec(), identity.dp_degree));
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
+                   pipeline::OpenDatasets(resolved));
+  const std::string spec_hash = pipeline::SpecHash(resolved, datasets);
+
+  absl::MutexLock lock(&mu_);
+  std::string run_key = identity.run_id;
+  if (run_key.empty()) run_key = absl::StrCat("local-", ++anonymous_runs_);
+  const std::string key =
+      absl::StrCat(run_key, "/dp", identity.dp_degree, "/g", identity.dp_group_id);
+
+  Attachment out;
+  auto& group = instances_[key];
+  if (!group.empty()) {
+    const std::string& running = group.back()->config().spec_hash;
+    if (running != spec_hash) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "spec hash mismatch for run_id='", identity.run_id, "' dp_degree=", identity.dp_degree,
+          " dp_group_id=", identity.dp_group_id, ": this rank's pipeline has spec hash ",
+          spec_hash, " but its DP-group peers on this node run spec hash ", running,
+          ". Every Pipeline that shares a dp_group_id must be built from identical datasets, "
+          "work source, operators and options"));
+    }
+    absl::Status attached = group.back()->AttachReader(
+        identity.global_rank, request.client_pid(), &out.reply);
+    if (attached.ok()) {
+      out.instance = group.back();
+    } else if (absl::IsFailedPrecondition(attached)) {
+      out.reply.add_warnings(absl::StrCat(
+          "rank ", identity.global_rank, " attached after its DP-group peers had consumed past "
+          "the ring; it gets its own pipeline instance from the start of the stream (same "
+          "batches, duplicated work). Set local_peers to the number of ranks of a DP group on "
+          "this node to share one instance"));
+      spdlog::warn("{}: {}", key, out.reply.warnings(0));
+    } else {
+      return attached;
+    }
+  }
+  if (out.instance == nullptr) {
+    ASSIGN_OR_RETURN(out.instance, CreateInstance(request, identity, resolved, spec_hash,
+                                                  std::move(datasets), key));
+    group.push_back(out.instance);
+    RETURN_IF_ERROR(
+        out.instance->AttachReader(identity.global_rank, request.client_pid(), &out.reply));
+  }
+  out.reader_index = out.reply.reader_index();
+  out.reply.set_producer_timeout_ms(5000);
+  for (const std::string& w : identity.warnings) {
+    out.reply.add_warnings(w);
+    spdlog::warn("{}: rank {}: {}", key, identity.global_rank, w);
+  }
+  return out;
+}
+
+absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstance(
+    const proto::AttachRequest& request, const RankIdentity& identity,
+    proto::PipelineSpec resolved, const std::string& spec_hash,
+    std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key) {
+  ASSIGN_OR_RETURN(pipeline::Mapping mapping, pipeline::ParseMapping(resolved.mapping()));
+  ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
+                   pipeline::OwnedLanes(identity.canonical_replicas, identity.dp_degree,
+                                        identity.dp_group_id, mapping));
+  ASSIGN_OR_RETURN(uint64_t payload_bytes, SlotPayloadBytes(resolved));
+  ASSIGN_OR_RETURN(std::unique_ptr<pipeline::GroupStream> stream,
+                   pipeline::GroupStream::Create(resolved, std::move(datasets), lanes));
+  const uint64_t serial = ++created_total_;
+
+  InstanceConfig config;
+  config.instance_id = absl::StrCat(key, "/", spec_hash.substr(0, 8), "#", serial);
+  config.spec_hash = spec_hash;
+  config.identity = identity;
+  config.owned_lanes = lanes;
+  config.shm_name = absl::StrCat("/", options_.shm_prefix, ".", getpid(), ".", serial);
+  const uint32_t prefetch = request.execution().prefetch_batches() > 0
+                                ? request.execution().prefetch_batches()
+                                : options_.default_prefetch_batches;
+  config.geometry.slot_count = RoundUpToPowerOfTwo(std::max<uint32_t>(2, prefetch));
+  config.geometry.slot_payload_bytes = payload_bytes;
+  config.geometry.reader_capacity = options_.reader_capacity;
+  config.shm_mode = options_.shm_mode;
+  if (request.execution().join_timeout_s() > 0) {
+    config.join_timeout = absl::Seconds(request.execution().join_timeout_s());
+  }
+  config.explain_stream = stream->Explain();
+  config.spec = std::move(resolved);
+  return PipelineInstance::Create(std::move(config), std::move(stream));
+}
+
+void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
+  attachment.instance->DetachReader(attachment.reader_index, died);
+  std::shared_ptr<PipelineInstance> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (attachment.instance->attached_readers() > 0) return;
+    for (auto it = instances_.begin(); it != instances_.end(); ++it) {
+      auto& group = it->second;
+      auto pos = std::find(group.begin(), group.end(), attachment.instance);
+      if (pos == group.end()) continue;
+      doomed = *pos;
+      group.erase(pos);
+      if (group.empty()) instances_.erase(it);
+      break;
+    }
+    bool any = false;
+    for (const auto& [k, group] : instances_) any = any || !group.empty();
+    if (!any) idle_since_ = absl::Now();
+  }
+  // Destroyed outside the lock: joining the producer may take a moment.
+  if (doomed) spdlog::info("instance {}: last reader left", doomed->config().instance_id);
+}
+
+proto::StatusReply InstanceRegistry::Status() const {
+  proto::StatusReply reply;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, group] : instances_) {
+    for (const auto& instance : group) *reply.add_instances() = instance->Status();
+  }
+  reply.set_instances_created_total(created_total_);
+  return reply;
+}
+
+absl::StatusOr<std::string> InstanceRegistry::Explain(const std::string& instance_id) const {
+  absl::MutexLock lock(&mu_);
+  std::string text;
+  uint64_t ring_bytes = 0;
+  int instances = 0;
+  for (const auto& [key, group] : instances_) {
+    for (const auto& instance : group) {
+      if (!instance_id.empty() && instance->config().instance_id != instance_id) continue;
+      absl::StrAppend(&text, instance->Explain());
+      ring_bytes += instance->ring_bytes();
+      ++instances;
+    }
+  }
+  if (!instance_id.empty() && instances == 0) {
+    return absl::NotFoundError(absl::StrCat("no instance '", instance_id, "' in this zephond"));
+  }
+  absl::StrAppend(&text, "node totals: instances=", instances, " producer_threads=", instances,
+                  " ring_bytes=", ring_bytes, "\n");
+  return text;
+}
+
+void InstanceRegistry::Tick() {
+  std::vector<std::shared_ptr<PipelineInstance>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, group] : instances_) all.insert(all.end(), group.begin(), group.end());
+  }
+  const absl::Time now = absl::Now();
+  for (const auto& instance : all) instance->Tick(now);
+}
+
+int InstanceRegistry::total_readers() const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [key, group] : instances_) {
+    for (const auto& instance : group) n += instance->attached_readers();
+  }
+  return n;
+}
+
+absl::Time InstanceRegistry::idle_since() const {
+  absl::MutexLock lock(&mu_);
+  return instances_.empty() ? idle_since_ : absl::InfiniteFuture();
+}
+
+void InstanceRegistry::CloseAll() {
+  std::map<std::string, std::vector<std::shared_ptr<PipelineInstance>>> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    doomed.swap(instances_);
+  }
+}
+
+}  // namespace zephon::daemon

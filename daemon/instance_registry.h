@@ -1,0 +1,86 @@
+// The daemon's table of PipelineInstances, keyed by data identity.
+//
+// Attach resolves the rank's identity and the spec, opens the datasets, computes the
+// spec hash and either joins the running instance of that (run_id, dp_degree,
+// dp_group_id) or creates one. The seed's first rule is enforced here: a rank whose
+// spec hash differs from the one its DP group already runs with is refused, naming
+// both hashes. An instance is destroyed when its last reader leaves.
+//
+// Thread-safety: thread-safe.
+#ifndef ZEPHON_DAEMON_INSTANCE_REGISTRY_H_
+#define ZEPHON_DAEMON_INSTANCE_REGISTRY_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/pipeline_instance.h"
+#include "proto/zephon.pb.h"
+
+namespace zephon::daemon {
+
+struct RegistryOptions {
+  // Prefix of every POSIX shm name this daemon creates (no leading slash).
+  std::string shm_prefix = "zephon";
+  mode_t shm_mode = 0600;
+  uint32_t default_prefetch_batches = 8;
+  uint32_t reader_capacity = 32;
+};
+
+// What one successful attach hands back to the transport.
+struct Attachment {
+  std::shared_ptr<PipelineInstance> instance;
+  uint32_t reader_index = 0;
+  proto::AttachReply reply;
+};
+
+class InstanceRegistry {
+ public:
+  explicit InstanceRegistry(RegistryOptions options);
+  ~InstanceRegistry();
+
+  absl::StatusOr<Attachment> Attach(const proto::AttachRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Detach(const Attachment& attachment, bool died) ABSL_LOCKS_EXCLUDED(mu_);
+
+  proto::StatusReply Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::string> Explain(const std::string& instance_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Heartbeats and reservation expiry of every instance.
+  void Tick() ABSL_LOCKS_EXCLUDED(mu_);
+  // Readers attached across all instances, and since when there were none.
+  int total_readers() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Time idle_since() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Destroys every instance (daemon shutdown).
+  void CloseAll() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  absl::StatusOr<std::shared_ptr<PipelineInstance>> CreateInstance(
+      const proto::AttachRequest& request, const RankIdentity& identity,
+      proto::PipelineSpec resolved, const std::string& spec_hash,
+      std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const RegistryOptions options_;
+
+  mutable absl::Mutex mu_;
+  // Data-identity key -> instances (more than one only after regeneration).
+  std::map<std::string, std::vector<std::shared_ptr<PipelineInstance>>> instances_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t created_total_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t anonymous_runs_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time idle_since_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace zephon::daemon
+
+#endif  // ZEPHON_DAEMON_INSTANCE_REGISTRY_H_

@@ -1,0 +1,136 @@
+// zephond: the per-node Zephon daemon. See DESIGN.md and README.md.
+//
+// Startup order matters: take the per-socket lock, then sweep shm segments left by a
+// dead predecessor with the same prefix (no live owner can exist once we hold the
+// lock), then listen. Exits 0 on SIGTERM/SIGINT, and by itself after --idle-exit-s
+// seconds without readers when it was auto-started by a client.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/time/clock.h"
+#include "common/paths.h"
+#include "daemon/daemon_lock.h"
+#include "daemon/instance_registry.h"
+#include "daemon/service.h"
+#include "shm/segment.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+// Exit codes: 0 clean, 2 bad flags, 3 lock held (another daemon), 4 environment.
+constexpr int kExitBadFlags = 2;
+constexpr int kExitLockHeld = 3;
+constexpr int kExitEnvironment = 4;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"zephond: Zephon's per-node data-loading daemon"};
+  std::string socket_path = zephon::DefaultSocketPath();
+  std::string shm_prefix;
+  std::string log_file;
+  std::string log_level = "info";
+  double idle_exit_s = 0;
+  uint32_t prefetch_batches = 8;
+  std::string shm_mode_text = "0600";
+  app.add_option("--socket", socket_path, "Unix domain socket to serve clients on")
+      ->capture_default_str();
+  app.add_option("--shm-prefix", shm_prefix,
+                 "Prefix of this daemon's shm objects (default: zephon.<uid>.<socket hash>)");
+  app.add_option("--shm-mode", shm_mode_text, "Permission bits of ring segments (octal)")
+      ->capture_default_str();
+  app.add_option("--idle-exit-s", idle_exit_s,
+                 "Exit after this many seconds without attached readers (0 = never)")
+      ->capture_default_str();
+  app.add_option("--prefetch-batches", prefetch_batches, "Default ring slots per instance")
+      ->capture_default_str();
+  app.add_option("--log-file", log_file, "Log to this file instead of stderr");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitBadFlags;
+  }
+
+  if (!log_file.empty()) {
+    try {
+      spdlog::set_default_logger(spdlog::basic_logger_mt("zephond", log_file));
+    } catch (const spdlog::spdlog_ex& e) {
+      std::fprintf(stderr, "zephond: cannot open --log-file %s: %s\n", log_file.c_str(), e.what());
+      return kExitEnvironment;
+    }
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::flush_on(spdlog::level::info);
+  if (shm_prefix.empty()) shm_prefix = zephon::DefaultShmPrefix(socket_path);
+
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
+  auto lock = zephon::daemon::DaemonLock::Acquire(zephon::LockPathFor(socket_path));
+  if (!lock.ok()) {
+    spdlog::error("{}", lock.status().ToString());
+    return absl::IsAlreadyExists(lock.status()) ? kExitLockHeld : kExitEnvironment;
+  }
+  absl::StatusOr<int> swept = zephon::shm::Segment::SweepPrefix(shm_prefix + ".");
+  if (!swept.ok()) {
+    spdlog::error("cannot sweep stale shm segments {}.*: {}", shm_prefix, swept.status().ToString());
+    return kExitEnvironment;
+  }
+  if (*swept > 0) spdlog::warn("swept {} shm segment(s) left by a previous zephond", *swept);
+  unlink(socket_path.c_str());
+
+  zephon::daemon::RegistryOptions options;
+  options.shm_prefix = shm_prefix;
+  options.shm_mode = static_cast<mode_t>(std::stoul(shm_mode_text, nullptr, 8));
+  options.default_prefetch_batches = prefetch_batches;
+  zephon::daemon::InstanceRegistry registry(options);
+  zephon::daemon::ZephonService service(&registry);
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) {
+    spdlog::error("cannot listen on unix socket {}", socket_path);
+    return kExitEnvironment;
+  }
+  chmod(socket_path.c_str(), 0660);
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  signal(SIGPIPE, SIG_IGN);
+  spdlog::info("zephond {} listening on {} (shm prefix {}, idle exit {})", getpid(), socket_path,
+               shm_prefix, idle_exit_s > 0 ? std::to_string(idle_exit_s) + " s" : "off");
+
+  // The timer: producer heartbeats, reservation expiry, idle exit.
+  while (!g_stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    registry.Tick();
+    if (idle_exit_s > 0 && absl::Now() - registry.idle_since() > absl::Seconds(idle_exit_s)) {
+      spdlog::info("no readers for {} s; exiting", idle_exit_s);
+      break;
+    }
+  }
+  spdlog::info("shutting down");
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  registry.CloseAll();
+  unlink(socket_path.c_str());
+  return 0;
+}

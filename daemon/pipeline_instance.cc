@@ -1,0 +1,252 @@
+#include "daemon/pipeline_instance.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace zephon::daemon {
+namespace {
+
+// How long one Loan waits before re-checking for shutdown.
+constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
+
+bool EmitsPositions(const proto::PipelineSpec& spec) {
+  for (const proto::OperatorSpec& op : spec.operators()) {
+    if (op.has_pack_flat()) return op.pack_flat().emit_positions();
+  }
+  return true;
+}
+
+absl::Status WriteBatch(const pipeline::Batch& batch, bool emit_positions,
+                        shm::SlotWriter* slot) {
+  const std::vector<uint64_t> shape = {batch.rows, batch.cols};
+  ASSIGN_OR_RETURN(void* tokens, slot->AddTensor("tokens", shm::DType::kInt32, shape));
+  std::memcpy(tokens, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
+  if (emit_positions && !batch.positions.empty()) {
+    ASSIGN_OR_RETURN(void* positions, slot->AddTensor("positions", shm::DType::kInt32, shape));
+    std::memcpy(positions, batch.positions.data(), batch.positions.size() * sizeof(int32_t));
+  }
+  ASSIGN_OR_RETURN(void* ids_raw,
+                   slot->AddTensor("sample_ids", shm::DType::kInt64,
+                                   {static_cast<uint64_t>(batch.sample_ids.size()), 3}));
+  auto* ids = static_cast<int64_t*>(ids_raw);
+  for (size_t i = 0; i < batch.sample_ids.size(); ++i) {
+    ids[3 * i] = batch.sample_ids[i].dataset;
+    ids[3 * i + 1] = batch.sample_ids[i].shard;
+    ids[3 * i + 2] = static_cast<int64_t>(batch.sample_ids[i].index);
+  }
+  slot->set_lane(batch.lane);
+  slot->set_lane_batch_index(batch.lane_batch_index);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
+    InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream) {
+  ASSIGN_OR_RETURN(auto writer, shm::RingWriter::Create(config.shm_name, config.geometry,
+                                                        config.shm_mode, config.instance_id));
+  std::unique_ptr<PipelineInstance> instance(
+      new PipelineInstance(std::move(config), std::move(stream), std::move(writer)));
+  {
+    absl::MutexLock lock(&instance->mu_);
+    for (uint32_t i = 0; i < instance->config_.identity.local_peers; ++i) {
+      ASSIGN_OR_RETURN(uint32_t index, instance->writer_->ReserveReader(0));
+      instance->reserved_.push_back(index);
+    }
+    std::reverse(instance->reserved_.begin(), instance->reserved_.end());
+  }
+  instance->producer_ = std::thread([p = instance.get()] { p->ProduceLoop(); });
+  spdlog::info("instance {}: created ring {} ({} slots x {} bytes, {} lanes {}), holding {} "
+               "reader slot(s) for local peers",
+               instance->config_.instance_id, instance->config_.shm_name,
+               instance->config_.geometry.slot_count,
+               instance->config_.geometry.slot_payload_bytes,
+               instance->config_.owned_lanes.size(),
+               absl::StrJoin(instance->config_.owned_lanes, ","),
+               instance->config_.identity.local_peers);
+  return instance;
+}
+
+PipelineInstance::PipelineInstance(InstanceConfig config,
+                                   std::unique_ptr<pipeline::GroupStream> stream,
+                                   std::unique_ptr<shm::RingWriter> writer)
+    : config_(std::move(config)),
+      created_(absl::Now()),
+      writer_(std::move(writer)),
+      stream_(std::move(stream)) {}
+
+PipelineInstance::~PipelineInstance() {
+  stop_.store(true);
+  writer_->Close();
+  if (producer_.joinable()) producer_.join();
+  (void)writer_->Unlink();
+  spdlog::info("instance {}: closed ring {} after {} batches", config_.instance_id,
+               config_.shm_name, produced_.load());
+}
+
+void PipelineInstance::ProduceLoop() {
+  const bool emit_positions = EmitsPositions(config_.spec);
+  while (!stop_.load()) {
+    absl::StatusOr<std::optional<pipeline::Batch>> next = stream_->Next();
+    if (!next.ok()) {
+      spdlog::error("instance {}: pipeline failed: {}", config_.instance_id,
+                    next.status().ToString());
+      writer_->Poison(-1, absl::StrCat("pipeline error in zephond: ", next.status().message()));
+      return;
+    }
+    if (!next->has_value()) {
+      absl::Status end = absl::DeadlineExceededError("");
+      while (!stop_.load() && absl::IsDeadlineExceeded(end)) {
+        end = writer_->PublishEndOfStream(kLoanPoll);
+      }
+      if (end.ok()) {
+        spdlog::info("instance {}: end of data after {} batches", config_.instance_id,
+                     produced_.load());
+      }
+      return;
+    }
+    absl::StatusOr<shm::SlotWriter> slot = absl::DeadlineExceededError("");
+    while (!stop_.load()) {
+      slot = writer_->Loan(kLoanPoll);
+      if (slot.ok() || !absl::IsDeadlineExceeded(slot.status())) break;
+    }
+    if (stop_.load()) return;
+    if (!slot.ok()) {
+      if (!absl::IsCancelled(slot.status())) {
+        spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
+                      slot.status().ToString());
+      }
+      return;
+    }
+    absl::Status written = WriteBatch(**next, emit_positions, &*slot);
+    if (!written.ok()) {
+      spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
+                    written.ToString());
+      writer_->Poison(-1, absl::StrCat("zephond could not write a batch: ", written.message()));
+      return;
+    }
+    if (absl::Status published = writer_->Publish(std::move(*slot)); !published.ok()) {
+      if (!absl::IsCancelled(published)) {
+        spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
+                      published.ToString());
+      }
+      return;
+    }
+    produced_.fetch_add(1);
+  }
+}
+
+absl::Status PipelineInstance::AttachReader(uint32_t global_rank, int64_t pid,
+                                            proto::AttachReply* reply) {
+  absl::MutexLock lock(&mu_);
+  std::optional<uint32_t> reserved;
+  if (!reserved_.empty()) reserved = reserved_.back();
+  ASSIGN_OR_RETURN(shm::ReaderLease lease,
+                   writer_->AttachReader(static_cast<int32_t>(global_rank), pid, 0, reserved));
+  if (reserved) reserved_.pop_back();
+  attached_.push_back(lease.index);
+  ranks_.push_back(global_rank);
+  reply->set_instance_id(config_.instance_id);
+  reply->set_spec_hash(config_.spec_hash);
+  reply->set_ring_name(config_.shm_name);
+  reply->set_ring_generation(writer_->generation());
+  reply->set_ring_bytes(writer_->total_bytes());
+  reply->set_reader_index(lease.index);
+  reply->set_lease_epoch(lease.lease_epoch);
+  for (uint32_t lane : config_.owned_lanes) reply->add_owned_lanes(lane);
+  reply->set_canonical_replicas(config_.identity.canonical_replicas);
+  reply->set_dp_degree(config_.identity.dp_degree);
+  reply->set_dp_group_id(config_.identity.dp_group_id);
+  spdlog::info("instance {}: rank {} (pid {}) attached as reader {} of ring {}",
+               config_.instance_id, global_rank, pid, lease.index, config_.shm_name);
+  return absl::OkStatus();
+}
+
+void PipelineInstance::DetachReader(uint32_t reader_index, bool died) {
+  absl::MutexLock lock(&mu_);
+  auto it = std::find(attached_.begin(), attached_.end(), reader_index);
+  if (it == attached_.end()) return;
+  const uint32_t rank = ranks_[it - attached_.begin()];
+  ranks_.erase(ranks_.begin() + (it - attached_.begin()));
+  attached_.erase(it);
+  if (died) {
+    spdlog::warn("instance {}: rank {} (reader {}) lost its connection without detaching; "
+                 "poisoning ring {}",
+                 config_.instance_id, rank, reader_index, config_.shm_name);
+    writer_->MarkReaderDead(reader_index, static_cast<int32_t>(rank),
+                            absl::StrCat("rank ", rank, " of instance ", config_.instance_id,
+                                         " died (its connection to zephond closed without "
+                                         "a detach); its DP-group peers cannot continue"));
+  } else {
+    writer_->DetachReader(reader_index);
+    spdlog::info("instance {}: rank {} (reader {}) detached", config_.instance_id, rank,
+                 reader_index);
+  }
+}
+
+int PipelineInstance::attached_readers() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(attached_.size());
+}
+
+void PipelineInstance::Tick(absl::Time now) {
+  writer_->Heartbeat();
+  absl::MutexLock lock(&mu_);
+  if (!reserved_.empty() && now - created_ > config_.join_timeout) {
+    spdlog::warn("instance {}: {} expected local peer(s) did not attach within {}; no longer "
+                 "holding the start of the stream for them (a later peer gets its own "
+                 "instance from the start)",
+                 config_.instance_id, reserved_.size(), absl::FormatDuration(config_.join_timeout));
+    for (uint32_t index : reserved_) writer_->ReleaseReservation(index);
+    reserved_.clear();
+  }
+}
+
+uint64_t PipelineInstance::ring_bytes() const { return writer_->total_bytes(); }
+
+proto::InstanceStatus PipelineInstance::Status() const {
+  proto::InstanceStatus s;
+  s.set_instance_id(config_.instance_id);
+  s.set_run_id(config_.identity.run_id);
+  s.set_dp_degree(config_.identity.dp_degree);
+  s.set_dp_group_id(config_.identity.dp_group_id);
+  s.set_spec_hash(config_.spec_hash);
+  s.set_ring_name(config_.shm_name);
+  s.set_ring_bytes(writer_->total_bytes());
+  s.set_ring_slots(config_.geometry.slot_count);
+  s.set_produced(produced_.load());
+  s.set_canonical_replicas(config_.identity.canonical_replicas);
+  for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
+  for (const shm::ReaderInfo& r : writer_->Readers()) {
+    proto::ReaderStatus* rs = s.add_readers();
+    rs->set_reader_index(r.index);
+    rs->set_global_rank(r.rank < 0 ? 0 : r.rank);
+    rs->set_delivered(r.consumed);
+    rs->set_state(std::string(shm::ReaderStateName(r.state)));
+    rs->set_pid(r.pid);
+  }
+  return s;
+}
+
+std::string PipelineInstance::Explain() const {
+  return absl::StrCat(
+      "instance ", config_.instance_id, "\n",
+      "  data identity: run_id=", config_.identity.run_id.empty() ? "(single rank)" : config_.identity.run_id,
+      " dp_degree=", config_.identity.dp_degree, " dp_group_id=", config_.identity.dp_group_id,
+      " canonical_replicas=", config_.identity.canonical_replicas, " spec_hash=", config_.spec_hash,
+      "\n  owned lanes (round-robin order): ", absl::StrJoin(config_.owned_lanes, ","), "\n",
+      config_.explain_stream,
+      "  ring: ", config_.shm_name, " slots=", config_.geometry.slot_count,
+      " slot_payload_bytes=", config_.geometry.slot_payload_bytes,
+      " total_bytes=", writer_->total_bytes(), " readers=", attached_readers(),
+      " produced=", produced_.load(), "\n",
+      "  threads: 1 producer\n");
+}
+
+}  // namespace zephon::daemon

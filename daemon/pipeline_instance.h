@@ -1,0 +1,101 @@
+// One PipelineInstance per local data identity: it runs the DP group's deterministic
+// stream and publishes every batch into one shared-memory ring that all of the group's
+// ranks on this node read (fan-out). The work is done once per node, not once per rank.
+//
+// Readers: the instance is created with `local_peers` reader reservations at ring
+// sequence 0, so a peer that attaches after the first batches were consumed still sees
+// the stream from its start; reservations lapse after the join timeout. A reader that
+// attaches when sequence 0 is already gone is refused with FAILED_PRECONDITION (the
+// registry then starts a fresh instance for it: regeneration).
+//
+// Thread-safety: thread-safe. One producer thread per instance; control calls (attach,
+// detach, status, tick) come from gRPC threads and the registry's timer.
+#ifndef ZEPHON_DAEMON_PIPELINE_INSTANCE_H_
+#define ZEPHON_DAEMON_PIPELINE_INSTANCE_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/identity.h"
+#include "daemon/pipeline/group_stream.h"
+#include "proto/zephon.pb.h"
+#include "shm/ring_writer.h"
+
+namespace zephon::daemon {
+
+struct InstanceConfig {
+  std::string instance_id;
+  std::string spec_hash;
+  proto::PipelineSpec spec;  // resolved
+  RankIdentity identity;     // of the first rank; data identity is shared by all readers
+  std::vector<uint32_t> owned_lanes;
+  std::string shm_name;
+  shm::RingGeometry geometry;
+  mode_t shm_mode = 0600;
+  absl::Duration join_timeout = absl::Seconds(30);
+  std::string explain_stream;  // the engine's own description
+};
+
+class PipelineInstance {
+ public:
+  static absl::StatusOr<std::unique_ptr<PipelineInstance>> Create(
+      InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream);
+  ~PipelineInstance();  // stops the producer, closes the ring, unlinks its name
+  PipelineInstance(const PipelineInstance&) = delete;
+  PipelineInstance& operator=(const PipelineInstance&) = delete;
+
+  // Attaches one rank at the stream's start. Fills the ring fields of `reply`.
+  // FAILED_PRECONDITION when the start of the stream was already overwritten.
+  absl::Status AttachReader(uint32_t global_rank, int64_t pid, proto::AttachReply* reply)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends a reader. `died` (connection lost without a detach) poisons the ring: the
+  // peers of a dead rank cannot keep identical batches, so they get a clear error.
+  void DetachReader(uint32_t reader_index, bool died) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Number of readers attached now.
+  int attached_readers() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Heartbeat for readers and expiry of reservations; called periodically.
+  void Tick(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const InstanceConfig& config() const { return config_; }
+  proto::InstanceStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::string Explain() const;
+  uint64_t ring_bytes() const;
+
+ private:
+  PipelineInstance(InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
+                   std::unique_ptr<shm::RingWriter> writer);
+  void ProduceLoop();
+
+  // Constant after construction.
+  const InstanceConfig config_;
+  const absl::Time created_;
+  std::unique_ptr<shm::RingWriter> writer_;  // thread-safe itself
+
+  // Only the producer thread touches the stream.
+  std::unique_ptr<pipeline::GroupStream> stream_;
+
+  mutable absl::Mutex mu_;
+  std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // reader slots held for peers
+  std::vector<uint32_t> attached_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> ranks_ ABSL_GUARDED_BY(mu_);     // global rank per attached_
+
+  // Written by the producer thread, read by status.
+  std::atomic<uint64_t> produced_{0};
+  std::atomic<bool> stop_{false};
+  std::thread producer_;
+};
+
+}  // namespace zephon::daemon
+
+#endif  // ZEPHON_DAEMON_PIPELINE_INSTANCE_H_

@@ -1,0 +1,24 @@
+"""The README's Python example runs as written."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import zephon
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_python_example_runs(tmp_path):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert blocks, "README has no python example"
+    env = dict(os.environ, PYTHONPATH=str(Path(zephon.__file__).parents[1]),
+               ZEPHON_SOCKET=str(tmp_path / "zephond.sock"), ZEPHON_IDLE_EXIT_S="1")
+    out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("0 ") and "(4, 129)" in lines[0]
+    assert "node totals" in out.stdout
