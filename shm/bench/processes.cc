@@ -1,0 +1,107 @@
+#include "shm/bench/processes.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace zephon::shm::bench {
+namespace {
+
+// Names to unlink from the signal handler. Fixed-size and never freed: the handler may
+// only touch memory that cannot move under it.
+constexpr int kMaxNames = 64;
+constexpr size_t kNameBytes = 128;
+char g_names[kMaxNames][kNameBytes];
+std::atomic<int> g_name_count{0};
+
+void UnlinkAndDie(int sig) {
+  const int n = std::min(g_name_count.load(std::memory_order_acquire), kMaxNames);
+  for (int i = 0; i < n; ++i) shm_unlink(g_names[i]);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+}  // namespace
+
+std::string BenchShmPrefix() { return absl::StrCat("zephon-bench.", getpid(), "."); }
+
+std::string BenchShmName(absl::string_view tag) {
+  static int counter = 0;
+  std::string name = absl::StrCat("/", BenchShmPrefix(), tag, ".", counter++);
+  const int slot = g_name_count.load(std::memory_order_relaxed);
+  if (slot < kMaxNames && name.size() < kNameBytes) {
+    std::memcpy(g_names[slot], name.c_str(), name.size() + 1);
+    g_name_count.store(slot + 1, std::memory_order_release);
+  }
+  return name;
+}
+
+void InstallCleanupHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = UnlinkAndDie;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+absl::StatusOr<pid_t> ForkChild(std::function<absl::Status()> body, ChildError* error) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid > 0) return pid;
+  // Child. Restore default signal handling: only the parent owns segment names.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(2);  // the parent died before prctl took effect
+  const absl::Status s = body();
+  if (!s.ok()) {
+    const std::string text = s.ToString();
+    std::strncpy(error->message, text.c_str(), sizeof(error->message) - 1);
+    error->message[sizeof(error->message) - 1] = '\0';
+  }
+  _exit(s.ok() ? 0 : 1);  // never run the parent's destructors (they would close the ring)
+}
+
+absl::Status JoinChildren(std::vector<pid_t>& pids, const std::vector<ChildError*>& errors,
+                          absl::Time deadline) {
+  std::string failures;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    pid_t got;
+    while ((got = waitpid(pids[i], &status, WNOHANG)) == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    if (got == 0) {  // overstayed
+      kill(pids[i], SIGKILL);
+      waitpid(pids[i], &status, 0);
+      absl::StrAppend(&failures, " reader ", i, " timed out;");
+      continue;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    absl::StrAppend(&failures, " reader ", i, " ",
+                    WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status))
+                                        : absl::StrCat("exited ", WEXITSTATUS(status)));
+    if (i < errors.size() && errors[i]->message[0] != '\0') {
+      absl::StrAppend(&failures, ": ", errors[i]->message);
+    }
+    failures += ";";
+  }
+  pids.clear();
+  if (failures.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("reader processes failed:", failures));
+}
+
+void KillChildren(std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) kill(pid, SIGKILL);
+  for (pid_t pid : pids) waitpid(pid, nullptr, 0);
+  pids.clear();
+}
+
+}  // namespace zephon::shm::bench
