@@ -75,6 +75,10 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
           "zephond did not answer the attach within ", absl::FormatDuration(timeout)));
     }
     if (status.ok()) return absl::InternalError("zephond closed the attach without a reply");
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return absl::UnavailableError(absl::StrCat("zephond stopped answering during attach: ",
+                                                 status.error_message()));
+    }
     return FromGrpc(status);
   }
   r->reply_ = reply.attached();

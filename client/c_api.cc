@@ -1,5 +1,7 @@
 #include "client/c_api.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -14,6 +16,9 @@
 
 struct zephon_reader {
   std::unique_ptr<zephon::client::AttachedReader> reader;
+  // The process that attached. A forked child shares the mapping and the socket but
+  // must never release its parent's loans or speak on its parent's gRPC stream.
+  pid_t owner_pid;
 };
 
 namespace {
@@ -31,6 +36,14 @@ int Fail(const absl::Status& status, char** error) {
 }
 
 std::string OrEmpty(const char* s) { return s == nullptr ? std::string() : std::string(s); }
+
+absl::Status CheckOwner(const zephon_reader* reader) {
+  if (reader->owner_pid == getpid()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this Zephon reader belongs to process ", reader->owner_pid, "; process ", getpid(),
+      " is a fork of it and cannot use its parent's batches (build a new Pipeline in the "
+      "child)"));
+}
 
 absl::Duration Seconds(double s) { return s > 0 ? absl::Seconds(s) : absl::Seconds(60); }
 
@@ -73,12 +86,13 @@ int zephon_attach(const char* socket_path, const char* zephond_path, const char*
   print.preserve_proto_field_names = true;
   print.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString((*reader)->reply(), &json, print);
-  *out = new zephon_reader{std::move(*reader)};
+  *out = new zephon_reader{std::move(*reader), getpid()};
   if (reply_json != nullptr) *reply_json = Dup(json);
   return 0;
 }
 
 int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error) {
+  if (absl::Status owner = CheckOwner(reader); !owner.ok()) return Fail(owner, error);
   absl::StatusOr<zephon::shm::SlotView> slot = reader->reader->Next(Seconds(timeout_s));
   if (!slot.ok()) return Fail(slot.status(), error);
   std::memset(out, 0, sizeof(*out));
@@ -102,6 +116,7 @@ int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char
 }
 
 int zephon_release(zephon_reader* reader, uint64_t seq, char** error) {
+  if (absl::Status owner = CheckOwner(reader); !owner.ok()) return Fail(owner, error);
   absl::Status s = reader->reader->Release(seq);
   return s.ok() ? 0 : Fail(s, error);
 }
@@ -109,10 +124,18 @@ int zephon_release(zephon_reader* reader, uint64_t seq, char** error) {
 uint64_t zephon_delivered(zephon_reader* reader) { return reader->reader->delivered(); }
 
 void zephon_end_lease(zephon_reader* reader) {
-  if (reader != nullptr) reader->reader->Detach();
+  if (reader != nullptr && CheckOwner(reader).ok()) reader->reader->Detach();
 }
 
-void zephon_detach(zephon_reader* reader) { delete reader; }
+void zephon_detach(zephon_reader* reader) {
+  if (reader == nullptr) return;
+  if (!CheckOwner(reader).ok()) {
+    // In a forked child: tearing down would speak on the parent's stream. Leave the
+    // (copy-on-write) memory to the child's exit.
+    (void)reader->reader.release();
+  }
+  delete reader;
+}
 
 int zephon_explain(const char* socket_path, const char* instance_id, double timeout_s,
                    char** text, char** error) {

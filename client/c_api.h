@@ -6,7 +6,9 @@
  * 14 UNAVAILABLE, 4 DEADLINE_EXCEEDED) and set *error to a message the caller frees
  * with zephon_free. Strings returned through out-parameters are freed with zephon_free.
  * A zephon_reader is used by one thread at a time; blocking calls release no locks of
- * the caller (ctypes drops the GIL around them). */
+ * the caller (ctypes drops the GIL around them). A reader belongs to the process that
+ * attached it: in a forked child every call fails with FAILED_PRECONDITION, so a child
+ * never inherits its parent's loans. */
 #ifndef ZEPHON_CLIENT_C_API_H_
 #define ZEPHON_CLIENT_C_API_H_
 
@@ -50,7 +52,9 @@ int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char
 int zephon_release(zephon_reader* reader, uint64_t seq, char** error);
 uint64_t zephon_delivered(zephon_reader* reader);
 /* Ends the rank's lease with the daemon (a clean detach) but keeps the ring mapped, so
- * views of loaned batches stay readable until zephon_detach. Further zephon_next calls
+ * pointers into loaned batches never fault before zephon_detach. Their contents are no
+ * longer protected, though: once the lease ends the producer may reuse those slots for
+ * other batches, so copy or release what you need first. Further zephon_next calls
  * fail with FAILED_PRECONDITION. Idempotent. */
 void zephon_end_lease(zephon_reader* reader);
 /* Detaches (if still attached), unmaps and frees the reader. NULL is ignored. */

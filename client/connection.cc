@@ -73,6 +73,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
+  // gRPC shares subchannels process-wide by default; a connection to a daemon that
+  // died must never be reused for its restarted successor on the same socket.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel =
       grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
   if (Answers(channel, absl::Milliseconds(300))) return channel;

@@ -20,6 +20,11 @@ uint32_t RoundUpToPowerOfTwo(uint32_t v) {
   return p;
 }
 
+// Bounds of the execution knobs a client may ask for.
+constexpr uint32_t kMaxPrefetchBatches = 1024;
+constexpr double kMinDaemonTimeoutS = 0.5;  // >= 5 heartbeats of 0.1 s
+constexpr double kMaxDaemonTimeoutS = 3600;
+
 // Worst-case payload of one batch: int32 tokens and positions [rows, cols] plus one
 // (dataset, shard, index) int64 triple per contributing sample (at most one per token
 // plus one per row when documents are split), plus the tensor table and alignment.
@@ -39,20 +44,66 @@ absl::StatusOr<uint64_t> SlotPayloadBytes(const proto::PipelineSpec& spec) {
 
 }  // namespace
 
+absl::StatusOr<ExecutionLimits> ValidateExecution(const proto::ExecutionOptions& execution) {
+  if (execution.prefetch_batches() > kMaxPrefetchBatches) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefetch_batches=", execution.prefetch_batches(), " is too large: at most ",
+        kMaxPrefetchBatches, " ring slots per instance"));
+  }
+  const double timeout_s = execution.daemon_timeout_s() == 0 ? 5 : execution.daemon_timeout_s();
+  if (!(timeout_s >= kMinDaemonTimeoutS && timeout_s <= kMaxDaemonTimeoutS)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "daemon_timeout_s=", execution.daemon_timeout_s(), " is invalid: expected ",
+        kMinDaemonTimeoutS, " to ", kMaxDaemonTimeoutS,
+        " seconds (zephond heartbeats every 0.1 s)"));
+  }
+  if (execution.join_timeout_s() < 0 || !(execution.join_timeout_s() <= kMaxDaemonTimeoutS)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "join_timeout_s=", execution.join_timeout_s(), " is invalid: expected 0 to ",
+        kMaxDaemonTimeoutS, " seconds"));
+  }
+  ExecutionLimits limits;
+  limits.producer_timeout_ms = static_cast<uint32_t>(timeout_s * 1000);
+  return limits;
+}
+
 InstanceRegistry::InstanceRegistry(RegistryOptions options)
     : options_(std::move(options)), idle_since_(absl::Now()) {}
 
 InstanceRegistry::~InstanceRegistry() { CloseAll(); }
 
 absl::StatusOr<Attachment> InstanceRegistry::Attach(const proto::AttachRequest& request) {
+  // An attach in progress counts as activity: an idle daemon must not exit under it.
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("zephond is shutting down");
+    ++attaching_;
+  }
+  absl::StatusOr<Attachment> out = AttachUnlocked(request);
+  absl::MutexLock lock(&mu_);
+  --attaching_;
+  if (instances_.empty()) idle_since_ = absl::Now();
+  return out;
+}
+
+absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachRequest& request) {
   if (request.ring_abi_major() != shm::kLayoutMajor) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this client speaks ring ABI major version ", request.ring_abi_major(),
         " but zephond speaks ", shm::kLayoutMajor,
         "; install the zephon client and zephond from the same release"));
   }
+  ASSIGN_OR_RETURN(const ExecutionLimits limits, ValidateExecution(request.execution()));
   ASSIGN_OR_RETURN(RankIdentity identity,
                    ResolveIdentity(request.rank(), request.spec().canonical_replicas()));
+  if (identity.local_peers > options_.reader_capacity) {
+    if (request.rank().local_peers() > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "local_peers=", request.rank().local_peers(), " exceeds this zephond's ",
+          options_.reader_capacity, " readers per instance"));
+    }
+    identity.local_peers = options_.reader_capacity;
+  }
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(request.spec(), identity.dp_degree));
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
@@ -66,22 +117,27 @@ absl::StatusOr<Attachment> InstanceRegistry::Attach(const proto::AttachRequest& 
       absl::StrCat(run_key, "/dp", identity.dp_degree, "/g", identity.dp_group_id);
 
   Attachment out;
-  auto& group = instances_[key];
-  if (!group.empty()) {
-    const std::string& running = group.back()->config().spec_hash;
-    if (running != spec_hash) {
+  // How many reader slots a new instance holds at the stream's start.
+  uint32_t reserve = identity.local_peers;
+  auto it = instances_.find(key);
+  if (it != instances_.end() && !it->second.back()->poisoned()) {
+    PipelineInstance& running = *it->second.back();
+    if (running.config().spec_hash != spec_hash) {
       return absl::FailedPreconditionError(absl::StrCat(
           "spec hash mismatch for run_id='", identity.run_id, "' dp_degree=", identity.dp_degree,
           " dp_group_id=", identity.dp_group_id, ": this rank's pipeline has spec hash ",
-          spec_hash, " but its DP-group peers on this node run spec hash ", running,
+          spec_hash, " but its DP-group peers on this node run spec hash ",
+          running.config().spec_hash,
           ". Every Pipeline that shares a dp_group_id must be built from identical datasets, "
           "work source, operators and options"));
     }
-    absl::Status attached = group.back()->AttachReader(
-        identity.global_rank, request.client_pid(), &out.reply);
+    absl::Status attached =
+        running.AttachReader(identity.global_rank, request.client_pid(), &out.reply);
     if (attached.ok()) {
-      out.instance = group.back();
+      out.instance = it->second.back();
     } else if (absl::IsFailedPrecondition(attached)) {
+      // Regeneration: a fresh instance from the start, for this rank alone.
+      reserve = 1;
       out.reply.add_warnings(absl::StrCat(
           "rank ", identity.global_rank, " attached after its DP-group peers had consumed past "
           "the ring; it gets its own pipeline instance from the start of the stream (same "
@@ -94,13 +150,14 @@ absl::StatusOr<Attachment> InstanceRegistry::Attach(const proto::AttachRequest& 
   }
   if (out.instance == nullptr) {
     ASSIGN_OR_RETURN(out.instance, CreateInstance(request, identity, resolved, spec_hash,
-                                                  std::move(datasets), key));
-    group.push_back(out.instance);
+                                                  std::move(datasets), key, reserve));
     RETURN_IF_ERROR(
         out.instance->AttachReader(identity.global_rank, request.client_pid(), &out.reply));
+    instances_[key].push_back(out.instance);
   }
   out.reader_index = out.reply.reader_index();
-  out.reply.set_producer_timeout_ms(5000);
+  out.reply.set_producer_timeout_ms(limits.producer_timeout_ms);
+  out.reply.set_ring_slots(out.instance->config().geometry.slot_count);
   for (const std::string& w : identity.warnings) {
     out.reply.add_warnings(w);
     spdlog::warn("{}: rank {}: {}", key, identity.global_rank, w);
@@ -111,7 +168,8 @@ absl::StatusOr<Attachment> InstanceRegistry::Attach(const proto::AttachRequest& 
 absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstance(
     const proto::AttachRequest& request, const RankIdentity& identity,
     proto::PipelineSpec resolved, const std::string& spec_hash,
-    std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key) {
+    std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
+    uint32_t reserve) {
   ASSIGN_OR_RETURN(pipeline::Mapping mapping, pipeline::ParseMapping(resolved.mapping()));
   ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
                    pipeline::OwnedLanes(identity.canonical_replicas, identity.dp_degree,
@@ -134,16 +192,42 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.geometry.slot_payload_bytes = payload_bytes;
   config.geometry.reader_capacity = options_.reader_capacity;
   config.shm_mode = options_.shm_mode;
+  config.segment_options.group = options_.shm_group;
+  if (options_.max_ring_bytes > 0) {
+    const uint64_t needed = shm::ComputeSections(config.geometry.slot_count,
+                                                 config.geometry.reader_capacity,
+                                                 config.geometry.slot_payload_bytes)
+                                .total_bytes;
+    uint64_t in_use = 0;
+    for (const auto& [k, instances] : instances_) {
+      for (const auto& instance : instances) in_use += instance->ring_bytes();
+    }
+    if (in_use + needed > options_.max_ring_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the ring for ", config.instance_id, " needs ", needed, " bytes but zephond's ring "
+          "budget (--max-ring-bytes=", options_.max_ring_bytes, ") has ",
+          options_.max_ring_bytes - std::min(in_use, options_.max_ring_bytes),
+          " bytes left (", in_use, " in use by other instances). Lower prefetch_batches, "
+          "microbatch_size or max_length, or raise --max-ring-bytes"));
+    }
+  }
   if (request.execution().join_timeout_s() > 0) {
     config.join_timeout = absl::Seconds(request.execution().join_timeout_s());
   }
+  config.reserved_readers = reserve;
   config.explain_stream = stream->Explain();
   config.spec = std::move(resolved);
   return PipelineInstance::Create(std::move(config), std::move(stream));
 }
 
 void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
-  attachment.instance->DetachReader(attachment.reader_index, died);
+  bool shutting_down = false;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down = shutting_down_;
+  }
+  // Streams cut by our own shutdown are not deaths: nobody's peer is lost.
+  attachment.instance->DetachReader(attachment.reader_index, died && !shutting_down);
   std::shared_ptr<PipelineInstance> doomed;
   {
     absl::MutexLock lock(&mu_);
@@ -157,9 +241,7 @@ void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
       if (group.empty()) instances_.erase(it);
       break;
     }
-    bool any = false;
-    for (const auto& [k, group] : instances_) any = any || !group.empty();
-    if (!any) idle_since_ = absl::Now();
+    if (instances_.empty()) idle_since_ = absl::Now();
   }
   // Destroyed outside the lock: joining the producer may take a moment.
   if (doomed) spdlog::info("instance {}: last reader left", doomed->config().instance_id);
@@ -217,7 +299,18 @@ int InstanceRegistry::total_readers() const {
 
 absl::Time InstanceRegistry::idle_since() const {
   absl::MutexLock lock(&mu_);
-  return instances_.empty() ? idle_since_ : absl::InfiniteFuture();
+  return instances_.empty() && attaching_ == 0 ? idle_since_ : absl::InfiniteFuture();
+}
+
+void InstanceRegistry::BeginShutdown() {
+  std::vector<std::shared_ptr<PipelineInstance>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (const auto& [key, group] : instances_) all.insert(all.end(), group.begin(), group.end());
+  }
+  // Readers drain what was published, then get CANCELLED ("closed"), not a peer's death.
+  for (const auto& instance : all) instance->Close();
 }
 
 void InstanceRegistry::CloseAll() {

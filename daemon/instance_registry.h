@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,9 +32,21 @@ struct RegistryOptions {
   // Prefix of every POSIX shm name this daemon creates (no leading slash).
   std::string shm_prefix = "zephon";
   mode_t shm_mode = 0600;
+  // Group owner of segments (with mode 0660) when ranks run as another user.
+  std::optional<gid_t> shm_group;
   uint32_t default_prefetch_batches = 8;
   uint32_t reader_capacity = 32;
+  // Node budget for the bytes of all rings together (0 = only /dev/shm's free space).
+  uint64_t max_ring_bytes = 0;
 };
+
+// Validated execution knobs of one attach.
+struct ExecutionLimits {
+  uint32_t producer_timeout_ms = 5000;
+};
+
+// Checks the execution knobs (bounded ring size and timeouts; NaN refused).
+absl::StatusOr<ExecutionLimits> ValidateExecution(const proto::ExecutionOptions& execution);
 
 // What one successful attach hands back to the transport.
 struct Attachment {
@@ -60,15 +73,20 @@ class InstanceRegistry {
   // Readers attached across all instances, and since when there were none.
   int total_readers() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time idle_since() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Destroys every instance (daemon shutdown).
+  // First step of a shutdown: refuse new attaches, close every ring (readers drain
+  // and then get CANCELLED), and treat streams that end from now on as clean detaches.
+  void BeginShutdown() ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops every instance (daemon shutdown).
   void CloseAll() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   absl::StatusOr<std::shared_ptr<PipelineInstance>> CreateInstance(
       const proto::AttachRequest& request, const RankIdentity& identity,
       proto::PipelineSpec resolved, const std::string& spec_hash,
-      std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
+      uint32_t reserve) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Attachment> AttachUnlocked(const proto::AttachRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const RegistryOptions options_;
 
@@ -79,6 +97,8 @@ class InstanceRegistry {
   uint64_t created_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t anonymous_runs_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time idle_since_ ABSL_GUARDED_BY(mu_);
+  int attaching_ ABSL_GUARDED_BY(mu_) = 0;  // attaches in progress
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace zephon::daemon

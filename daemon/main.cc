@@ -4,6 +4,7 @@
 // dead predecessor with the same prefix (no live owner can exist once we hold the
 // lock), then listen. Exits 0 on SIGTERM/SIGINT, and by itself after --idle-exit-s
 // seconds without readers when it was auto-started by a client.
+#include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
@@ -50,11 +52,19 @@ int main(int argc, char** argv) {
   double idle_exit_s = 0;
   uint32_t prefetch_batches = 8;
   std::string shm_mode_text = "0600";
+  std::string shm_group;
+  uint64_t max_ring_bytes = 0;
   app.add_option("--socket", socket_path, "Unix domain socket to serve clients on")
       ->capture_default_str();
   app.add_option("--shm-prefix", shm_prefix,
                  "Prefix of this daemon's shm objects (default: zephon.<uid>.<socket hash>)");
   app.add_option("--shm-mode", shm_mode_text, "Permission bits of ring segments (octal)")
+      ->capture_default_str();
+  app.add_option("--shm-group", shm_group,
+                 "Group that owns ring segments and the socket (mode becomes 0660); for "
+                 "trainer ranks running as another user of that group");
+  app.add_option("--max-ring-bytes", max_ring_bytes,
+                 "Budget for the bytes of all rings together (0 = /dev/shm free space only)")
       ->capture_default_str();
   app.add_option("--idle-exit-s", idle_exit_s,
                  "Exit after this many seconds without attached readers (0 = never)")
@@ -70,13 +80,13 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitBadFlags;
   }
 
-  if (!log_file.empty()) {
-    try {
-      spdlog::set_default_logger(spdlog::basic_logger_mt("zephond", log_file));
-    } catch (const spdlog::spdlog_ex& e) {
-      std::fprintf(stderr, "zephond: cannot open --log-file %s: %s\n", log_file.c_str(), e.what());
-      return kExitEnvironment;
-    }
+  try {
+    // stderr when no file is given: journald and kubectl logs collect it.
+    spdlog::set_default_logger(log_file.empty() ? spdlog::stderr_color_mt("zephond")
+                                                : spdlog::basic_logger_mt("zephond", log_file));
+  } catch (const spdlog::spdlog_ex& e) {
+    std::fprintf(stderr, "zephond: cannot open --log-file %s: %s\n", log_file.c_str(), e.what());
+    return kExitEnvironment;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::flush_on(spdlog::level::info);
@@ -99,7 +109,22 @@ int main(int argc, char** argv) {
 
   zephon::daemon::RegistryOptions options;
   options.shm_prefix = shm_prefix;
-  options.shm_mode = static_cast<mode_t>(std::stoul(shm_mode_text, nullptr, 8));
+  try {
+    options.shm_mode = static_cast<mode_t>(std::stoul(shm_mode_text, nullptr, 8));
+  } catch (const std::exception&) {
+    spdlog::error("--shm-mode={} is not an octal permission (e.g. 0600)", shm_mode_text);
+    return kExitBadFlags;
+  }
+  if (!shm_group.empty()) {
+    const struct group* gr = getgrnam(shm_group.c_str());
+    if (gr == nullptr) {
+      spdlog::error("--shm-group={}: no such group", shm_group);
+      return kExitBadFlags;
+    }
+    options.shm_group = gr->gr_gid;
+    if (shm_mode_text == "0600") options.shm_mode = 0660;
+  }
+  options.max_ring_bytes = max_ring_bytes;
   options.default_prefetch_batches = prefetch_batches;
   zephon::daemon::InstanceRegistry registry(options);
   zephon::daemon::ZephonService service(&registry);
@@ -112,7 +137,11 @@ int main(int argc, char** argv) {
     spdlog::error("cannot listen on unix socket {}", socket_path);
     return kExitEnvironment;
   }
-  chmod(socket_path.c_str(), 0660);
+  chmod(socket_path.c_str(), options.shm_group ? 0660 : 0600);
+  if (options.shm_group && chown(socket_path.c_str(), static_cast<uid_t>(-1), *options.shm_group) != 0) {
+    spdlog::error("cannot give socket {} to group {}: {}", socket_path, shm_group, std::strerror(errno));
+    return kExitEnvironment;
+  }
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
   signal(SIGPIPE, SIG_IGN);
@@ -129,6 +158,7 @@ int main(int argc, char** argv) {
     }
   }
   spdlog::info("shutting down");
+  registry.BeginShutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   registry.CloseAll();
   unlink(socket_path.c_str());

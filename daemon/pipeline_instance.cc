@@ -49,13 +49,14 @@ absl::Status WriteBatch(const pipeline::Batch& batch, bool emit_positions,
 
 absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
     InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream) {
-  ASSIGN_OR_RETURN(auto writer, shm::RingWriter::Create(config.shm_name, config.geometry,
-                                                        config.shm_mode, config.instance_id));
+  ASSIGN_OR_RETURN(auto writer,
+                   shm::RingWriter::Create(config.shm_name, config.geometry, config.shm_mode,
+                                           config.instance_id, config.segment_options));
   std::unique_ptr<PipelineInstance> instance(
       new PipelineInstance(std::move(config), std::move(stream), std::move(writer)));
   {
     absl::MutexLock lock(&instance->mu_);
-    for (uint32_t i = 0; i < instance->config_.identity.local_peers; ++i) {
+    for (uint32_t i = 0; i < instance->config_.reserved_readers; ++i) {
       ASSIGN_OR_RETURN(uint32_t index, instance->writer_->ReserveReader(0));
       instance->reserved_.push_back(index);
     }
@@ -69,7 +70,7 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
                instance->config_.geometry.slot_payload_bytes,
                instance->config_.owned_lanes.size(),
                absl::StrJoin(instance->config_.owned_lanes, ","),
-               instance->config_.identity.local_peers);
+               instance->config_.reserved_readers);
   return instance;
 }
 
@@ -188,6 +189,15 @@ void PipelineInstance::DetachReader(uint32_t reader_index, bool died) {
     spdlog::info("instance {}: rank {} (reader {}) detached", config_.instance_id, rank,
                  reader_index);
   }
+}
+
+void PipelineInstance::Close() {
+  stop_.store(true);
+  writer_->Close();
+}
+
+bool PipelineInstance::poisoned() const {
+  return writer_->state() == shm::RingState::kPoisoned;
 }
 
 int PipelineInstance::attached_readers() const {

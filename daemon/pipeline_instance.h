@@ -42,7 +42,10 @@ struct InstanceConfig {
   std::string shm_name;
   shm::RingGeometry geometry;
   mode_t shm_mode = 0600;
+  shm::SegmentOptions segment_options;
   absl::Duration join_timeout = absl::Seconds(30);
+  // Reader slots held at the stream's start for local peers still to attach.
+  uint32_t reserved_readers = 1;
   std::string explain_stream;  // the engine's own description
 };
 
@@ -62,6 +65,11 @@ class PipelineInstance {
   // peers of a dead rank cannot keep identical batches, so they get a clear error.
   void DetachReader(uint32_t reader_index, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // True once the ring was poisoned (a reader died or the pipeline failed): the
+  // instance can no longer serve new readers.
+  bool poisoned() const;
+  // Closes the ring: readers drain published batches, then get CANCELLED.
+  void Close();
   // Number of readers attached now.
   int attached_readers() const ABSL_LOCKS_EXCLUDED(mu_);
   // Heartbeat for readers and expiry of reservations; called periodically.

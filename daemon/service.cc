@@ -26,8 +26,11 @@ grpc::Status ZephonService::Attach(
   }
   proto::AttachServerMessage reply;
   *reply.mutable_attached() = attachment->reply;
-  bool clean = false;
+  // A client that gave up before it got the reply never read a batch: detach it
+  // cleanly rather than blame it on its peers.
+  bool clean = true;
   if (stream->Write(reply)) {
+    clean = false;
     proto::AttachClientMessage message;
     while (stream->Read(&message)) {
       if (message.has_detach()) {

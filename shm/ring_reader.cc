@@ -159,6 +159,12 @@ absl::Status RingReader::StateStatus() const {
     case RingState::kPoisoned: {
       const std::string reason(h->poison_reason,
                                strnlen(h->poison_reason, kPoisonReasonBytes));
+      // A negative rank means the producer itself gave up (e.g. a pipeline error).
+      if (h->poison_rank < 0) {
+        return absl::InternalError(absl::StrCat("ring ", segment_->name(),
+                                               " poisoned by zephond: ", reason,
+                                               " (generation ", generation_, ")"));
+      }
       return absl::AbortedError(absl::StrCat("ring ", segment_->name(), " poisoned: rank ",
                                              h->poison_rank, " lost: ", reason,
                                              " (generation ", generation_, ")"));
@@ -190,9 +196,15 @@ absl::StatusOr<SlotView> RingReader::Acquire(absl::Duration timeout) {
   for (int spins = 0;; ++spins) {
     // Poison wins over data: a TP group must not run on without a peer.
     if (absl::Status s = StateStatus(); !s.ok()) return s;
-    if (absl::Status s = LeaseStatus(); !s.ok()) return s;
+    // A closed ring has no producer left to overwrite slots, so what was published can be
+    // drained even after zephond ended the lease while shutting down.
+    const bool closed =
+        h->state.load(std::memory_order_acquire) == static_cast<uint32_t>(RingState::kClosed);
+    if (!closed) {
+      if (absl::Status s = LeaseStatus(); !s.ok()) return s;
+    }
     if (h->published.load(std::memory_order_acquire) > next_seq_) break;
-    if (h->state.load(std::memory_order_acquire) == static_cast<uint32_t>(RingState::kClosed)) {
+    if (closed) {
       return absl::CancelledError(absl::StrCat("ring ", segment_->name(),
                                                " was closed by zephond after seq ", next_seq_));
     }

@@ -81,6 +81,9 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name
   // We created the name; any failure below must not leave it behind.
   absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };
 
+  if (options.group.has_value() && fchown(fd, static_cast<uid_t>(-1), *options.group) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("fchown(", name, ", group ", *options.group, ")"));
+  }
   // shm_open applies the umask; the mode we were asked for is the contract.
   if (fchmod(fd, mode) != 0) return ErrnoStatus(errno, absl::StrCat("fchmod(", name, ")"));
   int rc;

@@ -34,6 +34,9 @@ struct SegmentOptions {
   std::string shm_dir = kDefaultShmDir;
   // Test seam: treat the mount as having at most this many free bytes.
   std::optional<uint64_t> free_bytes_limit;
+  // Group owner of created segments (for ranks running as another user in that group;
+  // pair it with mode 0660). Unset: the creator's group.
+  std::optional<gid_t> group;
 };
 
 class Segment {

@@ -29,19 +29,34 @@ def corpus(tmp_path_factory) -> Path:
 
 
 class Daemon:
-    def __init__(self, workdir: Path):
+    """A zephond on a private socket and shm prefix: one simulated node."""
+
+    def __init__(self, workdir: Path, extra_args: list[str] | None = None):
+        self.workdir = workdir
         self.socket = str(workdir / "zephond.sock")
         self.log = workdir / "zephond.log"
         self.shm_prefix = f"zt{uuid.uuid4().hex[:10]}"
+        self.extra_args = list(extra_args or [])
+        self.start()
+
+    def start(self) -> None:
+        """Starts (or, after a crash, restarts) the daemon with the same socket and prefix."""
         binary = _native.zephond_path()
         assert binary, "zephond not built; run `make build`"
+        started_before = self._listening_lines()
         self.proc = subprocess.Popen([binary, "--socket", self.socket, "--shm-prefix",
-                                      self.shm_prefix, "--log-file", str(self.log)])
+                                      self.shm_prefix, "--log-file", str(self.log)]
+                                     + self.extra_args,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=open(self.workdir / "zephond.stderr", "a"))
         deadline = time.monotonic() + 15
-        while not os.path.exists(self.socket):
+        while self._listening_lines() == started_before:
             assert self.proc.poll() is None, f"zephond exited: {self.log.read_text()}"
             assert time.monotonic() < deadline, "zephond did not start listening"
             time.sleep(0.02)
+
+    def _listening_lines(self) -> int:
+        return self.log.read_text().count("listening on") if self.log.exists() else 0
 
     def shm_segments(self) -> list[str]:
         return [n for n in os.listdir("/dev/shm") if n.startswith(self.shm_prefix + ".")]

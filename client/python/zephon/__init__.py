@@ -12,13 +12,14 @@ served by one zephond daemon per node over shared memory.
 """
 from .batch import Batch, SampleId
 from .corpus import write_megatron_dataset
-from .errors import (DaemonUnavailableError, InvalidOptionError, PeerLostError,
-                     SpecMismatchError, ZephonError, ZephonTimeoutError)
+from .errors import (DaemonUnavailableError, InvalidOptionError, PeerLostError, PipelineError,
+                     ResourceExhaustedError, SpecMismatchError, ZephonError,
+                     ZephonTimeoutError)
 from .pipeline import Pipeline, daemon_status
 from .sources import Dataset, StaticMixtureWorkSource
 
 __all__ = [
     "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "PeerLostError",
-    "Pipeline", "SampleId", "SpecMismatchError", "StaticMixtureWorkSource", "ZephonError",
+    "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId", "SpecMismatchError", "StaticMixtureWorkSource", "ZephonError",
     "ZephonTimeoutError", "daemon_status", "write_megatron_dataset",
 ]

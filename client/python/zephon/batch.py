@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,10 +26,12 @@ class Batch:
     numpy views into shared memory) plus ``batch.ids``, the samples that contributed.
 
     The views are valid while the batch is open. It is released (delivered) by
-    ``close()``, by leaving a ``with batch:`` block, when the next batch is requested, or
-    when it is garbage-collected. After that the daemon may reuse the slot: copy what you
-    need to keep (``np.array(batch["tokens"])``). Holding a batch holds back the ring for
-    the whole DP group.
+    ``close()``, by leaving a ``with batch:`` block, when it is garbage-collected, or when
+    the iterator needs its loan back (``Pipeline.options(max_open_batches=...)``, default
+    1: asking for the next batch releases the previous one). After that the daemon may
+    reuse the slot: copy what you need to keep (``np.array(batch["tokens"])``). Holding a
+    batch holds back the ring for the whole DP group. A forked child never releases
+    (or reads through the native reader) its parent's loans.
     """
 
     def __init__(self, reader, seq: int, lane: int, lane_batch_index: int,
@@ -39,6 +42,7 @@ class Batch:
         self.lane_batch_index = lane_batch_index
         self._tensors = tensors
         self._released = False
+        self._pid = os.getpid()
 
     @classmethod
     def _from_native(cls, reader, info: "_native.BatchInfo") -> "Batch":
@@ -121,6 +125,8 @@ class Batch:
             return
         self._released = True
         reader = self._reader
+        if self._pid != os.getpid():
+            return  # a forked child never releases its parent's loans
         if reader is not None and reader.handle:
             err = ctypes.c_void_p()
             code = _native.LIB.zephon_release(reader.handle, self.seq, ctypes.byref(err))
@@ -130,6 +136,10 @@ class Batch:
                     raise errors.from_code(code, message)
 
     release = close
+
+    @property
+    def released(self) -> bool:
+        return self._released
 
     def _check_open(self) -> None:
         if self._released:

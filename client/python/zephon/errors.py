@@ -3,6 +3,8 @@ from __future__ import annotations
 
 # absl / gRPC canonical status codes used by the C ABI.
 CANCELLED = 1
+RESOURCE_EXHAUSTED = 8
+INTERNAL = 13
 INVALID_ARGUMENT = 3
 DEADLINE_EXCEEDED = 4
 NOT_FOUND = 5
@@ -36,7 +38,17 @@ class PeerLostError(ZephonError):
 
 
 class DaemonUnavailableError(ZephonError):
-    """zephond could not be reached or stopped responding."""
+    """zephond could not be reached, stopped responding, or shut down (its ring closed)."""
+
+
+class PipelineError(ZephonError):
+    """zephond's pipeline failed for this DP group (e.g. a corrupt shard); the message
+    names the cause."""
+
+
+class ResourceExhaustedError(ZephonError):
+    """Not enough shared memory (or ring budget) for the ring; the message says how much
+    is needed and how to fix it."""
 
 
 class ZephonTimeoutError(ZephonError, TimeoutError):
@@ -49,6 +61,9 @@ _BY_CODE = {
     ABORTED: PeerLostError,
     UNAVAILABLE: DaemonUnavailableError,
     DEADLINE_EXCEEDED: ZephonTimeoutError,
+    CANCELLED: DaemonUnavailableError,
+    INTERNAL: PipelineError,
+    RESOURCE_EXHAUSTED: ResourceExhaustedError,
 }
 
 

@@ -27,8 +27,9 @@ _SPEC_OPTIONS = {"canonical_replicas": "canonical_replicas",
                  "mapping_strategy": "mapping",
                  "lane_routing": "routing",
                  "flush_every_k_chunks": "flush_every_chunks"}
-_EXEC_OPTIONS = {"prefetch_batches", "read_timeout_s", "join_timeout_s", "num_threads"}
-_CLIENT_OPTIONS = {"daemon", "attach_timeout_s"}
+_EXEC_OPTIONS = {"prefetch_batches", "read_timeout_s", "join_timeout_s", "num_threads",
+                 "daemon_timeout_s"}
+_CLIENT_OPTIONS = {"daemon", "attach_timeout_s", "max_open_batches"}
 _ALL_OPTIONS = _RANK_OPTIONS | set(_SPEC_OPTIONS) | _EXEC_OPTIONS | _CLIENT_OPTIONS
 
 _live_readers: "weakref.WeakSet[_Reader]" = weakref.WeakSet()
@@ -77,8 +78,14 @@ class Pipeline:
     """``Pipeline(work_source).shuffle(...).pack_flat(...).batch(...).options(...)``.
 
     Builder methods return a new Pipeline; iteration attaches this rank (once) and yields
-    one :class:`Batch` per step. Requesting the next batch releases (delivers) the
-    previous one; so do ``batch.close()``, ``with batch:`` and garbage collection.
+    one :class:`Batch` per step.
+
+    Loans: a batch is a loan of a ring slot. It is released (delivered) by
+    ``batch.close()``, by leaving ``with batch:``, by garbage collection, or when the
+    iterator is asked for more batches than ``max_open_batches`` (default 1) allows to
+    be open at once — then the oldest open batch is released first. Use
+    ``max_open_batches=2`` to keep batch k open while batch k+1 is fetched (e.g. to
+    overlap a host-to-device copy). Releases may come in any order; delivery is in order.
     """
 
     def __init__(self, work_source: StaticMixtureWorkSource):
@@ -88,7 +95,7 @@ class Pipeline:
         self._operators: list[dict] = []
         self._options: dict[str, Any] = {}
         self._reader: _Reader | None = None
-        self._current: Batch | None = None
+        self._open: list[Batch] = []  # loans handed out by the iterator, oldest first
         self._closed = False
 
     # ----- builder -----------------------------------------------------------------
@@ -205,10 +212,22 @@ class Pipeline:
     def __iter__(self) -> Iterator[Batch]:
         reader = self._attach()
         timeout = float(self._options.get("read_timeout_s", 300))
+        max_open = self._options.get("max_open_batches", 1)
+        if isinstance(max_open, bool) or not isinstance(max_open, int) or max_open < 1:
+            raise errors.InvalidOptionError(f"max_open_batches={max_open!r} is invalid: "
+                                            "expected an int >= 1", errors.INVALID_ARGUMENT)
+        slots = int(reader.reply.get("ring_slots", 0))
+        if slots and max_open >= slots:
+            raise errors.InvalidOptionError(
+                f"max_open_batches={max_open} needs a ring with more than {max_open} slots but "
+                f"this instance's ring has ring_slots={slots}; raise prefetch_batches",
+                errors.INVALID_ARGUMENT)
         while True:
-            if self._current is not None:
-                self._current.close()
-                self._current = None
+            if self._closed:
+                raise RuntimeError("this Pipeline was closed while iterating")
+            self._open = [b for b in self._open if not b.released]
+            while len(self._open) >= max_open:
+                self._open.pop(0).close()
             info = _native.BatchInfo()
             err = ctypes.c_void_p()
             code = _native.LIB.zephon_next(reader.handle, timeout, ctypes.byref(info),
@@ -217,8 +236,9 @@ class Pipeline:
                 _native.take_string(err)
                 return
             _check(code, err)
-            self._current = Batch._from_native(reader, info)
-            yield self._current
+            batch = Batch._from_native(reader, info)
+            self._open.append(batch)
+            yield batch
 
     # ----- introspection ---------------------------------------------------------------
     @property
@@ -246,9 +266,9 @@ class Pipeline:
     # ----- lifetime --------------------------------------------------------------------
     def close(self) -> None:
         """Releases the current batch and detaches this rank. Idempotent."""
-        if self._current is not None:
-            self._current.close()
-            self._current = None
+        for batch in self._open:
+            batch.close()
+        self._open = []
         if self._reader is not None:
             self._reader.end_lease()
             self._reader = None
