@@ -1,4 +1,5 @@
 // Batch: one microbatch produced by a lane, plus where the lane stood when it began.
+// BatchPlan: the same microbatch before its tokens are read (see below).
 //
 // tokens and positions are row-major [rows, cols] (cols = pack_flat max_length).
 // sample_ids lists every sample that contributed >= 1 token, in order of first
@@ -37,6 +38,32 @@ struct Batch {
   std::vector<SampleId> sample_ids;
   // The lane position just before this batch's first record.
   LanePosition start;
+};
+
+// A piece of one sample placed in a row: tokens [offset, offset + count) of `id`.
+// Its positions are 0, 1, ..., count - 1 (pack_flat "wrap" restarts them per piece).
+struct Segment {
+  SampleId id;
+  uint64_t offset = 0;
+  uint64_t count = 0;
+
+  friend bool operator==(const Segment& a, const Segment& b) {
+    return a.id == b.id && a.offset == b.offset && a.count == b.count;
+  }
+};
+
+// Everything a Batch is, except its tokens: the packing/batching decisions, which need
+// only sample ids and lengths. Materialize (lane_stream.h) turns it into the Batch.
+// Invariant: `segments` fill the rows in order, row r being cells [r*cols, (r+1)*cols);
+// no segment crosses a row boundary and the counts sum to rows * cols.
+struct BatchPlan {
+  uint32_t lane = 0;
+  uint64_t lane_batch_index = 0;
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  std::vector<Segment> segments;
+  std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
+  LanePosition start;                // As Batch::start.
 };
 
 }  // namespace zephon::pipeline

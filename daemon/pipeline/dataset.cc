@@ -10,7 +10,9 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/flat_reader.h"
+#include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/pipeline/megatron_reader.h"
+#include "daemon/pipeline/path_glob.h"
 
 namespace zephon::pipeline {
 namespace fs = std::filesystem;
@@ -48,43 +50,65 @@ std::string StripMegatronSuffix(const std::string& path) {
   return path;
 }
 
-absl::StatusOr<std::string> DetectFormat(const std::string& path) {
-  if (IsDir(path)) {
+// The files a dataset path names: a directory listing, glob matches, or the path.
+struct Source {
+  enum class Kind { kDirectory, kGlob, kSingle };
+  Kind kind = Kind::kSingle;
+  std::vector<std::string> files;  // Full paths, sorted (kSingle: just `path`).
+};
+
+absl::StatusOr<Source> ResolveSource(const std::string& path) {
+  Source src;
+  if (IsGlobPattern(path)) {
+    src.kind = Source::Kind::kGlob;
+    ASSIGN_OR_RETURN(src.files, ExpandGlob(path));
+  } else if (IsDir(path)) {
+    src.kind = Source::Kind::kDirectory;
     ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(path));
-    for (const auto& n : names) {
-      if (absl::EndsWith(n, ".idx")) return std::string("megatron");
-    }
-    return std::string("flat");
+    for (const auto& n : names) src.files.push_back((fs::path(path) / n).string());
+  } else {
+    src.files.push_back(path);
   }
-  if (IsFile(StripMegatronSuffix(path) + ".idx")) return std::string("megatron");
-  return std::string("flat");
+  return src;
+}
+
+std::string DetectFormat(const std::string& path, const Source& src) {
+  if (src.kind == Source::Kind::kSingle) {
+    if (IsFile(StripMegatronSuffix(path) + ".idx")) return "megatron";
+    return IsJsonlFileName(path) ? "jsonl" : "flat";
+  }
+  bool jsonl = false;
+  for (const auto& f : src.files) {
+    if (absl::EndsWith(f, ".idx")) return "megatron";
+    if (absl::EndsWith(f, ".bin") && IsFile(StripMegatronSuffix(f) + ".idx")) return "megatron";
+    jsonl = jsonl || IsJsonlFileName(f);
+  }
+  return jsonl ? "jsonl" : "flat";
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
-    const std::string& path) {
+    const std::string& path, const Source& src) {
   std::vector<std::string> prefixes;
-  if (IsDir(path)) {
-    ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(path));
-    std::set<std::string> bins, idxs;
-    for (const auto& n : names) {
-      if (absl::EndsWith(n, ".bin")) bins.insert(n.substr(0, n.size() - 4));
-      if (absl::EndsWith(n, ".idx")) idxs.insert(n.substr(0, n.size() - 4));
-    }
-    for (const auto& s : idxs) {
-      if (!bins.count(s)) {
-        return absl::NotFoundError(absl::StrCat((fs::path(path) / (s + ".idx")).string(),
-                                                " has no matching .bin file"));
-      }
-    }
-    for (const auto& s : bins) {
-      if (!idxs.count(s)) {
-        return absl::NotFoundError(absl::StrCat((fs::path(path) / (s + ".bin")).string(),
-                                                " has no matching .idx file"));
-      }
-      prefixes.push_back((fs::path(path) / s).string());  // std::set: sorted by name.
-    }
-  } else {
+  if (src.kind == Source::Kind::kSingle) {
     prefixes.push_back(StripMegatronSuffix(path));
+  } else {
+    std::set<std::string> bins, idxs;
+    for (const auto& f : src.files) {
+      if (absl::EndsWith(f, ".bin")) bins.insert(StripMegatronSuffix(f));
+      if (absl::EndsWith(f, ".idx")) idxs.insert(StripMegatronSuffix(f));
+    }
+    if (src.kind == Source::Kind::kDirectory) {
+      // A directory must hold complete pairs; a glob may match just one side of
+      // each pair (MegatronShard::Open names a missing partner).
+      for (const auto& s : idxs) {
+        if (!bins.count(s)) return absl::NotFoundError(absl::StrCat(s, ".idx has no matching .bin file"));
+      }
+      for (const auto& s : bins) {
+        if (!idxs.count(s)) return absl::NotFoundError(absl::StrCat(s, ".bin has no matching .idx file"));
+      }
+    }
+    bins.insert(idxs.begin(), idxs.end());
+    prefixes.assign(bins.begin(), bins.end());  // std::set: sorted.
   }
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& p : prefixes) {
@@ -95,21 +119,27 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenFlat(
-    const proto::DatasetSpec& spec) {
+    const proto::DatasetSpec& spec, const Source& src) {
   ASSIGN_OR_RETURN(TokenType type,
                    ParseFlatDtype(spec.dtype().empty() ? "uint16" : spec.dtype()));
   const uint64_t sample_tokens =
       spec.flat_sample_tokens() == 0 ? kDefaultFlatSampleTokens : spec.flat_sample_tokens();
-  std::vector<std::string> files;
-  if (IsDir(spec.path())) {
-    ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(spec.path()));
-    for (const auto& n : names) files.push_back((fs::path(spec.path()) / n).string());
-  } else {
-    files.push_back(spec.path());
-  }
   std::vector<std::unique_ptr<ShardReader>> shards;
-  for (const auto& f : files) {
+  for (const auto& f : src.files) {
     ASSIGN_OR_RETURN(std::unique_ptr<FlatShard> shard, FlatShard::Open(f, type, sample_tokens));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
+    const proto::DatasetSpec& spec, const Source& src, const OpenOptions& options) {
+  const std::string field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
+  const std::string cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (const auto& f : src.files) {
+    if (src.kind == Source::Kind::kDirectory && !IsJsonlFileName(f)) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, JsonlShard::Open(f, field, cache_dir));
     shards.push_back(std::move(shard));
   }
   return shards;
@@ -143,22 +173,23 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::FromShards(
   return ds;
 }
 
-absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec& spec) {
+absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec& spec,
+                                                       const OpenOptions& options) {
   if (spec.path().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("dataset '", spec.name(), "': empty path"));
   }
-  std::string format = spec.format();
-  if (format.empty()) {
-    ASSIGN_OR_RETURN(format, DetectFormat(spec.path()));
-  }
+  ASSIGN_OR_RETURN(Source src, ResolveSource(spec.path()));
+  const std::string format = spec.format().empty() ? DetectFormat(spec.path(), src) : spec.format();
   std::vector<std::unique_ptr<ShardReader>> shards;
   if (format == "megatron") {
-    ASSIGN_OR_RETURN(shards, OpenMegatron(spec.path()));
+    ASSIGN_OR_RETURN(shards, OpenMegatron(spec.path(), src));
   } else if (format == "flat") {
-    ASSIGN_OR_RETURN(shards, OpenFlat(spec));
+    ASSIGN_OR_RETURN(shards, OpenFlat(spec, src));
+  } else if (format == "jsonl") {
+    ASSIGN_OR_RETURN(shards, OpenJsonl(spec, src, options));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "dataset '", spec.name(), "': format '", format, "' unknown (megatron, flat)"));
+        "dataset '", spec.name(), "': format '", format, "' unknown (megatron, flat, jsonl)"));
   }
   auto ds = FromShards(spec.name(), format, std::move(shards));
   if (!ds.ok()) {

@@ -1,19 +1,32 @@
 // Dataset: a named, ordered list of shards with random access to sample tokens.
 //
-// Opening (Dataset::Open, from a DatasetSpec):
-//   format "megatron": `path` is a directory (every X.bin + X.idx pair in it is a
-//     shard; an .idx without its .bin or vice versa is an error naming it) or a shard
-//     prefix (path.bin / path.idx; a trailing ".bin"/".idx" on `path` is stripped).
-//   format "flat": `path` is a file, or a directory whose regular files (names not
-//     starting with '.') are the shards. dtype "uint16" (default) or "uint32";
-//     samples of flat_sample_tokens tokens (default 2048).
-//   format "": auto-detect: megatron if `path` is a directory holding any .idx file
-//     or `path`.idx exists or `path` ends in .idx/.bin with a sibling .idx; else flat.
-//   Shards are sorted by file name (byte order). No shards, or zero samples in total,
-//   is INVALID_ARGUMENT. Globs are not supported in v1.
+// Opening (Dataset::Open, from a DatasetSpec). `path` is a directory, a single
+// shard, or a glob (path_glob.h: contains '*', '?' or '['; matches are regular files
+// sorted by full path; no match is NOT_FOUND naming the pattern).
+//   format "megatron": a directory (every X.bin + X.idx pair in it is a shard; an .idx
+//     without its .bin or vice versa is an error naming it), a shard prefix (path.bin /
+//     path.idx; a trailing ".bin"/".idx" on `path` is stripped), or a glob: each match
+//     ending in .bin or .idx names the shard prefix without that suffix (so
+//     "shard-*", "shard-*.bin" and "shard-*.idx" all select the same shards; other
+//     matches are ignored); both files of every prefix must exist.
+//   format "flat": a file, a directory whose regular files (names not starting with
+//     '.') are the shards, or a glob whose every match is a shard. dtype "uint16"
+//     (default) or "uint32"; samples of flat_sample_tokens tokens (default 2048).
+//   format "jsonl": a file, a directory whose .jsonl / .jsonl.gz / .jsonl.zst files
+//     are the shards (others ignored), or a glob whose every match is a shard
+//     (compression by suffix: .gz, .zst, else plain). Tokens from field jsonl_field
+//     (default "input_ids"); shards are converted once into a token cache under
+//     OpenOptions::cache_dir (see jsonl_reader.h).
+//   format "": auto-detect. Directory or glob: megatron if any file/match ends in .idx
+//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat. Single path: megatron if `path`.idx
+//     exists or `path` ends in .idx/.bin with a sibling .idx; jsonl if `path` is a JSONL
+//     name; else flat.
+//   Directory shards are sorted by file name, glob shards by full path (byte order).
+//   No shards, or zero samples in total, is INVALID_ARGUMENT.
 // Fingerprint(): HashBytes over name, resolved format and, per shard in order, file
 // name + sample count + byte size (see dataset.cc for the exact byte layout). It is
-// part of the spec hash, so renaming/resizing a shard changes the hash.
+// part of the spec hash, so renaming/resizing a shard changes the hash. For JSONL the
+// size is the source file's (compressed) size.
 // Thread-safe after construction (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_DATASET_H_
 #define ZEPHON_DAEMON_PIPELINE_DATASET_H_
@@ -29,9 +42,20 @@
 
 namespace zephon::pipeline {
 
+// How to open datasets (execution environment, never part of the data identity).
+struct OpenOptions {
+  // Directory of the JSONL token caches; empty = DefaultCacheDir() (jsonl_reader.h:
+  // $XDG_CACHE_HOME/zephon or $HOME/.cache/zephon), created 0700 on first use.
+  std::string cache_dir;
+};
+
 class Dataset {
  public:
-  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const proto::DatasetSpec& spec);
+  // Errors name the dataset path (and file/line where applicable): INVALID_ARGUMENT
+  // for a bad format/dtype or an empty dataset, NOT_FOUND for missing files or an
+  // unmatched glob, DATA_LOSS for malformed shard contents.
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const proto::DatasetSpec& spec,
+                                                       const OpenOptions& options = {});
   // Builds a dataset over already-open shards (tests, future backends).
   // INVALID_ARGUMENT if there are no shards or no samples.
   static absl::StatusOr<std::unique_ptr<Dataset>> FromShards(
@@ -41,7 +65,7 @@ class Dataset {
   Dataset& operator=(const Dataset&) = delete;
 
   const std::string& name() const { return name_; }
-  // "megatron" or "flat" (the detected format when the spec left it empty).
+  // "megatron", "flat" or "jsonl" (the detected format when the spec left it empty).
   const std::string& format() const { return format_; }
   uint32_t NumShards() const { return static_cast<uint32_t>(shards_.size()); }
   const ShardReader& shard(uint32_t s) const { return *shards_[s]; }

@@ -3,18 +3,20 @@
 #include <algorithm>
 
 #include "common/mix.h"
+#include "daemon/pipeline/block_shuffle.h"
 #include "daemon/pipeline/permutation.h"
 
 namespace zephon::pipeline {
 
 DatasetOrder::DatasetOrder(const Dataset* dataset, uint32_t dataset_index,
                            uint64_t dataset_seed, bool shuffle_shards,
-                           bool shuffle_within_shard)
+                           bool shuffle_within_shard, uint64_t block_size)
     : dataset_(dataset),
       dataset_index_(dataset_index),
       dataset_seed_(dataset_seed),
       shuffle_shards_(shuffle_shards),
-      shuffle_within_shard_(shuffle_within_shard) {}
+      shuffle_within_shard_(shuffle_within_shard),
+      block_size_(block_size) {}
 
 std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) const {
   {
@@ -48,7 +50,8 @@ std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) cons
 SampleId DatasetOrder::Draw(uint64_t j) const {
   const uint64_t n = dataset_->NumSamples();
   const uint64_t e = j / n;
-  const uint64_t p = j % n;
+  uint64_t p = j % n;
+  if (block_size_ > 0) p = BlockShufflePosition(p, n, block_size_, Combine(dataset_seed_, e));
   const auto pass = GetPass(e);
   // First position whose cumulative end exceeds p; empty shards are skipped naturally.
   const size_t i = std::upper_bound(pass->end.begin(), pass->end.end(), p) - pass->end.begin();

@@ -2,6 +2,8 @@
 //
 // Algorithm (determinism contract): with N = dataset.NumSamples(), draw j is in pass
 // e = j / N at position p = j % N. pass_seed = Combine(dataset_seed, e).
+//   0. If block_size > 0: p = BlockShufflePosition(p, N, block_size, pass_seed)
+//      (block_shuffle.h), i.e. the block shuffle permutes the order built by 1-3.
 //   1. Shard order of the pass: position i holds shard
 //      Permutation(num_shards, pass_seed).Permute(i) if shuffle_shards, else shard i.
 //   2. Prefix sums of shard sizes in that order locate p in (shard s, offset o).
@@ -29,8 +31,9 @@ class DatasetOrder {
   static constexpr size_t kCachedPasses = 4;
 
   // `dataset_index` is stored in the returned SampleIds. `dataset` must outlive this.
+  // block_size 0 = no block shuffle.
   DatasetOrder(const Dataset* dataset, uint32_t dataset_index, uint64_t dataset_seed,
-               bool shuffle_shards, bool shuffle_within_shard);
+               bool shuffle_shards, bool shuffle_within_shard, uint64_t block_size = 0);
   DatasetOrder(const DatasetOrder&) = delete;
   DatasetOrder& operator=(const DatasetOrder&) = delete;
 
@@ -50,6 +53,7 @@ class DatasetOrder {
   const uint64_t dataset_seed_;
   const bool shuffle_shards_;
   const bool shuffle_within_shard_;
+  const uint64_t block_size_;
   mutable std::mutex mu_;
   mutable std::list<std::shared_ptr<const Pass>> cache_;  // Guarded by mu_; MRU first.
 };

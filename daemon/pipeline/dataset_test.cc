@@ -139,6 +139,53 @@ TEST(DatasetTest, EmptyInputsAreClearErrors) {
   EXPECT_FALSE(Dataset::Open(odd).ok());
 }
 
+TEST(DatasetTest, GlobsSelectShardsForEveryFormatSortedByPath) {
+  const std::string dir = MakeTempDir("glob");
+  std::filesystem::create_directories(dir + "/m1");
+  std::filesystem::create_directories(dir + "/m2");
+  ASSERT_TRUE(WriteMegatronShard(dir + "/m2/shard-0", {{20}}).ok());
+  ASSERT_TRUE(WriteMegatronShard(dir + "/m1/shard-1", {{10}, {11}}).ok());
+  ASSERT_TRUE(WriteMegatronShard(dir + "/m1/other", {{99}}).ok());
+  ASSERT_TRUE(WriteFlatFile(dir + "/m1/shard-notes", {1, 2}).ok());
+  // "shard-*" matches .bin, .idx and a non-megatron file (ignored); ".bin"/".idx"
+  // patterns select the same prefixes.
+  uint64_t fingerprint = 0;
+  for (const char* pattern : {"/m*/shard-*", "/m*/shard-*.bin", "/m?/shard-[0-9].idx"}) {
+    auto ds = Dataset::Open(Spec(dir + pattern));
+    ASSERT_TRUE(ds.ok()) << pattern << ": " << ds.status();
+    EXPECT_EQ((*ds)->format(), "megatron") << pattern;
+    ASSERT_EQ((*ds)->NumShards(), 2u) << pattern;
+    EXPECT_EQ(Tokens(**ds, 0, 1), (std::vector<int32_t>{11})) << pattern;  // m1 < m2.
+    EXPECT_EQ(Tokens(**ds, 1, 0), (std::vector<int32_t>{20})) << pattern;
+    if (fingerprint == 0) fingerprint = (*ds)->Fingerprint();
+    EXPECT_EQ((*ds)->Fingerprint(), fingerprint) << pattern;
+  }
+  // A glob matching only one side of a pair names the missing partner.
+  std::filesystem::remove(dir + "/m2/shard-0.idx");
+  auto unpaired = Dataset::Open(Spec(dir + "/m*/shard-*.bin", "megatron"));
+  ASSERT_FALSE(unpaired.ok());
+  EXPECT_NE(unpaired.status().message().find("shard-0.idx"), std::string::npos)
+      << unpaired.status();
+
+  ASSERT_TRUE(WriteFlatFile(dir + "/f-b.tok", {3, 4, 5}).ok());
+  ASSERT_TRUE(WriteFlatFile(dir + "/f-a.tok", {1, 2}).ok());
+  proto::DatasetSpec flat = Spec(dir + "/f-*.tok");
+  flat.set_flat_sample_tokens(2);
+  auto ds = Dataset::Open(flat);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->format(), "flat");
+  ASSERT_EQ((*ds)->NumShards(), 2u);
+  EXPECT_EQ((*ds)->shard(0).FileName(), "f-a.tok");
+  EXPECT_EQ(Tokens(**ds, 1, 1), (std::vector<int32_t>{5}));
+
+  auto none = Dataset::Open(Spec(dir + "/nothing-*.bin"));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(none.status().message().find("glob '" + dir + "/nothing-*.bin' matches no files"),
+            std::string::npos)
+      << none.status();
+}
+
 TEST(DatasetTest, FingerprintCoversShardNamesAndSizes) {
   const std::string dir = MakeTempDir("fp");
   ASSERT_TRUE(WriteMegatronShard(dir + "/a", kDocs).ok());

@@ -37,16 +37,23 @@ absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
       new GroupStream(std::move(source), options, std::move(owned_lanes), std::move(lanes)));
 }
 
-absl::StatusOr<std::optional<Batch>> GroupStream::Next() {
+absl::StatusOr<std::optional<BatchPlan>> GroupStream::NextPlan() {
   for (size_t tries = 0; tries < lanes_.size(); ++tries) {
     const size_t i = next_;
     next_ = (next_ + 1) % lanes_.size();
     if (exhausted_[i]) continue;
-    ASSIGN_OR_RETURN(std::optional<Batch> batch, lanes_[i]->Next());
-    if (batch.has_value()) return batch;
+    ASSIGN_OR_RETURN(std::optional<BatchPlan> plan, lanes_[i]->NextPlan());
+    if (plan.has_value()) return plan;
     exhausted_[i] = true;
   }
-  return std::optional<Batch>();
+  return std::optional<BatchPlan>();
+}
+
+absl::StatusOr<std::optional<Batch>> GroupStream::Next() {
+  ASSIGN_OR_RETURN(std::optional<BatchPlan> plan, NextPlan());
+  if (!plan.has_value()) return std::optional<Batch>();
+  ASSIGN_OR_RETURN(Batch batch, Materialize(*plan, source_->datasets()));
+  return std::optional<Batch>(std::move(batch));
 }
 
 uint64_t GroupStream::dropped_tokens() const {

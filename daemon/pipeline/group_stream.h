@@ -5,7 +5,11 @@
 // A lane that is exhausted is skipped from then on; Next() returns nullopt once all
 // are. The round-robin pointer moves on each Next(); the daemon calls Next() as it
 // fills its ring, and delivery order equals production order.
-// Single-owner (not thread-safe).
+// NextPlan() is Next() without reading tokens: the daemon plans in order on its
+// producer thread and materializes the plans in parallel (pipeline::Materialize over
+// datasets(), daemon/exec/ordered_stage.h), re-ordered by sequence number, so the
+// bytes published are those of Next() whatever the thread timing.
+// Single-owner (not thread-safe); datasets() is immutable and may be shared.
 #ifndef ZEPHON_DAEMON_PIPELINE_GROUP_STREAM_H_
 #define ZEPHON_DAEMON_PIPELINE_GROUP_STREAM_H_
 
@@ -35,6 +39,12 @@ class GroupStream {
 
   // The next batch in round-robin order, or nullopt when every owned lane is exhausted.
   absl::StatusOr<std::optional<Batch>> Next();
+  // The plan of the batch Next() would return, advancing the same round robin.
+  absl::StatusOr<std::optional<BatchPlan>> NextPlan();
+
+  // The work source's datasets, to Materialize plans with; immutable, thread-safe.
+  // The shared_ptr keeps them alive after this stream is gone.
+  std::shared_ptr<const WorkSource> source() const { return source_; }
 
   const std::vector<uint32_t>& owned_lanes() const { return owned_lanes_; }
   // Total tokens dropped by pack_flat at flush boundaries over all owned lanes.

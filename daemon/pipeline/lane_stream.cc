@@ -141,17 +141,17 @@ bool LaneStream::NextRecord(Record* record) {
       ended_ = true;
       break;
     }
-    record->tokens.clear();
-    record->positions.clear();
+    record->segments.clear();
     record->sample_ids.clear();
-    while (record->tokens.size() < max_length && sample_cursor_ < group_samples_.size()) {
+    uint64_t filled = 0;
+    while (filled < max_length && sample_cursor_ < group_samples_.size()) {
       const SampleId id = group_samples_[sample_cursor_];
       const Dataset& ds = *source_->datasets()[id.dataset];
       const uint64_t length = ds.SampleLength(id.shard, id.index);
-      const uint64_t take = std::min(length - sample_offset_, max_length - record->tokens.size());
+      const uint64_t take = std::min(length - sample_offset_, max_length - filled);
       if (take > 0) {
-        ds.AppendTokens(id.shard, id.index, sample_offset_, take, &record->tokens);
-        for (uint64_t p = 0; p < take; ++p) record->positions.push_back(static_cast<int32_t>(p));
+        record->segments.push_back(Segment{id, sample_offset_, take});
+        filled += take;
         if (record->sample_ids.empty() || record->sample_ids.back() != id) {
           record->sample_ids.push_back(id);
         }
@@ -162,41 +162,82 @@ bool LaneStream::NextRecord(Record* record) {
         sample_offset_ = 0;
       }
     }
-    if (record->tokens.size() == max_length) {
+    if (filled == max_length) {
       ++records_in_group_;
       return true;
     }
     // Group exhausted with a partial record: drop it and move to the next group.
-    dropped_tokens_ += record->tokens.size();
+    dropped_tokens_ += filled;
     group_loaded_ = false;
     group_chunk_ += options_.flush_every_chunks;
   }
   return false;
 }
 
-absl::StatusOr<std::optional<Batch>> LaneStream::Next() {
-  Batch batch;
-  batch.lane = lane_;
-  batch.cols = static_cast<uint32_t>(options_.max_length);
-  batch.start = position();
+absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
+  BatchPlan plan;
+  plan.lane = lane_;
+  plan.cols = static_cast<uint32_t>(options_.max_length);
+  plan.start = position();
   std::unordered_set<SampleId, SampleIdHash> seen;
   Record record;
-  while (batch.rows < options_.microbatch_size) {
-    if (batch.rows == 0) batch.start = position();
+  while (plan.rows < options_.microbatch_size) {
+    if (plan.rows == 0) plan.start = position();
     if (!NextRecord(&record)) break;
-    batch.tokens.insert(batch.tokens.end(), record.tokens.begin(), record.tokens.end());
-    batch.positions.insert(batch.positions.end(), record.positions.begin(),
-                           record.positions.end());
+    plan.segments.insert(plan.segments.end(), record.segments.begin(), record.segments.end());
     for (const SampleId& id : record.sample_ids) {
-      if (seen.insert(id).second) batch.sample_ids.push_back(id);
+      if (seen.insert(id).second) plan.sample_ids.push_back(id);
     }
-    ++batch.rows;
+    ++plan.rows;
   }
-  if (batch.rows == 0 || (batch.rows < options_.microbatch_size && options_.drop_last)) {
-    return std::optional<Batch>();
+  if (plan.rows == 0 || (plan.rows < options_.microbatch_size && options_.drop_last)) {
+    return std::optional<BatchPlan>();
   }
-  batch.lane_batch_index = next_batch_index_++;
+  plan.lane_batch_index = next_batch_index_++;
+  return std::optional<BatchPlan>(std::move(plan));
+}
+
+absl::StatusOr<std::optional<Batch>> LaneStream::Next() {
+  ASSIGN_OR_RETURN(std::optional<BatchPlan> plan, NextPlan());
+  if (!plan.has_value()) return std::optional<Batch>();
+  ASSIGN_OR_RETURN(Batch batch, Materialize(*plan, source_->datasets()));
   return std::optional<Batch>(std::move(batch));
+}
+
+absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
+                                  const std::vector<std::shared_ptr<const Dataset>>& datasets) {
+  Batch batch;
+  batch.lane = plan.lane;
+  batch.lane_batch_index = plan.lane_batch_index;
+  batch.rows = plan.rows;
+  batch.cols = plan.cols;
+  batch.sample_ids = plan.sample_ids;
+  batch.start = plan.start;
+  const uint64_t cells = static_cast<uint64_t>(plan.rows) * plan.cols;
+  batch.tokens.reserve(cells);
+  batch.positions.reserve(cells);
+  for (const Segment& seg : plan.segments) {
+    const SampleId& id = seg.id;
+    if (id.dataset >= datasets.size() || id.shard >= datasets[id.dataset]->NumShards() ||
+        id.index >= datasets[id.dataset]->ShardSamples(id.shard) ||
+        seg.offset + seg.count > datasets[id.dataset]->SampleLength(id.shard, id.index) ||
+        batch.tokens.size() + seg.count > cells) {
+      return absl::InternalError(absl::StrCat(
+          "batch plan of lane ", plan.lane, " batch ", plan.lane_batch_index,
+          " names tokens [", seg.offset, ", ", seg.offset + seg.count, ") of sample ",
+          id.dataset, "/", id.shard, "/", id.index, " beyond its datasets or its ", cells,
+          " cells"));
+    }
+    datasets[id.dataset]->AppendTokens(id.shard, id.index, seg.offset, seg.count,
+                                       &batch.tokens);
+    for (uint64_t p = 0; p < seg.count; ++p) batch.positions.push_back(static_cast<int32_t>(p));
+  }
+  if (batch.tokens.size() != cells) {
+    return absl::InternalError(absl::StrCat("batch plan of lane ", plan.lane, " batch ",
+                                            plan.lane_batch_index, " fills ",
+                                            batch.tokens.size(), " of its ", cells, " cells"));
+  }
+  return batch;
 }
 
 }  // namespace zephon::pipeline

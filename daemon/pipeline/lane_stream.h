@@ -16,7 +16,13 @@
 //     groups. At lane end a short batch is dropped if drop_last, else emitted.
 //     NOTE: proto3 has no presence for BatchSpec.drop_last, so an unset field means
 //     false (emit the short batch); clients wanting the upstream default send true.
-// Single-owner (not thread-safe); the shared WorkSource is thread-safe.
+//   * Plan / materialize split: every decision above needs only sample ids and
+//     lengths, so NextPlan() yields a BatchPlan (cheap, sequential) and Materialize()
+//     reads the tokens (the IO, copy and dtype conversion). Materialize is a pure
+//     function of the plan and the immutable datasets, so plans may be materialized on
+//     any thread, in any order, with identical bytes. Next() == Materialize(NextPlan()).
+// LaneStream: single-owner (not thread-safe); the shared WorkSource is thread-safe.
+// Materialize: thread-safe.
 #ifndef ZEPHON_DAEMON_PIPELINE_LANE_STREAM_H_
 #define ZEPHON_DAEMON_PIPELINE_LANE_STREAM_H_
 
@@ -28,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/batch.h"
+#include "daemon/pipeline/dataset.h"
 #include "daemon/pipeline/lanes.h"
 #include "daemon/pipeline/work_source.h"
 #include "proto/spec.pb.h"
@@ -64,7 +71,11 @@ class LaneStream {
       LanePosition start = {}, uint64_t first_batch_index = 0);
 
   // The next batch, or nullopt once the lane is exhausted (and forever after).
+  // Errors: those of Materialize.
   absl::StatusOr<std::optional<Batch>> Next();
+  // The plan of the next batch (what Next() would return, tokens not yet read), or
+  // nullopt once the lane is exhausted. Calls to Next and NextPlan share one cursor.
+  absl::StatusOr<std::optional<BatchPlan>> NextPlan();
 
   uint32_t lane() const { return lane_; }
   // Where the next batch would start.
@@ -73,8 +84,7 @@ class LaneStream {
 
  private:
   struct Record {
-    std::vector<int32_t> tokens;
-    std::vector<int32_t> positions;
+    std::vector<Segment> segments;     // Sum of counts == max_length.
     std::vector<SampleId> sample_ids;  // Contributors in order, adjacent duplicates removed.
   };
 
@@ -99,6 +109,13 @@ class LaneStream {
   uint64_t next_batch_index_ = 0;
   uint64_t dropped_tokens_ = 0;
 };
+
+// Reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch
+// with the plan's metadata; positions count 0.. within each segment.
+// Errors: INTERNAL if a segment names a sample or token range the datasets do not
+// have, or the segments do not fill rows * cols cells (a plan from another source).
+absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
+                                  const std::vector<std::shared_ptr<const Dataset>>& datasets);
 
 }  // namespace zephon::pipeline
 

@@ -9,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/block_shuffle.h"
+#include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/pipeline/lane_stream.h"
 #include "daemon/pipeline/lanes.h"
 #include "daemon/pipeline/work_source.h"
@@ -34,15 +36,23 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
       return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "] ('",
                                                      d.name(), "').path is empty"));
     }
-    if (!d.format().empty() && d.format() != "megatron" && d.format() != "flat") {
+    if (!d.format().empty() && d.format() != "megatron" && d.format() != "flat" &&
+        d.format() != "jsonl") {
       return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].format '",
-                                                     d.format(), "' unknown (megatron, flat)"));
+                                                     d.format(),
+                                                     "' unknown (megatron, flat, jsonl)"));
+    }
+    if (d.has_max_repeats() && ws.exhausted_policy() != "repeat") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work_source.datasets[", k, "] ('", d.name(), "').max_repeats = ", d.max_repeats(),
+          " needs exhausted_policy 'repeat', got '", ws.exhausted_policy(), "'"));
     }
     if (!d.dtype().empty() && d.dtype() != "uint16" && d.dtype() != "uint32") {
       return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].dtype '",
                                                      d.dtype(), "' unknown (uint16, uint32)"));
     }
   }
+  RETURN_IF_ERROR(ValidateBlockShuffle(ws.shuffle_block_size()));
   if (ws.weights_size() != 0 && ws.weights_size() != ws.datasets_size()) {
     return absl::InvalidArgumentError(absl::StrCat("work_source.weights has ", ws.weights_size(),
                                                    " entries, datasets has ", ws.datasets_size()));
@@ -90,6 +100,7 @@ absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32
       if (d.dtype().empty()) d.set_dtype("uint16");
       if (d.flat_sample_tokens() == 0) d.set_flat_sample_tokens(2048);
     }
+    if (d.format() == "jsonl" && d.jsonl_field().empty()) d.set_jsonl_field(kDefaultJsonlField);
   }
   RETURN_IF_ERROR(ValidateDatasets(*ws));
   for (auto& op : *spec.mutable_operators()) {
@@ -121,10 +132,10 @@ std::string SpecHash(const proto::PipelineSpec& resolved,
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
-    const proto::PipelineSpec& spec) {
+    const proto::PipelineSpec& spec, const OpenOptions& options) {
   std::vector<std::shared_ptr<const Dataset>> out;
   for (const auto& d : spec.work_source().datasets()) {
-    auto ds = Dataset::Open(d);
+    auto ds = Dataset::Open(d, options);
     if (!ds.ok()) {
       return absl::Status(ds.status().code(), absl::StrCat("dataset '", d.name(), "': ",
                                                            ds.status().message()));

@@ -5,11 +5,15 @@
 //   routing "permute"; work_source.chunk_size 1024; exhausted_policy
 //   "stop_after_passes"; stop_after_passes 1; flush_every_chunks 8; pack_flat
 //   algorithm "wrap"; for format "flat" datasets dtype "uint16" and
-//   flat_sample_tokens 2048 (auto-detected datasets keep their empty fields; the
-//   detected format enters the hash through Dataset::Fingerprint).
+//   flat_sample_tokens 2048, for format "jsonl" datasets jsonl_field "input_ids"
+//   (auto-detected datasets keep their empty fields; the detected format enters the
+//   hash through Dataset::Fingerprint). shuffle_block_size is kept verbatim ("auto" /
+//   "global" depend on the data; WorkSource resolves them, and the data enters the
+//   hash through the fingerprints).
 // and validates it (INVALID_ARGUMENT naming the option and value): format_version 1,
 // known strings, datasets non-empty with unique non-empty names and paths, weights,
-// the operator list (LaneOptions::FromSpec), 1 <= dp_degree <= canonical_replicas.
+// shuffle_block_size syntax, max_repeats only with exhausted_policy "repeat", the
+// operator list (LaneOptions::FromSpec), 1 <= dp_degree <= canonical_replicas.
 //
 // SpecHash = 16 lowercase hex digits of h, where h0 = HashBytes(deterministic
 // protobuf serialization of the resolved spec) and h = Combine(h, fingerprint_k) over
@@ -37,7 +41,7 @@ std::string SpecHash(const proto::PipelineSpec& resolved,
 
 // Opens every dataset of the spec, in order (errors name the dataset).
 absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
-    const proto::PipelineSpec& spec);
+    const proto::PipelineSpec& spec, const OpenOptions& options = {});
 
 }  // namespace zephon::pipeline
 

@@ -74,6 +74,29 @@ TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   s = Minimal();
   s.mutable_operators()->RemoveLast();
   ExpectError(s, 1, "batch");
+  s = Minimal();
+  s.mutable_work_source()->set_shuffle_block_size("big");
+  ExpectError(s, 1, "work_source.shuffle_block_size 'big'");
+  s = Minimal();
+  s.mutable_work_source()->mutable_datasets(0)->set_max_repeats(2);
+  ExpectError(s, 1, "max_repeats = 2 needs exhausted_policy 'repeat', got 'stop_after_passes'");
+}
+
+TEST(ResolveSpecTest, NewOptionsAreOffByDefaultAndKeptVerbatim) {
+  auto s = Minimal();
+  s.mutable_work_source()->set_exhausted_policy("repeat");
+  s.mutable_work_source()->mutable_datasets(0)->set_max_repeats(2);
+  s.mutable_work_source()->set_shuffle_block_size("auto");
+  s.mutable_work_source()->mutable_datasets(0)->set_format("jsonl");
+  auto r = ResolveSpec(s, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->work_source().shuffle_block_size(), "auto");
+  EXPECT_EQ(r->work_source().datasets(0).jsonl_field(), "input_ids");
+  EXPECT_EQ(r->work_source().datasets(0).max_repeats(), 2u);
+  auto plain = ResolveSpec(Minimal(), 1).value();
+  EXPECT_EQ(plain.work_source().shuffle_block_size(), "");
+  EXPECT_TRUE(plain.work_source().datasets(0).jsonl_field().empty());
+  EXPECT_FALSE(plain.work_source().datasets(0).has_max_repeats());
 }
 
 TEST(SpecHashTest, IsStableAndCoversSpecAndData) {

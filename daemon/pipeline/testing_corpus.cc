@@ -4,6 +4,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <zlib.h>
+#include <zstd.h>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace zephon::pipeline::testing {
@@ -83,6 +87,27 @@ absl::Status WriteFlatFile(const std::string& path, const std::vector<uint32_t>&
   std::string bytes;
   for (uint32_t t : tokens) PutToken(t, uint32 ? 4 : 2, &bytes);
   return WriteFile(path, bytes);
+}
+
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
+  if (absl::EndsWith(path, ".zst")) {
+    std::string out(ZSTD_compressBound(text.size()), '\0');
+    const size_t n = ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3);
+    if (ZSTD_isError(n)) return absl::InternalError(ZSTD_getErrorName(n));
+    out.resize(n);
+    return WriteFile(path, out);
+  }
+  if (absl::EndsWith(path, ".gz")) {
+    gzFile f = gzopen(path.c_str(), "wb");
+    if (f == nullptr) return absl::InternalError(absl::StrCat("cannot gzopen ", path));
+    const int n = text.empty() ? 0 : gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
+    const int rc = gzclose(f);
+    if (n != static_cast<int>(text.size()) || rc != Z_OK) {
+      return absl::InternalError(absl::StrCat("cannot gzwrite ", path));
+    }
+    return absl::OkStatus();
+  }
+  return WriteFile(path, text);
 }
 
 std::shared_ptr<const Dataset> MakeMemoryDataset(

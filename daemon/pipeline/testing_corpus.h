@@ -4,6 +4,7 @@
 // megatron_reader.h: one sequence per doc, doc_idx = [0, 1, ..., N]. Tokens are
 // stored with the given dtype code (1,2,3,4,5,8), truncating values that do not fit.
 // WriteFlatFile writes raw little-endian uint16 or uint32 tokens.
+// WriteTextFile writes (optionally compressed) text, e.g. JSONL shards.
 #ifndef ZEPHON_DAEMON_PIPELINE_TESTING_CORPUS_H_
 #define ZEPHON_DAEMON_PIPELINE_TESTING_CORPUS_H_
 
@@ -36,6 +37,10 @@ std::shared_ptr<const Dataset> MakeMemoryDataset(
 std::shared_ptr<const Dataset> MakeSyntheticDataset(const std::string& name,
                                                     int dataset_tag, uint32_t num_shards,
                                                     uint32_t per_shard, uint32_t max_len);
+
+// Writes `text` to `path`, gzip-compressed if it ends in ".gz" (one member), zstd-
+// compressed if it ends in ".zst" (one frame), else as is.
+absl::Status WriteTextFile(const std::string& path, const std::string& text);
 
 // A fresh empty directory under TEST_TMPDIR (or /tmp) named after `name`.
 std::string MakeTempDir(const std::string& name);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/block_shuffle.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -33,12 +34,18 @@ uint64_t LastChunk(const MixtureSchedule& s, size_t k, uint64_t limit) {
 }  // namespace
 
 WorkSource::WorkSource(std::vector<std::shared_ptr<const Dataset>> datasets,
-                       MixtureSchedule schedule, const proto::WorkSourceSpec& spec)
-    : datasets_(std::move(datasets)), schedule_(std::move(schedule)) {
+                       MixtureSchedule schedule, const proto::WorkSourceSpec& spec,
+                       std::vector<uint64_t> block_sizes)
+    : datasets_(std::move(datasets)),
+      schedule_(std::move(schedule)),
+      block_sizes_(std::move(block_sizes)) {
   for (size_t k = 0; k < datasets_.size(); ++k) {
+    const auto& d = spec.datasets(static_cast<int>(k));
+    max_repeats_.push_back(d.has_max_repeats() ? std::optional<uint32_t>(d.max_repeats())
+                                               : std::nullopt);
     orders_.push_back(std::make_unique<DatasetOrder>(
         datasets_[k].get(), static_cast<uint32_t>(k), Combine(spec.seed(), k),
-        spec.shuffle_shards(), spec.shuffle_within_shard()));
+        spec.shuffle_shards(), spec.shuffle_within_shard(), block_sizes_[k]));
   }
 }
 
@@ -78,8 +85,19 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "work_source.exhausted_policy '", policy, "' unknown (stop_after_passes, stop, repeat)"));
   }
+  for (int k = 0; k < spec.datasets_size(); ++k) {
+    if (spec.datasets(k).has_max_repeats() && policy != "repeat") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work_source.datasets[", k, "] ('", spec.datasets(k).name(), "').max_repeats = ",
+          spec.datasets(k).max_repeats(), " needs exhausted_policy 'repeat', got '", policy,
+          "'"));
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<uint64_t> block_sizes,
+                   ResolveBlockSizes(spec.shuffle_block_size(), datasets));
   MixtureSchedule schedule(*std::move(normalized), chunk_size);
-  std::unique_ptr<WorkSource> ws(new WorkSource(std::move(datasets), schedule, spec));
+  std::unique_ptr<WorkSource> ws(
+      new WorkSource(std::move(datasets), schedule, spec, std::move(block_sizes)));
   ws->policy_ = policy;
   const uint64_t passes = spec.stop_after_passes() == 0 ? 1 : spec.stop_after_passes();
   if (policy == "stop_after_passes") {
@@ -95,6 +113,14 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
       n_end = std::min(n_end, LastChunk(ws->schedule_, k, ws->datasets_[k]->NumSamples()));
     }
     ws->num_chunks_ = n_end;
+  } else {  // "repeat"
+    for (size_t k = 0; k < ws->datasets_.size(); ++k) {
+      if (!ws->max_repeats_[k]) continue;
+      const uint64_t passes_k = uint64_t{1} + *ws->max_repeats_[k];
+      const uint64_t limit = SaturatingMul(passes_k, ws->datasets_[k]->NumSamples());
+      const uint64_t n_k = LastChunk(ws->schedule_, k, limit);
+      ws->num_chunks_ = ws->num_chunks_ ? std::min(*ws->num_chunks_, n_k) : n_k;
+    }
   }
   return ws;
 }
@@ -128,7 +154,11 @@ std::string WorkSource::Describe() const {
     parts.push_back(absl::StrCat(datasets_[k]->name(), "(", datasets_[k]->format(), ", ",
                                  datasets_[k]->NumShards(), " shards, ",
                                  datasets_[k]->NumSamples(), " samples, weight ",
-                                 static_cast<double>(schedule_.weights()[k]) / kWeightOne, ")"));
+                                 static_cast<double>(schedule_.weights()[k]) / kWeightOne,
+                                 block_sizes_[k] ? absl::StrCat(", block ", block_sizes_[k]) : "",
+                                 max_repeats_[k] ? absl::StrCat(", max_repeats ", *max_repeats_[k])
+                                     : "",
+                                 ")"));
   }
   return absl::StrCat("StaticMixture[", absl::StrJoin(parts, ", "), "] chunk_size=",
                       schedule_.chunk_size(), " policy=", policy_, " chunks=",

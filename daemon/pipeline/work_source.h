@@ -15,7 +15,13 @@
 //   * Length: "stop_after_passes" (P = stop_after_passes, default 1): n_end = max_k
 //     of the largest n with A_k(n) <= P * N_k (ends when the slowest dataset finished
 //     P passes; faster ones continue into later passes meanwhile). "stop": n_end =
-//     min_k of the largest n with A_k(n) <= N_k. "repeat": infinite.
+//     min_k of the largest n with A_k(n) <= N_k. "repeat": infinite, unless some
+//     dataset sets max_repeats R_k: then n_end = min over those k of the largest n
+//     with A_k(n) <= (1 + R_k) * N_k (the stream ends before the first chunk that
+//     would draw dataset k for a (2 + R_k)-th pass). max_repeats with any other
+//     policy is INVALID_ARGUMENT.
+//   * Block shuffle: spec.shuffle_block_size is resolved per dataset by
+//     ResolveBlockSizes (block_shuffle.h) and applied by DatasetOrder.
 // Thread-safe (immutable apart from the mutex-protected pass caches).
 #ifndef ZEPHON_DAEMON_PIPELINE_WORK_SOURCE_H_
 #define ZEPHON_DAEMON_PIPELINE_WORK_SOURCE_H_
@@ -41,7 +47,8 @@ class WorkSource {
  public:
   // `datasets[k]` is the opened spec.datasets(k). INVALID_ARGUMENT (naming option and
   // value) for: a dataset count mismatch, duplicate dataset names, weights count !=
-  // datasets count, a weight <= 0, an unknown exhausted_policy. chunk_size 0 means
+  // datasets count, a weight <= 0, an unknown exhausted_policy, a bad
+  // shuffle_block_size, max_repeats without policy "repeat". chunk_size 0 means
   // 1024; stop_after_passes 0 means 1.
   static absl::StatusOr<std::unique_ptr<WorkSource>> Create(
       const proto::WorkSourceSpec& spec, std::vector<std::shared_ptr<const Dataset>> datasets);
@@ -53,15 +60,20 @@ class WorkSource {
   // Replaces *out with the chunk_size sample ids of global chunk g.
   // REQUIRES: g < NumChunks() (when finite).
   void Chunk(uint64_t g, std::vector<SampleId>* out) const;
-  // One-line description (datasets, weights, chunk size, policy, length).
+  // Resolved block-shuffle size of each dataset (0 = off).
+  const std::vector<uint64_t>& block_sizes() const { return block_sizes_; }
+  // One-line description (datasets, weights, block sizes and max_repeats when set,
+  // chunk size, policy, length).
   std::string Describe() const;
 
  private:
   WorkSource(std::vector<std::shared_ptr<const Dataset>> datasets, MixtureSchedule schedule,
-             const proto::WorkSourceSpec& spec);
+             const proto::WorkSourceSpec& spec, std::vector<uint64_t> block_sizes);
 
   const std::vector<std::shared_ptr<const Dataset>> datasets_;
   const MixtureSchedule schedule_;
+  const std::vector<uint64_t> block_sizes_;
+  std::vector<std::optional<uint32_t>> max_repeats_;  // Per dataset; nullopt = unset.
   std::vector<std::unique_ptr<DatasetOrder>> orders_;
   std::optional<uint64_t> num_chunks_;
   std::string policy_;

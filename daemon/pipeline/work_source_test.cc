@@ -116,6 +116,54 @@ TEST(WorkSourceTest, PoliciesEndAtTheSlowestOrFastestDataset) {
   EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(10));
 }
 
+TEST(WorkSourceTest, MaxRepeatsEndsTheStreamBeforeAnExtraPass) {
+  auto small = MakeSyntheticDataset("s", 1, 1, 10, 3);
+  auto large = MakeSyntheticDataset("l", 2, 2, 50, 3);
+  auto spec = Spec({"s", "l"}, 4);
+  spec.add_weights(1);
+  spec.add_weights(1);  // 2 + 2 per chunk: s passes every 5 chunks, l every 50.
+  spec.set_exhausted_policy("repeat");
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::nullopt);
+  spec.mutable_datasets(0)->set_max_repeats(0);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(5));
+  spec.mutable_datasets(0)->set_max_repeats(3);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(20));
+  spec.mutable_datasets(1)->set_max_repeats(0);  // min over limited datasets.
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(20));
+  spec.mutable_datasets(0)->clear_max_repeats();
+  auto ws = Make(spec, {small, large});
+  EXPECT_EQ(ws->NumChunks(), std::optional<uint64_t>(50));
+  EXPECT_NE(ws->Describe().find("max_repeats 0"), std::string::npos) << ws->Describe();
+  // Uneven quotas: 3 of s per chunk of 4 -> s (10 samples) allows 2 passes = 20 draws;
+  // A_s(n) = 3n <= 20 holds up to n = 6 (18 draws); chunk 7 would need draw 20.
+  spec.clear_weights();
+  spec.add_weights(3);
+  spec.add_weights(1);
+  spec.mutable_datasets(0)->set_max_repeats(1);
+  spec.mutable_datasets(1)->clear_max_repeats();
+  ws = Make(spec, {small, large});
+  ASSERT_EQ(ws->NumChunks(), std::optional<uint64_t>(6));
+  std::vector<SampleId> chunk;
+  std::map<SampleId, int> uses;
+  for (uint64_t g = 0; g < 6; ++g) {
+    ws->Chunk(g, &chunk);
+    for (const auto& id : chunk) ++uses[id];
+  }
+  for (const auto& [id, n] : uses) {
+    if (id.dataset == 0) {
+      EXPECT_LE(n, 2) << id;
+    }
+  }
+  // With any other policy max_repeats is an error naming the option.
+  spec.set_exhausted_policy("stop");
+  auto bad = WorkSource::Create(spec, {small, large});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("datasets[0] ('s').max_repeats = 1 needs exhausted_policy "
+                                        "'repeat', got 'stop'"),
+            std::string::npos)
+      << bad.status();
+}
+
 TEST(WorkSourceTest, ValidationNamesTheOptionAndValue) {
   auto a = MakeSyntheticDataset("a", 1, 1, 10, 3);
   auto b = MakeSyntheticDataset("b", 1, 1, 10, 3);

@@ -1,0 +1,68 @@
+// LineReader: the lines of a plain, gzip or zstd text file, decompressed while streaming.
+//
+// Compression is chosen by file name: "*.gz" is gzip (zlib inflate; concatenated
+// members are read in sequence), "*.zst" is zstd (ZSTD_decompressStream; concatenated
+// frames likewise), anything else is plain text. Lines end at '\n' (a '\r' before it
+// is kept in the line); a last line without '\n' is still a line. Byte offsets are in
+// the decompressed text. Errors (DATA_LOSS) name the file, the line being read and the
+// decompressed byte offset: corrupt data, and a stream that ends inside a gzip member
+// or zstd frame ("truncated"); an empty .gz / .zst file counts as truncated.
+// Single-owner (not thread-safe).
+#ifndef ZEPHON_DAEMON_PIPELINE_LINE_READER_H_
+#define ZEPHON_DAEMON_PIPELINE_LINE_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace zephon::pipeline {
+
+enum class Compression { kNone, kGzip, kZstd };
+
+// By suffix: ".gz" -> kGzip, ".zst" -> kZstd, else kNone.
+Compression CompressionOfPath(std::string_view path);
+
+// A source of decompressed bytes (one implementation per Compression).
+class ByteDecoder {
+ public:
+  virtual ~ByteDecoder() = default;
+  // Fills up to `n` bytes of `dst`; returns how many, 0 only at the clean end.
+  // DATA_LOSS / INTERNAL on corrupt or truncated input (message without position).
+  virtual absl::StatusOr<size_t> Read(char* dst, size_t n) = 0;
+};
+
+class LineReader {
+ public:
+  // NOT_FOUND / PERMISSION_DENIED if `path` cannot be opened for reading.
+  static absl::StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path);
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // Sets *line to the next line (without its '\n'; valid until the next call) and
+  // returns true, or returns false at the end of the file.
+  absl::StatusOr<bool> Next(std::string_view* line);
+  // 1-based number of the line last returned by Next.
+  uint64_t line_number() const { return line_number_; }
+  // Decompressed byte offset of the first byte of the line last returned by Next.
+  uint64_t line_offset() const { return line_offset_; }
+
+ private:
+  LineReader(std::string path, std::unique_ptr<ByteDecoder> decoder);
+
+  const std::string path_;
+  const std::unique_ptr<ByteDecoder> decoder_;
+  std::string buffer_;
+  size_t begin_ = 0;  // buffer_[begin_, end_) holds bytes not yet returned.
+  size_t end_ = 0;
+  uint64_t buffer_offset_ = 0;  // Decompressed offset of buffer_[0].
+  bool eof_ = false;
+  uint64_t line_number_ = 0;
+  uint64_t line_offset_ = 0;
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_LINE_READER_H_
