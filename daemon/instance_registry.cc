@@ -62,8 +62,14 @@ absl::StatusOr<ExecutionLimits> ValidateExecution(const proto::ExecutionOptions&
         "join_timeout_s=", execution.join_timeout_s(), " is invalid: expected 0 to ",
         kMaxDaemonTimeoutS, " seconds"));
   }
+  if (execution.num_threads() > exec::kMaxWorkerThreads) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_threads=", execution.num_threads(), " is too large: at most ",
+        exec::kMaxWorkerThreads, " (and zephond caps it at its --worker-threads)"));
+  }
   ExecutionLimits limits;
   limits.producer_timeout_ms = static_cast<uint32_t>(timeout_s * 1000);
+  if (execution.num_threads() > 0) limits.parallelism = execution.num_threads();
   return limits;
 }
 
@@ -107,7 +113,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(request.spec(), identity.dp_degree));
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
-                   pipeline::OpenDatasets(resolved));
+                   pipeline::OpenDatasets(resolved, {options_.cache_dir}));
   const std::string spec_hash = pipeline::SpecHash(resolved, datasets);
 
   absl::MutexLock lock(&mu_);
@@ -150,7 +156,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   }
   if (out.instance == nullptr) {
     ASSIGN_OR_RETURN(out.instance, CreateInstance(request, identity, resolved, spec_hash,
-                                                  std::move(datasets), key, reserve));
+                                                  std::move(datasets), key, reserve, limits));
     RETURN_IF_ERROR(
         out.instance->AttachReader(identity.global_rank, request.client_pid(), &out.reply));
     instances_[key].push_back(out.instance);
@@ -169,7 +175,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
     const proto::AttachRequest& request, const RankIdentity& identity,
     proto::PipelineSpec resolved, const std::string& spec_hash,
     std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
-    uint32_t reserve) {
+    uint32_t reserve, const ExecutionLimits& limits) {
   ASSIGN_OR_RETURN(pipeline::Mapping mapping, pipeline::ParseMapping(resolved.mapping()));
   ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
                    pipeline::OwnedLanes(identity.canonical_replicas, identity.dp_degree,
@@ -216,8 +222,10 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   }
   config.reserved_readers = reserve;
   config.explain_stream = stream->Explain();
+  config.materialize.parallelism = limits.parallelism;
+  config.materialize.queue_capacity = 0;  // 2 x effective parallelism
   config.spec = std::move(resolved);
-  return PipelineInstance::Create(std::move(config), std::move(stream));
+  return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool);
 }
 
 void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
@@ -260,21 +268,30 @@ proto::StatusReply InstanceRegistry::Status() const {
 absl::StatusOr<std::string> InstanceRegistry::Explain(const std::string& instance_id) const {
   absl::MutexLock lock(&mu_);
   std::string text;
+  bool found = false;
   uint64_t ring_bytes = 0;
-  int instances = 0;
+  uint64_t instances = 0;
+  uint64_t parallelism = 0;
   for (const auto& [key, group] : instances_) {
     for (const auto& instance : group) {
+      ++instances;
+      ring_bytes += instance->ring_bytes();
+      if (instance->parallelism() > 1) parallelism += instance->parallelism();
       if (!instance_id.empty() && instance->config().instance_id != instance_id) continue;
       absl::StrAppend(&text, instance->Explain());
-      ring_bytes += instance->ring_bytes();
-      ++instances;
+      found = true;
     }
   }
-  if (!instance_id.empty() && instances == 0) {
+  if (!instance_id.empty() && !found) {
     return absl::NotFoundError(absl::StrCat("no instance '", instance_id, "' in this zephond"));
   }
+  const uint32_t workers = options_.worker_pool ? options_.worker_pool->num_threads() : 0;
+  // Every instance has one producer thread; the worker pool is shared, so its threads
+  // are counted once however many instances (ranks' DP groups) run.
   absl::StrAppend(&text, "node totals: instances=", instances, " producer_threads=", instances,
-                  " ring_bytes=", ring_bytes, "\n");
+                  " worker_threads=", workers, " total_threads=", instances + workers,
+                  " materialize_parallelism_sum=", parallelism, " ring_bytes=", ring_bytes,
+                  " (the worker pool is shared by all instances)\n");
   return text;
 }
 

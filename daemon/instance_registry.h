@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/exec/ordered_stage.h"
+#include "daemon/exec/worker_pool.h"
 #include "daemon/pipeline_instance.h"
 #include "proto/zephon.pb.h"
 
@@ -36,16 +38,25 @@ struct RegistryOptions {
   std::optional<gid_t> shm_group;
   uint32_t default_prefetch_batches = 8;
   uint32_t reader_capacity = 32;
+  // Where converted dataset shards (JSONL -> token cache) live; empty = the default
+  // ($XDG_CACHE_HOME/zephon or ~/.cache/zephon).
+  std::string cache_dir;
   // Node budget for the bytes of all rings together (0 = only /dev/shm's free space).
   uint64_t max_ring_bytes = 0;
+  // The daemon's one worker pool, shared by every instance (the node-wide thread
+  // budget, --worker-threads). Null: every instance materializes inline.
+  std::shared_ptr<exec::WorkerPool> worker_pool;
 };
 
 // Validated execution knobs of one attach.
 struct ExecutionLimits {
   uint32_t producer_timeout_ms = 5000;
+  // Requested materialize parallelism (num_threads, 0 -> exec::kDefaultParallelism);
+  // the instance caps it at the worker pool's size.
+  uint32_t parallelism = exec::kDefaultParallelism;
 };
 
-// Checks the execution knobs (bounded ring size and timeouts; NaN refused).
+// Checks the execution knobs (bounded ring size, threads and timeouts; NaN refused).
 absl::StatusOr<ExecutionLimits> ValidateExecution(const proto::ExecutionOptions& execution);
 
 // What one successful attach hands back to the transport.
@@ -65,6 +76,9 @@ class InstanceRegistry {
   void Detach(const Attachment& attachment, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
   proto::StatusReply Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The Explain of one instance (`instance_id`) or of all (empty), then one line
+  // "node totals: ..." over every instance of this daemon: instances, producer and
+  // worker threads, total engine threads, ring bytes. NOT_FOUND for an unknown id.
   absl::StatusOr<std::string> Explain(const std::string& instance_id) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -84,7 +98,7 @@ class InstanceRegistry {
       const proto::AttachRequest& request, const RankIdentity& identity,
       proto::PipelineSpec resolved, const std::string& spec_hash,
       std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
-      uint32_t reserve) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      uint32_t reserve, const ExecutionLimits& limits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Attachment> AttachUnlocked(const proto::AttachRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "common/paths.h"
 #include "daemon/daemon_lock.h"
+#include "daemon/exec/worker_pool.h"
 #include "daemon/instance_registry.h"
 #include "daemon/service.h"
 #include "shm/segment.h"
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   std::string shm_mode_text = "0600";
   std::string shm_group;
   uint64_t max_ring_bytes = 0;
+  uint32_t worker_threads = zephon::exec::DefaultWorkerThreads();
   app.add_option("--socket", socket_path, "Unix domain socket to serve clients on")
       ->capture_default_str();
   app.add_option("--shm-prefix", shm_prefix,
@@ -70,6 +72,15 @@ int main(int argc, char** argv) {
                  "Exit after this many seconds without attached readers (0 = never)")
       ->capture_default_str();
   app.add_option("--prefetch-batches", prefetch_batches, "Default ring slots per instance")
+      ->capture_default_str();
+  std::string cache_dir;
+  app.add_option("--cache-dir", cache_dir,
+                 "Directory for converted dataset shards (JSONL token caches); default "
+                 "$XDG_CACHE_HOME/zephon or ~/.cache/zephon");
+  app.add_option("--worker-threads", worker_threads,
+                 "Threads of the one worker pool shared by all instances (the node-wide "
+                 "thread budget for reading batches; 0 = each instance reads on its "
+                 "producer thread). Default: half the cores")
       ->capture_default_str();
   app.add_option("--log-file", log_file, "Log to this file instead of stderr");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
@@ -125,7 +136,17 @@ int main(int argc, char** argv) {
     if (shm_mode_text == "0600") options.shm_mode = 0660;
   }
   options.max_ring_bytes = max_ring_bytes;
+  options.cache_dir = cache_dir;
   options.default_prefetch_batches = prefetch_batches;
+  // Created before the registry and shut down after it: instances submit to it.
+  absl::StatusOr<std::unique_ptr<zephon::exec::WorkerPool>> pool =
+      zephon::exec::WorkerPool::Create(worker_threads, "zephond workers");
+  if (!pool.ok()) {
+    spdlog::error("--worker-threads={}: {}", worker_threads, pool.status().ToString());
+    return absl::IsInvalidArgument(pool.status()) ? kExitBadFlags : kExitEnvironment;
+  }
+  options.worker_pool = *std::move(pool);
+  std::shared_ptr<zephon::exec::WorkerPool> worker_pool = options.worker_pool;
   zephon::daemon::InstanceRegistry registry(options);
   zephon::daemon::ZephonService service(&registry);
 
@@ -145,8 +166,9 @@ int main(int argc, char** argv) {
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
   signal(SIGPIPE, SIG_IGN);
-  spdlog::info("zephond {} listening on {} (shm prefix {}, idle exit {})", getpid(), socket_path,
-               shm_prefix, idle_exit_s > 0 ? std::to_string(idle_exit_s) + " s" : "off");
+  spdlog::info("zephond {} listening on {} (shm prefix {}, idle exit {}, {} worker threads)",
+               getpid(), socket_path, shm_prefix,
+               idle_exit_s > 0 ? std::to_string(idle_exit_s) + " s" : "off", worker_threads);
 
   // The timer: producer heartbeats, reservation expiry, idle exit.
   while (!g_stop.load()) {
@@ -161,6 +183,7 @@ int main(int argc, char** argv) {
   registry.BeginShutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   registry.CloseAll();
+  worker_pool->Shutdown();  // Runs what instances left queued (skipped: they are cancelled).
   unlink(socket_path.c_str());
   return 0;
 }

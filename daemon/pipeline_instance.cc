@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
 namespace zephon::daemon {
@@ -48,12 +50,16 @@ absl::Status WriteBatch(const pipeline::Batch& batch, bool emit_positions,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
-    InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream) {
+    InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
+    std::shared_ptr<exec::WorkerPool> pool) {
+  ASSIGN_OR_RETURN(std::unique_ptr<exec::ParallelBatches> batches,
+                   exec::ParallelBatches::Create(std::move(stream), std::move(pool),
+                                                 config.materialize));
   ASSIGN_OR_RETURN(auto writer,
                    shm::RingWriter::Create(config.shm_name, config.geometry, config.shm_mode,
                                            config.instance_id, config.segment_options));
   std::unique_ptr<PipelineInstance> instance(
-      new PipelineInstance(std::move(config), std::move(stream), std::move(writer)));
+      new PipelineInstance(std::move(config), std::move(batches), std::move(writer)));
   {
     absl::MutexLock lock(&instance->mu_);
     for (uint32_t i = 0; i < instance->config_.reserved_readers; ++i) {
@@ -63,27 +69,29 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
     std::reverse(instance->reserved_.begin(), instance->reserved_.end());
   }
   instance->producer_ = std::thread([p = instance.get()] { p->ProduceLoop(); });
-  spdlog::info("instance {}: created ring {} ({} slots x {} bytes, {} lanes {}), holding {} "
-               "reader slot(s) for local peers",
+  spdlog::info("instance {}: created ring {} ({} slots x {} bytes, {} lanes {}), "
+               "materialize parallelism {} (queue {}), holding {} reader slot(s) for local peers",
                instance->config_.instance_id, instance->config_.shm_name,
                instance->config_.geometry.slot_count,
                instance->config_.geometry.slot_payload_bytes,
                instance->config_.owned_lanes.size(),
                absl::StrJoin(instance->config_.owned_lanes, ","),
+               instance->batches_->parallelism(), instance->batches_->queue_capacity(),
                instance->config_.reserved_readers);
   return instance;
 }
 
 PipelineInstance::PipelineInstance(InstanceConfig config,
-                                   std::unique_ptr<pipeline::GroupStream> stream,
+                                   std::unique_ptr<exec::ParallelBatches> batches,
                                    std::unique_ptr<shm::RingWriter> writer)
     : config_(std::move(config)),
       created_(absl::Now()),
       writer_(std::move(writer)),
-      stream_(std::move(stream)) {}
+      batches_(std::move(batches)) {}
 
 PipelineInstance::~PipelineInstance() {
   stop_.store(true);
+  batches_->Cancel();
   writer_->Close();
   if (producer_.joinable()) producer_.join();
   (void)writer_->Unlink();
@@ -94,7 +102,11 @@ PipelineInstance::~PipelineInstance() {
 void PipelineInstance::ProduceLoop() {
   const bool emit_positions = EmitsPositions(config_.spec);
   while (!stop_.load()) {
-    absl::StatusOr<std::optional<pipeline::Batch>> next = stream_->Next();
+    // Waits at most one poll for the next batch in order, then re-checks stop_.
+    absl::StatusOr<std::optional<pipeline::Batch>> next =
+        batches_->Next(absl::Now() + kLoanPoll);
+    if (absl::IsDeadlineExceeded(next.status())) continue;
+    if (stop_.load()) return;
     if (!next.ok()) {
       spdlog::error("instance {}: pipeline failed: {}", config_.instance_id,
                     next.status().ToString());
@@ -193,6 +205,7 @@ void PipelineInstance::DetachReader(uint32_t reader_index, bool died) {
 
 void PipelineInstance::Close() {
   stop_.store(true);
+  batches_->Cancel();
   writer_->Close();
 }
 
@@ -245,18 +258,38 @@ proto::InstanceStatus PipelineInstance::Status() const {
 }
 
 std::string PipelineInstance::Explain() const {
+  std::string stages;
+  const proto::WorkSourceSpec& ws = config_.spec.work_source();
+  for (absl::string_view line : absl::StrSplit(config_.explain_stream, '\n', absl::SkipEmpty())) {
+    absl::StrAppend(&stages, "    ", line, "\n");
+    if (absl::StartsWith(line, "work source:")) {
+      absl::StrAppend(&stages, "    work source order: seed=", ws.seed(),
+                      " shuffle_shards=", ws.shuffle_shards() ? "true" : "false",
+                      " shuffle_within_shard=", ws.shuffle_within_shard() ? "true" : "false",
+                      " shuffle_block_size=",
+                      ws.shuffle_block_size().empty() ? "off" : ws.shuffle_block_size(), "\n");
+    }
+  }
+  const uint32_t parallelism = batches_->parallelism();
   return absl::StrCat(
       "instance ", config_.instance_id, "\n",
       "  data identity: run_id=", config_.identity.run_id.empty() ? "(single rank)" : config_.identity.run_id,
       " dp_degree=", config_.identity.dp_degree, " dp_group_id=", config_.identity.dp_group_id,
-      " canonical_replicas=", config_.identity.canonical_replicas, " spec_hash=", config_.spec_hash,
+      " canonical_replicas=", config_.identity.canonical_replicas,
+      " mapping=", config_.spec.mapping().empty() ? "(default)" : config_.spec.mapping(),
+      " spec_hash=", config_.spec_hash,
       "\n  owned lanes (round-robin order): ", absl::StrJoin(config_.owned_lanes, ","), "\n",
-      config_.explain_stream,
-      "  ring: ", config_.shm_name, " slots=", config_.geometry.slot_count,
+      "  stages (plan on the producer thread -> materialize -> ring, in stream order):\n",
+      stages,
+      "    ", batches_->Explain(), "\n",
+      "    ring: ", config_.shm_name, " slots=", config_.geometry.slot_count,
       " slot_payload_bytes=", config_.geometry.slot_payload_bytes,
       " total_bytes=", writer_->total_bytes(), " readers=", attached_readers(),
       " produced=", produced_.load(), "\n",
-      "  threads: 1 producer\n");
+      "  threads: 1 producer", parallelism > 1
+          ? absl::StrCat(" + up to ", parallelism, " tasks at once on the shared worker pool")
+          : std::string(" (materializes inline)"),
+      "\n");
 }
 
 }  // namespace zephon::daemon

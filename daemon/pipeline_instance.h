@@ -8,6 +8,12 @@
 // attaches when sequence 0 is already gone is refused with FAILED_PRECONDITION (the
 // registry then starts a fresh instance for it: regeneration).
 //
+// Execution: the producer thread plans the group's batches in order and materializes
+// them on the daemon's shared WorkerPool through an ordered, bounded stage
+// (exec::ParallelBatches): at most `materialize.parallelism` batches are read at once
+// and at most `queue_capacity` are planned ahead of the ring; the ring receives them in
+// stream order, so its bytes never depend on thread counts or timing.
+//
 // Thread-safety: thread-safe. One producer thread per instance; control calls (attach,
 // detach, status, tick) come from gRPC threads and the registry's timer.
 #ifndef ZEPHON_DAEMON_PIPELINE_INSTANCE_H_
@@ -26,6 +32,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/exec/ordered_stage.h"
+#include "daemon/exec/parallel_batches.h"
+#include "daemon/exec/worker_pool.h"
 #include "daemon/identity.h"
 #include "daemon/pipeline/group_stream.h"
 #include "proto/zephon.pb.h"
@@ -47,13 +56,20 @@ struct InstanceConfig {
   // Reader slots held at the stream's start for local peers still to attach.
   uint32_t reserved_readers = 1;
   std::string explain_stream;  // the engine's own description
+  // Requested materialize parallelism and reorder window (capped by the pool).
+  exec::OrderedStageOptions materialize;
 };
 
 class PipelineInstance {
  public:
+  // `pool` is the daemon's shared worker pool; null materializes inline on the
+  // producer thread. Errors: those of RingWriter::Create and OrderedStage::Create.
   static absl::StatusOr<std::unique_ptr<PipelineInstance>> Create(
-      InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream);
-  ~PipelineInstance();  // stops the producer, closes the ring, unlinks its name
+      InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
+      std::shared_ptr<exec::WorkerPool> pool = nullptr);
+  // Stops the producer (within one 100 ms poll), closes the ring, unlinks its name.
+  // Materializations still in the pool finish on their own and are discarded.
+  ~PipelineInstance();
   PipelineInstance(const PipelineInstance&) = delete;
   PipelineInstance& operator=(const PipelineInstance&) = delete;
 
@@ -77,11 +93,15 @@ class PipelineInstance {
 
   const InstanceConfig& config() const { return config_; }
   proto::InstanceStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Multi-line: identity, then the stages (work source, lanes, operators, materialize,
+  // ring) and this instance's threads. First line "instance <id>".
   std::string Explain() const;
   uint64_t ring_bytes() const;
+  // Effective materialize parallelism (1 = inline on the producer thread).
+  uint32_t parallelism() const { return batches_->parallelism(); }
 
  private:
-  PipelineInstance(InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
+  PipelineInstance(InstanceConfig config, std::unique_ptr<exec::ParallelBatches> batches,
                    std::unique_ptr<shm::RingWriter> writer);
   void ProduceLoop();
 
@@ -90,8 +110,8 @@ class PipelineInstance {
   const absl::Time created_;
   std::unique_ptr<shm::RingWriter> writer_;  // thread-safe itself
 
-  // Only the producer thread touches the stream.
-  std::unique_ptr<pipeline::GroupStream> stream_;
+  // Only the producer thread calls Next(); Cancel/Explain/stats are thread-safe.
+  const std::unique_ptr<exec::ParallelBatches> batches_;
 
   mutable absl::Mutex mu_;
   std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // reader slots held for peers

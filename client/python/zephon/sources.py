@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
-_FORMATS = ("megatron", "flat")
+_FORMATS = ("megatron", "flat", "jsonl")
 _POLICIES = ("stop_after_passes", "repeat", "stop")
 
 
@@ -26,11 +26,15 @@ class Dataset:
     ``fmt="megatron"``: ``path`` is a directory whose ``.bin``/``.idx`` pairs are the
     shards, or a single prefix (``path.bin`` + ``path.idx``). ``fmt="flat"``: raw token
     files (``dtype`` "uint16" or "uint32") cut into samples of ``sample_tokens`` tokens.
-    ``fmt=None`` auto-detects.
+    ``fmt="jsonl"``: one JSON object per line (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``)
+    whose ``field`` holds the token ids. ``path`` may also be a glob. ``fmt=None``
+    auto-detects. ``max_repeats`` bounds the passes over this dataset after the first
+    one under ``exhausted_policy="repeat"``.
     """
 
     def __init__(self, name: str, path: str, fmt: str | None = None, dtype: str | None = None,
-                 sample_tokens: int | None = None):
+                 sample_tokens: int | None = None, field: str | None = None,
+                 max_repeats: int | None = None):
         if not isinstance(name, str) or not name:
             raise ValueError("Dataset name must be a non-empty string")
         if fmt is not None and fmt not in _FORMATS:
@@ -45,6 +49,11 @@ class Dataset:
         self.dtype = dtype
         self.sample_tokens = (None if sample_tokens is None
                               else _require_int("sample_tokens", sample_tokens, 1))
+        if field is not None and (not isinstance(field, str) or not field):
+            raise ValueError(f"Dataset {name!r}: field must be a non-empty string")
+        self.field = field
+        self.max_repeats = (None if max_repeats is None
+                            else _require_int("max_repeats", max_repeats, 0))
 
     @classmethod
     def from_path(cls, name: str, path: str, fmt: str | None = None, **kwargs) -> "Dataset":
@@ -58,6 +67,10 @@ class Dataset:
             spec["dtype"] = self.dtype
         if self.sample_tokens:
             spec["flat_sample_tokens"] = self.sample_tokens
+        if self.field:
+            spec["jsonl_field"] = self.field
+        if self.max_repeats is not None:
+            spec["max_repeats"] = self.max_repeats
         return spec
 
     def __repr__(self) -> str:
@@ -75,7 +88,9 @@ class StaticMixtureWorkSource:
     def __init__(self, datasets: Sequence[Dataset], mixture: Mapping[str, float] |
                  Sequence[float] | None = None, seed: int = 0, chunk_size: int = 1024,
                  shuffle_shards: bool = True, shuffle_within_shard: bool = False,
-                 exhausted_policy: str = "stop_after_passes", stop_after_passes: int = 1):
+                 shuffle_block_size: int | str | None = None,
+                 exhausted_policy: str = "stop_after_passes", stop_after_passes: int = 1,
+                 max_repeats: int | Mapping[str, int] | None = None):
         datasets = list(datasets)
         if not datasets or not all(isinstance(d, Dataset) for d in datasets):
             raise TypeError("StaticMixtureWorkSource needs a non-empty list of zephon.Dataset")
@@ -110,10 +125,29 @@ class StaticMixtureWorkSource:
         self.shuffle_within_shard = bool(shuffle_within_shard)
         self.exhausted_policy = exhausted_policy
         self.stop_after_passes = _require_int("stop_after_passes", stop_after_passes, 1)
+        if shuffle_block_size is None:
+            self.shuffle_block_size = ""
+        elif shuffle_block_size in ("auto", "global"):
+            self.shuffle_block_size = shuffle_block_size
+        else:
+            self.shuffle_block_size = str(_require_int("shuffle_block_size",
+                                                       shuffle_block_size, 1))
+        # Per-dataset bound on repeats; overrides Dataset(max_repeats=...) for this source.
+        self.max_repeats: dict[str, int] = {}
+        if max_repeats is not None:
+            per_dataset = (max_repeats if isinstance(max_repeats, Mapping)
+                           else {d.name: max_repeats for d in datasets})
+            unknown = set(per_dataset) - set(names)
+            if unknown:
+                raise ValueError(f"max_repeats names unknown datasets {sorted(unknown)}")
+            self.max_repeats = {name: _require_int(f"max_repeats[{name!r}]", value, 0)
+                                for name, value in per_dataset.items()}
 
     def to_spec(self) -> dict:
         return {
-            "datasets": [d.to_spec() for d in self.datasets],
+            "datasets": [dict(d.to_spec(), **({"max_repeats": self.max_repeats[d.name]}
+                                              if d.name in self.max_repeats else {}))
+                         for d in self.datasets],
             "weights": self.weights,
             "seed": str(self.seed),
             "chunk_size": str(self.chunk_size),
@@ -121,4 +155,5 @@ class StaticMixtureWorkSource:
             "shuffle_within_shard": self.shuffle_within_shard,
             "exhausted_policy": self.exhausted_policy,
             "stop_after_passes": self.stop_after_passes,
+            "shuffle_block_size": self.shuffle_block_size,
         }
