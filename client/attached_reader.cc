@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/connection.h"
+#include "client/daemon_queries.h"
 #include "common/status_macros.h"
 
 namespace zephon::client {
@@ -99,6 +100,10 @@ absl::StatusOr<shm::SlotView> AttachedReader::Next(absl::Duration timeout) {
 absl::Status AttachedReader::Release(uint64_t seq) {
   if (detached_) return absl::FailedPreconditionError("this reader is detached");
   return ring_->Release(seq);
+}
+
+absl::StatusOr<std::string> AttachedReader::Explain(absl::Duration timeout) const {
+  return client::Explain(channel_, reply_.instance_id(), timeout);
 }
 
 uint64_t AttachedReader::delivered() const { return ring_ ? ring_->delivered() : 0; }

@@ -46,6 +46,10 @@ class AttachedReader {
   // Batches delivered so far.
   uint64_t delivered() const;
 
+  // The daemon's explain text for this rank's instance (stages, operators, queues, ring)
+  // with node totals.
+  absl::StatusOr<std::string> Explain(absl::Duration timeout) const;
+
   // Ends the lease. Idempotent.
   void Detach();
 

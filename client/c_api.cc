@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/attached_reader.h"
 #include "client/connection.h"
+#include "client/daemon_queries.h"
 #include "shm/ring_layout.h"
 
 struct zephon_reader {
@@ -56,10 +57,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const char* socket_path,
   return zephon::client::ConnectOrStart(options);
 }
 
-std::unique_ptr<grpc::ClientContext> ContextWithDeadline(double timeout_s) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(absl::Now() + Seconds(timeout_s)));
-  return context;
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, print);
+  return json;
 }
 
 }  // namespace
@@ -81,13 +85,8 @@ int zephon_attach(const char* socket_path, const char* zephond_path, const char*
   if (!channel.ok()) return Fail(channel.status(), error);
   auto reader = zephon::client::AttachedReader::Attach(*channel, request, Seconds(timeout_s));
   if (!reader.ok()) return Fail(reader.status(), error);
-  std::string json;
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
-  print.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString((*reader)->reply(), &json, print);
+  if (reply_json != nullptr) *reply_json = Dup(ToJson((*reader)->reply()));
   *out = new zephon_reader{std::move(*reader), getpid()};
-  if (reply_json != nullptr) *reply_json = Dup(json);
   return 0;
 }
 
@@ -141,32 +140,18 @@ int zephon_explain(const char* socket_path, const char* instance_id, double time
                    char** text, char** error) {
   auto channel = Connect(socket_path, nullptr, timeout_s);
   if (!channel.ok()) return Fail(channel.status(), error);
-  auto stub = zephon::proto::Zephon::NewStub(*channel);
-  zephon::proto::ExplainRequest request;
-  request.set_instance_id(OrEmpty(instance_id));
-  zephon::proto::ExplainReply reply;
-  auto context = ContextWithDeadline(timeout_s);
-  absl::Status s = zephon::client::FromGrpc(stub->Explain(context.get(), request, &reply));
-  if (!s.ok()) return Fail(s, error);
-  *text = Dup(reply.text());
+  auto explained = zephon::client::Explain(*channel, OrEmpty(instance_id), Seconds(timeout_s));
+  if (!explained.ok()) return Fail(explained.status(), error);
+  *text = Dup(*explained);
   return 0;
 }
 
 int zephon_status(const char* socket_path, double timeout_s, char** json, char** error) {
   auto channel = Connect(socket_path, nullptr, timeout_s);
   if (!channel.ok()) return Fail(channel.status(), error);
-  auto stub = zephon::proto::Zephon::NewStub(*channel);
-  zephon::proto::StatusReply reply;
-  auto context = ContextWithDeadline(timeout_s);
-  absl::Status s =
-      zephon::client::FromGrpc(stub->Status(context.get(), zephon::proto::StatusRequest(), &reply));
-  if (!s.ok()) return Fail(s, error);
-  std::string out;
-  google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = true;
-  print.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(reply, &out, print);
-  *json = Dup(out);
+  auto reply = zephon::client::DaemonStatus(*channel, Seconds(timeout_s));
+  if (!reply.ok()) return Fail(reply.status(), error);
+  *json = Dup(ToJson(*reply));
   return 0;
 }
 
