@@ -74,6 +74,11 @@ class Dataset {
   uint64_t SampleLength(uint32_t shard, uint64_t index) const {
     return shards_[shard]->SampleLength(index);
   }
+  // Writes tokens [offset, offset+count) of (shard, index) as int32 to out[0..count).
+  void CopyTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
+                  int32_t* out) const {
+    shards_[shard]->CopyTokens(index, offset, count, out);
+  }
   // Appends tokens [offset, offset+count) of (shard, index) as int32.
   void AppendTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
                     std::vector<int32_t>* out) const {

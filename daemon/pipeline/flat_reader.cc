@@ -43,10 +43,10 @@ uint64_t FlatShard::SampleLength(uint64_t index) const {
   return std::min(sample_tokens_, num_tokens_ - index * sample_tokens_);
 }
 
-void FlatShard::AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                             std::vector<int32_t>* out) const {
+void FlatShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                           int32_t* out) const {
   const uint64_t first = index * sample_tokens_ + offset;
-  AppendDecoded(file_->bytes().data() + first * TokenWidth(type_), type_, count, out);
+  DecodeTokens(file_->bytes().data() + first * TokenWidth(type_), type_, count, out);
 }
 
 }  // namespace zephon::pipeline

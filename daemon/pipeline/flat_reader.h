@@ -28,8 +28,8 @@ class FlatShard final : public ShardReader {
   uint64_t ByteSize() const override { return file_->bytes().size(); }
   uint64_t NumSamples() const override;
   uint64_t SampleLength(uint64_t index) const override;
-  void AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                    std::vector<int32_t>* out) const override;
+  void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                  int32_t* out) const override;
 
  private:
   FlatShard(std::unique_ptr<ShardFile> file, TokenType type, uint64_t sample_tokens);

@@ -287,10 +287,10 @@ uint64_t JsonlShard::SampleLength(uint64_t index) const {
   return Offset(index + 1) - Offset(index);
 }
 
-void JsonlShard::AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                              std::vector<int32_t>* out) const {
+void JsonlShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                            int32_t* out) const {
   const char* start = tok_->bytes().data() + 4 * (Offset(index) + offset);
-  AppendDecoded(start, TokenType::kInt32, count, out);
+  DecodeTokens(start, TokenType::kInt32, count, out);
 }
 
 }  // namespace zephon::pipeline

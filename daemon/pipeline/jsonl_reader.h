@@ -57,8 +57,8 @@ class JsonlShard final : public ShardReader {
   uint64_t ByteSize() const override { return source_bytes_; }
   uint64_t NumSamples() const override { return num_samples_; }
   uint64_t SampleLength(uint64_t index) const override;
-  void AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                    std::vector<int32_t>* out) const override;
+  void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                  int32_t* out) const override;
   // "<cache_dir>/<key>": the cache files are this plus ".tok" / ".off".
   const std::string& cache_prefix() const { return cache_prefix_; }
 

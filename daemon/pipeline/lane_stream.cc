@@ -204,6 +204,38 @@ absl::StatusOr<std::optional<Batch>> LaneStream::Next() {
   return std::optional<Batch>(std::move(batch));
 }
 
+absl::Status MaterializeInto(const BatchPlan& plan,
+                             const std::vector<std::shared_ptr<const Dataset>>& datasets,
+                             int32_t* tokens, int32_t* positions) {
+  const uint64_t cells = static_cast<uint64_t>(plan.rows) * plan.cols;
+  uint64_t filled = 0;
+  for (const Segment& seg : plan.segments) {
+    const SampleId& id = seg.id;
+    if (id.dataset >= datasets.size() || id.shard >= datasets[id.dataset]->NumShards() ||
+        id.index >= datasets[id.dataset]->ShardSamples(id.shard) ||
+        seg.offset + seg.count > datasets[id.dataset]->SampleLength(id.shard, id.index) ||
+        filled + seg.count > cells) {
+      return absl::InternalError(absl::StrCat(
+          "batch plan of lane ", plan.lane, " batch ", plan.lane_batch_index,
+          " names tokens [", seg.offset, ", ", seg.offset + seg.count, ") of sample ",
+          id.dataset, "/", id.shard, "/", id.index, " beyond its datasets or its ", cells,
+          " cells"));
+    }
+    datasets[id.dataset]->CopyTokens(id.shard, id.index, seg.offset, seg.count, tokens + filled);
+    if (positions != nullptr) {
+      int32_t* p = positions + filled;
+      for (uint64_t i = 0; i < seg.count; ++i) p[i] = static_cast<int32_t>(i);
+    }
+    filled += seg.count;
+  }
+  if (filled != cells) {
+    return absl::InternalError(absl::StrCat("batch plan of lane ", plan.lane, " batch ",
+                                            plan.lane_batch_index, " fills ", filled,
+                                            " of its ", cells, " cells"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
                                   const std::vector<std::shared_ptr<const Dataset>>& datasets) {
   Batch batch;
@@ -214,29 +246,9 @@ absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
   batch.sample_ids = plan.sample_ids;
   batch.start = plan.start;
   const uint64_t cells = static_cast<uint64_t>(plan.rows) * plan.cols;
-  batch.tokens.reserve(cells);
-  batch.positions.reserve(cells);
-  for (const Segment& seg : plan.segments) {
-    const SampleId& id = seg.id;
-    if (id.dataset >= datasets.size() || id.shard >= datasets[id.dataset]->NumShards() ||
-        id.index >= datasets[id.dataset]->ShardSamples(id.shard) ||
-        seg.offset + seg.count > datasets[id.dataset]->SampleLength(id.shard, id.index) ||
-        batch.tokens.size() + seg.count > cells) {
-      return absl::InternalError(absl::StrCat(
-          "batch plan of lane ", plan.lane, " batch ", plan.lane_batch_index,
-          " names tokens [", seg.offset, ", ", seg.offset + seg.count, ") of sample ",
-          id.dataset, "/", id.shard, "/", id.index, " beyond its datasets or its ", cells,
-          " cells"));
-    }
-    datasets[id.dataset]->AppendTokens(id.shard, id.index, seg.offset, seg.count,
-                                       &batch.tokens);
-    for (uint64_t p = 0; p < seg.count; ++p) batch.positions.push_back(static_cast<int32_t>(p));
-  }
-  if (batch.tokens.size() != cells) {
-    return absl::InternalError(absl::StrCat("batch plan of lane ", plan.lane, " batch ",
-                                            plan.lane_batch_index, " fills ",
-                                            batch.tokens.size(), " of its ", cells, " cells"));
-  }
+  batch.tokens.resize(cells);
+  batch.positions.resize(cells);
+  RETURN_IF_ERROR(MaterializeInto(plan, datasets, batch.tokens.data(), batch.positions.data()));
   return batch;
 }
 

@@ -117,6 +117,13 @@ class LaneStream {
 absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
                                   const std::vector<std::shared_ptr<const Dataset>>& datasets);
 
+// The same, written straight into caller memory (e.g. a loaned ring slot), so the
+// inline path makes no intermediate copy. `tokens` holds rows * cols int32; `positions`
+// likewise, or is null when positions are not wanted. Same errors as Materialize.
+absl::Status MaterializeInto(const BatchPlan& plan,
+                             const std::vector<std::shared_ptr<const Dataset>>& datasets,
+                             int32_t* tokens, int32_t* positions);
+
 }  // namespace zephon::pipeline
 
 #endif  // ZEPHON_DAEMON_PIPELINE_LANE_STREAM_H_

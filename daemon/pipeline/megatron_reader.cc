@@ -98,10 +98,10 @@ int64_t MegatronShard::Pointer(uint64_t index) const {
   return Load<int64_t>(idx_->bytes(), kMegatronHeaderBytes + 4 * num_sequences_ + 8 * index);
 }
 
-void MegatronShard::AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                                 std::vector<int32_t>* out) const {
+void MegatronShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                               int32_t* out) const {
   const char* start = bin_->bytes().data() + Pointer(index) + offset * TokenWidth(type_);
-  AppendDecoded(start, type_, count, out);
+  DecodeTokens(start, type_, count, out);
 }
 
 }  // namespace zephon::pipeline

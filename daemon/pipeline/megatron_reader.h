@@ -38,8 +38,8 @@ class MegatronShard final : public ShardReader {
   uint64_t ByteSize() const override;
   uint64_t NumSamples() const override { return num_sequences_; }
   uint64_t SampleLength(uint64_t index) const override;
-  void AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                    std::vector<int32_t>* out) const override;
+  void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                  int32_t* out) const override;
 
  private:
   MegatronShard(std::unique_ptr<ShardFile> idx, std::unique_ptr<ShardFile> bin,

@@ -22,10 +22,18 @@ class ShardReader {
   virtual uint64_t NumSamples() const = 0;
   // Tokens in sample `index`. REQUIRES: index < NumSamples().
   virtual uint64_t SampleLength(uint64_t index) const = 0;
-  // Appends tokens [offset, offset+count) of sample `index` to `out`.
+  // Writes tokens [offset, offset+count) of sample `index` to out[0..count).
   // REQUIRES: index < NumSamples(), offset + count <= SampleLength(index).
-  virtual void AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                            std::vector<int32_t>* out) const = 0;
+  virtual void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                          int32_t* out) const = 0;
+
+  // Convenience for tests and small callers: appends the same tokens to `out`.
+  void AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
+                    std::vector<int32_t>* out) const {
+    const size_t base = out->size();
+    out->resize(base + count);
+    CopyTokens(index, offset, count, out->data() + base);
+  }
 };
 
 }  // namespace zephon::pipeline

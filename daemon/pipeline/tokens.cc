@@ -8,10 +8,7 @@ namespace zephon::pipeline {
 namespace {
 
 template <typename T>
-void AppendAs(const char* data, uint64_t count, std::vector<int32_t>* out) {
-  const size_t base = out->size();
-  out->resize(base + count);
-  int32_t* dst = out->data() + base;
+void DecodeAs(const char* data, uint64_t count, int32_t* dst) {
   for (uint64_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, data + i * sizeof(T), sizeof(T));  // Unaligned-safe load.
@@ -58,16 +55,15 @@ absl::StatusOr<TokenType> ParseFlatDtype(const std::string& name) {
       absl::StrCat("dataset dtype '", name, "' is not supported: use uint16 or uint32"));
 }
 
-void AppendDecoded(const char* data, TokenType type, uint64_t count,
-                   std::vector<int32_t>* out) {
+void DecodeTokens(const char* data, TokenType type, uint64_t count, int32_t* out) {
   switch (type) {
-    case TokenType::kUint8: return AppendAs<uint8_t>(data, count, out);
-    case TokenType::kInt8: return AppendAs<int8_t>(data, count, out);
-    case TokenType::kInt16: return AppendAs<int16_t>(data, count, out);
-    case TokenType::kUint16: return AppendAs<uint16_t>(data, count, out);
-    case TokenType::kInt32: return AppendAs<int32_t>(data, count, out);
-    case TokenType::kUint32: return AppendAs<uint32_t>(data, count, out);
-    case TokenType::kInt64: return AppendAs<int64_t>(data, count, out);
+    case TokenType::kUint8: return DecodeAs<uint8_t>(data, count, out);
+    case TokenType::kInt8: return DecodeAs<int8_t>(data, count, out);
+    case TokenType::kInt16: return DecodeAs<int16_t>(data, count, out);
+    case TokenType::kUint16: return DecodeAs<uint16_t>(data, count, out);
+    case TokenType::kInt32: return DecodeAs<int32_t>(data, count, out);
+    case TokenType::kUint32: return DecodeAs<uint32_t>(data, count, out);
+    case TokenType::kInt64: return DecodeAs<int64_t>(data, count, out);
   }
 }
 

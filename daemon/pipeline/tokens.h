@@ -26,8 +26,8 @@ absl::StatusOr<TokenType> ParseFlatDtype(const std::string& name);
 
 // Appends `count` elements of `type` starting at `data` to `out` as int32.
 // REQUIRES: data points at count * TokenWidth(type) readable bytes.
-void AppendDecoded(const char* data, TokenType type, uint64_t count,
-                   std::vector<int32_t>* out);
+// Decodes `count` little-endian tokens of `type` at `data` (any alignment) into out[0..count).
+void DecodeTokens(const char* data, TokenType type, uint64_t count, int32_t* out);
 
 }  // namespace zephon::pipeline
 
