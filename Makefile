@@ -6,7 +6,8 @@ BAZEL   := bazel
 NATIVE  := client/python/zephon/_native
 APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
             protobuf-compiler libabsl-dev libboost-dev libspdlog-dev libfmt-dev libcli11-dev \
-            libgtest-dev googletest libbenchmark-dev python3 python3-numpy python3-pytest
+            libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd \
+            python3 python3-numpy python3-pytest
 
 .PHONY: setup build demo test test-cc test-py clean
 
@@ -47,3 +48,10 @@ clean:
 .PHONY: bench-shm
 bench-shm: build
 	$(BAZEL) run -c opt //shm/bench:ring_bench -- $(BENCH_ARGS)
+
+# The engine benchmark needs PyTorch for its DataLoader baseline (Debian python3-torch).
+.PHONY: bench-loader
+bench-loader: build
+	@dpkg-query -W -f='$${Status}\n' python3-torch 2>/dev/null | grep -q 'install ok installed' || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch)
+	PYTHONPATH=client/python $(PY) tests/bench/loader_bench.py $(BENCH_ARGS)

@@ -43,6 +43,10 @@ class AttachedReader {
   absl::StatusOr<shm::SlotView> Next(absl::Duration timeout);
   // Releases (delivers) a loaned batch. Releases may come out of order.
   absl::Status Release(uint64_t seq);
+  // The ring mapping (valid for the reader's lifetime): every tensor of every batch lies
+  // inside it.
+  const uint8_t* mapping() const { return ring_->mapping(); }
+  uint64_t mapping_bytes() const { return ring_->mapping_bytes(); }
   // Batches delivered so far.
   uint64_t delivered() const;
 

@@ -122,6 +122,11 @@ int zephon_release(zephon_reader* reader, uint64_t seq, char** error) {
 
 uint64_t zephon_delivered(zephon_reader* reader) { return reader->reader->delivered(); }
 
+void zephon_ring_region(zephon_reader* reader, const void** base, uint64_t* bytes) {
+  *base = reader->reader->mapping();
+  *bytes = reader->reader->mapping_bytes();
+}
+
 void zephon_end_lease(zephon_reader* reader) {
   if (reader != nullptr && CheckOwner(reader).ok()) reader->reader->Detach();
 }

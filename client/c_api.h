@@ -51,6 +51,9 @@ int zephon_attach(const char* socket_path, const char* zephond_path, const char*
 int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error);
 int zephon_release(zephon_reader* reader, uint64_t seq, char** error);
 uint64_t zephon_delivered(zephon_reader* reader);
+/* The reader's whole ring mapping. Tensor data pointers of every batch lie inside it, so
+ * a binding can wrap it once and slice tensors by offset. Valid until zephon_detach. */
+void zephon_ring_region(zephon_reader* reader, const void** base, uint64_t* bytes);
 /* Ends the rank's lease with the daemon (a clean detach) but keeps the ring mapped, so
  * pointers into loaned batches never fault before zephon_detach. Their contents are no
  * longer protected, though: once the lease ends the producer may reuse those slots for

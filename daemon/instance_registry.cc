@@ -1,5 +1,7 @@
 #include "daemon/instance_registry.h"
 
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -74,7 +76,7 @@ absl::StatusOr<ExecutionLimits> ValidateExecution(const proto::ExecutionOptions&
 }
 
 InstanceRegistry::InstanceRegistry(RegistryOptions options)
-    : options_(std::move(options)), idle_since_(absl::Now()) {}
+    : options_(std::move(options)), started_(absl::Now()), idle_since_(absl::Now()) {}
 
 InstanceRegistry::~InstanceRegistry() { CloseAll(); }
 
@@ -262,6 +264,16 @@ proto::StatusReply InstanceRegistry::Status() const {
     for (const auto& instance : group) *reply.add_instances() = instance->Status();
   }
   reply.set_instances_created_total(created_total_);
+  reply.set_pid(getpid());
+  reply.set_shm_prefix(options_.shm_prefix);
+  reply.set_uptime_s(absl::ToDoubleSeconds(absl::Now() - started_));
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  reply.set_process_cpu_s(static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  reply.set_peak_rss_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024);
+  reply.set_worker_threads(options_.worker_pool ? options_.worker_pool->num_threads() : 0);
   return reply;
 }
 

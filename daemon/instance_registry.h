@@ -103,6 +103,7 @@ class InstanceRegistry {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const RegistryOptions options_;
+  const absl::Time started_;
 
   mutable absl::Mutex mu_;
   // Data-identity key -> instances (more than one only after regeneration).

@@ -24,26 +24,53 @@ bool EmitsPositions(const proto::PipelineSpec& spec) {
   return true;
 }
 
-absl::Status WriteBatch(const pipeline::Batch& batch, bool emit_positions,
-                        shm::SlotWriter* slot) {
-  const std::vector<uint64_t> shape = {batch.rows, batch.cols};
+// Adds the batch's tensors to `slot`: tokens and (optionally) positions as int32
+// [rows, cols], the contributing sample ids as int64 [n, 3]. Returns the pointers to
+// fill with tokens and positions (null when positions are not emitted).
+absl::StatusOr<std::pair<int32_t*, int32_t*>> AddBatchTensors(
+    uint32_t rows, uint32_t cols, bool emit_positions,
+    const std::vector<pipeline::SampleId>& sample_ids, shm::SlotWriter* slot) {
+  const std::vector<uint64_t> shape = {rows, cols};
   ASSIGN_OR_RETURN(void* tokens, slot->AddTensor("tokens", shm::DType::kInt32, shape));
-  std::memcpy(tokens, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
-  if (emit_positions && !batch.positions.empty()) {
-    ASSIGN_OR_RETURN(void* positions, slot->AddTensor("positions", shm::DType::kInt32, shape));
-    std::memcpy(positions, batch.positions.data(), batch.positions.size() * sizeof(int32_t));
+  void* positions = nullptr;
+  if (emit_positions) {
+    ASSIGN_OR_RETURN(positions, slot->AddTensor("positions", shm::DType::kInt32, shape));
   }
   ASSIGN_OR_RETURN(void* ids_raw,
                    slot->AddTensor("sample_ids", shm::DType::kInt64,
-                                   {static_cast<uint64_t>(batch.sample_ids.size()), 3}));
+                                   {static_cast<uint64_t>(sample_ids.size()), 3}));
   auto* ids = static_cast<int64_t*>(ids_raw);
-  for (size_t i = 0; i < batch.sample_ids.size(); ++i) {
-    ids[3 * i] = batch.sample_ids[i].dataset;
-    ids[3 * i + 1] = batch.sample_ids[i].shard;
-    ids[3 * i + 2] = static_cast<int64_t>(batch.sample_ids[i].index);
+  for (size_t i = 0; i < sample_ids.size(); ++i) {
+    ids[3 * i] = sample_ids[i].dataset;
+    ids[3 * i + 1] = sample_ids[i].shard;
+    ids[3 * i + 2] = static_cast<int64_t>(sample_ids[i].index);
+  }
+  return std::make_pair(static_cast<int32_t*>(tokens), static_cast<int32_t*>(positions));
+}
+
+// Copies an already materialized batch (parallel path) into `slot`.
+absl::Status WriteBatch(const pipeline::Batch& batch, bool emit_positions,
+                        shm::SlotWriter* slot) {
+  ASSIGN_OR_RETURN(auto dst, AddBatchTensors(batch.rows, batch.cols, emit_positions,
+                                             batch.sample_ids, slot));
+  std::memcpy(dst.first, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
+  if (dst.second != nullptr) {
+    std::memcpy(dst.second, batch.positions.data(), batch.positions.size() * sizeof(int32_t));
   }
   slot->set_lane(batch.lane);
   slot->set_lane_batch_index(batch.lane_batch_index);
+  return absl::OkStatus();
+}
+
+// Materializes a plan straight into `slot` (inline path: no intermediate copy).
+absl::Status WritePlan(const pipeline::BatchPlan& plan, bool emit_positions,
+                       const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
+                       shm::SlotWriter* slot) {
+  ASSIGN_OR_RETURN(auto dst, AddBatchTensors(plan.rows, plan.cols, emit_positions,
+                                             plan.sample_ids, slot));
+  RETURN_IF_ERROR(pipeline::MaterializeInto(plan, datasets, dst.first, dst.second));
+  slot->set_lane(plan.lane);
+  slot->set_lane_batch_index(plan.lane_batch_index);
   return absl::OkStatus();
 }
 
@@ -101,24 +128,48 @@ PipelineInstance::~PipelineInstance() {
 
 void PipelineInstance::ProduceLoop() {
   const bool emit_positions = EmitsPositions(config_.spec);
+  const bool inline_path = batches_->is_inline();
   while (!stop_.load()) {
-    // Waits at most one poll for the next batch in order, then re-checks stop_.
-    absl::StatusOr<std::optional<pipeline::Batch>> next =
-        batches_->Next(absl::Now() + kLoanPoll);
-    if (absl::IsDeadlineExceeded(next.status())) continue;
+    // The next batch in order: a plan to materialize straight into the slot (inline),
+    // or a batch the worker pool already materialized.
+    std::optional<pipeline::BatchPlan> plan;
+    std::optional<pipeline::Batch> batch;
+    absl::Status failed;
+    bool end = false;
+    if (inline_path) {
+      absl::StatusOr<std::optional<pipeline::BatchPlan>> next = batches_->NextPlan();
+      if (!next.ok()) {
+        failed = next.status();
+      } else if (!next->has_value()) {
+        end = true;
+      } else {
+        plan = std::move(**next);
+      }
+    } else {
+      // Waits at most one poll for the next batch in order, then re-checks stop_.
+      absl::StatusOr<std::optional<pipeline::Batch>> next =
+          batches_->Next(absl::Now() + kLoanPoll);
+      if (absl::IsDeadlineExceeded(next.status())) continue;
+      if (!next.ok()) {
+        failed = next.status();
+      } else if (!next->has_value()) {
+        end = true;
+      } else {
+        batch = std::move(**next);
+      }
+    }
     if (stop_.load()) return;
-    if (!next.ok()) {
-      spdlog::error("instance {}: pipeline failed: {}", config_.instance_id,
-                    next.status().ToString());
-      writer_->Poison(-1, absl::StrCat("pipeline error in zephond: ", next.status().message()));
+    if (!failed.ok()) {
+      spdlog::error("instance {}: pipeline failed: {}", config_.instance_id, failed.ToString());
+      writer_->Poison(-1, absl::StrCat("pipeline error in zephond: ", failed.message()));
       return;
     }
-    if (!next->has_value()) {
-      absl::Status end = absl::DeadlineExceededError("");
-      while (!stop_.load() && absl::IsDeadlineExceeded(end)) {
-        end = writer_->PublishEndOfStream(kLoanPoll);
+    if (end) {
+      absl::Status published = absl::DeadlineExceededError("");
+      while (!stop_.load() && absl::IsDeadlineExceeded(published)) {
+        published = writer_->PublishEndOfStream(kLoanPoll);
       }
-      if (end.ok()) {
+      if (published.ok()) {
         spdlog::info("instance {}: end of data after {} batches", config_.instance_id,
                      produced_.load());
       }
@@ -137,7 +188,9 @@ void PipelineInstance::ProduceLoop() {
       }
       return;
     }
-    absl::Status written = WriteBatch(**next, emit_positions, &*slot);
+    absl::Status written =
+        plan ? WritePlan(*plan, emit_positions, batches_->datasets(), &*slot)
+             : WriteBatch(*batch, emit_positions, &*slot);
     if (!written.ok()) {
       spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
                     written.ToString());

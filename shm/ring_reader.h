@@ -93,6 +93,10 @@ class RingReader {
   uint64_t next_seq() const { return next_seq_; }
   uint64_t generation() const { return generation_; }
   uint32_t slot_count() const { return slot_count_; }
+  // The whole mapping: TensorView::data pointers fall inside [mapping(), +mapping_bytes()).
+  // Lets a binding wrap the mapping once and slice tensors out of it.
+  const uint8_t* mapping() const { return segment_->data(); }
+  uint64_t mapping_bytes() const { return segment_->size(); }
 
  private:
   RingReader(std::unique_ptr<Segment> segment, uint32_t reader_index, uint32_t lease_epoch,

@@ -43,6 +43,18 @@ class ParallelBatches {
   // lost), CANCELLED after Cancel(), or the stream's own error (sticky).
   absl::StatusOr<std::optional<pipeline::Batch>> Next(absl::Time deadline);
 
+  // True when materialization runs on the producer thread (parallelism 1). Then the
+  // owner uses NextPlan() and materializes each plan straight into its destination
+  // (the ring slot), which saves a copy per batch.
+  bool is_inline() const { return stage_->is_inline(); }
+  // The next plan in stream order, or nullopt at the end. REQUIRES: is_inline(), and
+  // Next() never called on this object.
+  absl::StatusOr<std::optional<pipeline::BatchPlan>> NextPlan() { return stream_->NextPlan(); }
+  // What plans are materialized from.
+  const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets() const {
+    return stream_->source()->datasets();
+  }
+
   // Makes Next() return CANCELLED and skips materializations not yet started.
   void Cancel() { stage_->Cancel(); }
 

@@ -45,44 +45,44 @@ def make_corpus(root: Path, num_docs: int) -> Path:
     return corpus
 
 
-def proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_hwm_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
 # ----------------------------------------------------------------------------------
 # PyTorch DataLoader baseline: a map-style dataset doing the same wrap packing.
 class PackedMegatron:
     """Record i = tokens [i*SEQ, (i+1)*SEQ) of the concatenated documents (shards in name
-    order), with positions restarting at each document segment."""
+    order, read through np.memmap like Megatron's own dataset), with positions restarting
+    at each document segment."""
 
     def __init__(self, corpus: Path):
-        streams, ends, total = [], [], 0
+        self.shards, self.shard_starts, ends, total = [], [], [], 0
         for idx in sorted(corpus.glob("*.idx")):
             raw = idx.read_bytes()
             n = int(np.frombuffer(raw, np.uint64, 1, 18)[0])  # after magic, version, dtype
             sizes = np.frombuffer(raw, np.int32, n, 34).astype(np.int64)
-            streams.append(np.memmap(idx.with_suffix(".bin"), dtype=np.uint16, mode="r"))
+            self.shards.append(np.memmap(idx.with_suffix(".bin"), dtype=np.uint16, mode="r"))
+            self.shard_starts.append(total)
             ends.append(np.cumsum(sizes) + total)
             total += int(sizes.sum())
         self.total = total
         self.doc_ends = np.concatenate(ends)  # exclusive end offset of every document
-        self.stream = np.concatenate(streams)
 
     def __len__(self) -> int:
         return self.total // SEQ
 
+    def _read(self, lo: int, hi: int) -> np.ndarray:
+        out = np.empty(hi - lo, dtype=np.int64)
+        pos = lo
+        while pos < hi:
+            s = int(np.searchsorted(self.shard_starts, pos, side="right")) - 1
+            base = self.shard_starts[s]
+            take = min(hi, base + len(self.shards[s])) - pos
+            out[pos - lo:pos - lo + take] = self.shards[s][pos - base:pos - base + take]
+            pos += take
+        return out
+
     def __getitem__(self, i: int):
         import torch
         lo, hi = i * SEQ, (i + 1) * SEQ
-        tokens = self.stream[lo:hi].astype(np.int64)
+        tokens = self._read(lo, hi)
         positions = np.arange(SEQ, dtype=np.int64)
         j = int(np.searchsorted(self.doc_ends, lo, side="right"))
         while j < len(self.doc_ends) and self.doc_ends[j] < hi:
@@ -105,7 +105,7 @@ def run_dataloader(corpus: Path, workers: int, batches: int) -> dict:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(batches):
         b = next(it)
-        int(b["tokens"].sum())
+        int(b["tokens"].sum())  # the same touch as the Zephon consumer
     wall = time.perf_counter() - wall0
     trainer_cpu = time.process_time() - cpu0
     del it, loader
@@ -130,18 +130,23 @@ def zephon_pipeline(corpus: Path, socket: str, threads: int, **options):
 def run_zephon_rank(corpus: Path, socket: str, threads: int, batches: int,
                     options: dict) -> dict:
     import torch
+    import zephon
     pipe = zephon_pipeline(corpus, socket, threads, **options)
     it = iter(pipe)
     first = next(it)
     assert first["tokens"].shape == (MBS, SEQ)
+    # The daemon's CPU over exactly the measured window (its own clock, ns resolution).
+    daemon0 = zephon.daemon_status(socket)["process_cpu_s"]
     wall0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(batches):
         b = next(it)
-        int(torch.from_numpy(b["tokens"]).sum())
+        int(torch.as_tensor(b["tokens"]).sum())
     wall = time.perf_counter() - wall0
     trainer_cpu = time.process_time() - cpu0
+    daemon_cpu = zephon.daemon_status(socket)["process_cpu_s"] - daemon0
     pipe.close()
     return {"wall_s": wall, "trainer_cpu_s": trainer_cpu, "batches": batches,
+            "daemon_window_cpu_s": daemon_cpu,
             "trainer_peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
 
@@ -159,13 +164,18 @@ class Daemon:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"zephond did not start; see {workdir / 'zephond.log'}")
             time.sleep(0.02)
-        self.cpu0 = proc_cpu_s(self.proc.pid)
+        self.cpu0 = self.status()["process_cpu_s"]
+
+    def status(self) -> dict:
+        import zephon
+        return zephon.daemon_status(self.socket)
 
     def cpu_s(self) -> float:
-        return proc_cpu_s(self.proc.pid) - self.cpu0
+        """CPU seconds since start (all threads, ns resolution, from the daemon itself)."""
+        return self.status()["process_cpu_s"] - self.cpu0
 
     def hwm_kib(self) -> int:
-        return proc_hwm_kib(self.proc.pid)
+        return int(self.status()["peak_rss_bytes"]) // 1024
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
@@ -188,7 +198,7 @@ def bench_zephon(workdir: Path, corpus: Path, threads: int, batches: int) -> dic
     try:
         r = child("zephon", {"corpus": str(corpus), "socket": d.socket, "threads": threads,
                              "batches": batches, "options": {}})
-        r["loader_cpu_s"] = d.cpu_s()
+        r["loader_cpu_s"] = r.pop("daemon_window_cpu_s")
         r["loader_peak_kib"] = d.hwm_kib()
     finally:
         d.stop()

@@ -82,6 +82,9 @@ def _load():
     lib.zephon_release.argtypes = [ctypes.c_void_p, ctypes.c_uint64,
                                    ctypes.POINTER(ctypes.c_void_p)]
     lib.zephon_release.restype = ctypes.c_int
+    lib.zephon_ring_region.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.POINTER(ctypes.c_uint64)]
+    lib.zephon_ring_region.restype = None
     lib.zephon_delivered.argtypes = [ctypes.c_void_p]
     lib.zephon_delivered.restype = ctypes.c_uint64
     lib.zephon_end_lease.argtypes = [ctypes.c_void_p]

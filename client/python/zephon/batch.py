@@ -1,8 +1,8 @@
 """Batch: one loaned slot of the ring, viewed as numpy arrays without a copy."""
 from __future__ import annotations
 
-import ctypes
 import os
+import ctypes
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,74 +35,78 @@ class Batch:
     """
 
     def __init__(self, reader, seq: int, lane: int, lane_batch_index: int,
-                 tensors: dict[str, np.ndarray]):
+                 layout: dict[str, tuple]):
         self._reader = reader
         self.seq = seq
         self.lane = lane
         self.lane_batch_index = lane_batch_index
-        self._tensors = tensors
+        self._layout = layout  # name -> (numpy dtype, shape, offset in the mapping, bytes)
+        self._views: dict[str, np.ndarray] = {}
         self._released = False
         self._pid = os.getpid()
 
     @classmethod
     def _from_native(cls, reader, info: "_native.BatchInfo") -> "Batch":
-        tensors: dict[str, np.ndarray] = {}
+        base = reader.region_base
+        layout = {}
         for i in range(info.num_tensors):
             t = info.tensors[i]
-            name = t.name.decode()
-            dtype = np.dtype(_DTYPES[t.dtype])
-            shape = tuple(int(t.shape[d]) for d in range(t.ndim))
-            buf = (ctypes.c_byte * int(t.nbytes)).from_address(t.data) if t.nbytes else \
-                bytearray()
-            if t.nbytes:
-                buf._zephon_reader = reader  # keeps the mapping alive as long as the view
-            arr = np.frombuffer(buf, dtype=dtype, count=int(np.prod(shape, dtype=np.int64)))
-            arr = arr.reshape(shape)
-            arr.flags.writeable = False
-            tensors[name] = arr
-        return cls(reader, int(info.seq), int(info.lane), int(info.lane_batch_index), tensors)
+            shape = tuple(t.shape[d] for d in range(t.ndim))
+            layout[t.name.decode()] = (_DTYPES[t.dtype], shape,
+                                       (t.data or base) - base, t.nbytes)
+        return cls(reader, info.seq, info.lane, info.lane_batch_index, layout)
+
+    def _view(self, name: str) -> np.ndarray:
+        """A read-only numpy view of one tensor, sliced from the ring mapping (no copy).
+        Views keep the mapping alive, never the loan: see the class comment."""
+        view = self._views.get(name)
+        if view is None:
+            dtype, shape, offset, nbytes = self._layout[name]
+            view = self._reader.region[offset:offset + nbytes].view(dtype).reshape(shape)
+            self._views[name] = view
+        return view
 
     # ----- fields ----------------------------------------------------------------------
     def __getitem__(self, name: str) -> np.ndarray:
         self._check_open()
-        if name not in self._tensors or name == "sample_ids":
+        if name not in self._layout or name == "sample_ids":
             raise KeyError(f"batch has no field {name!r}; fields: {sorted(self.keys())}")
-        return self._tensors[name]
+        return self._view(name)
 
     def keys(self) -> list[str]:
-        return [k for k in self._tensors if k != "sample_ids"]
+        return [k for k in self._layout if k != "sample_ids"]
 
     @property
     def ids(self) -> list[SampleId]:
         """The sample ids that contributed tokens, in order of first appearance."""
         self._check_open()
-        raw = self._tensors.get("sample_ids")
-        if raw is None:
+        if "sample_ids" not in self._layout:
             return []
-        return [SampleId(int(a), int(b), int(c)) for a, b, c in raw.tolist()]
+        return [SampleId(a, b, c) for a, b, c in self._view("sample_ids").tolist()]
 
     @property
     def ids_array(self) -> np.ndarray:
         """``ids`` as an int64 array [n, 3] (a view, valid while the batch is open)."""
         self._check_open()
-        return self._tensors["sample_ids"]
+        return self._view("sample_ids")
 
     def to_training(self, return_labels: bool = True, as_torch: bool | None = None) -> dict[str, Any]:
         """Training inputs: ``input_ids`` = tokens[:, :-1], ``labels`` = tokens[:, 1:],
         ``positions`` aligned with the inputs. Views (no copy); torch tensors when torch is
         importable (or ``as_torch=True``), else numpy."""
         self._check_open()
-        tokens = self._tensors["tokens"]
+        tokens = self._view("tokens")
+        positions = self._view("positions") if "positions" in self._layout else None
         out: dict[str, Any] = {}
         if return_labels:
             out["input_ids"] = tokens[:, :-1]
             out["labels"] = tokens[:, 1:]
-            if "positions" in self._tensors:
-                out["positions"] = self._tensors["positions"][:, :-1]
+            if positions is not None:
+                out["positions"] = positions[:, :-1]
         else:
             out["input_ids"] = tokens
-            if "positions" in self._tensors:
-                out["positions"] = self._tensors["positions"]
+            if positions is not None:
+                out["positions"] = positions
         if as_torch is None:
             try:
                 import torch  # noqa: F401
@@ -159,5 +163,5 @@ class Batch:
             pass
 
     def __repr__(self) -> str:
-        shapes = {k: tuple(v.shape) for k, v in self._tensors.items()}
+        shapes = {k: v[1] for k, v in self._layout.items()}
         return f"Batch(seq={self.seq}, lane={self.lane}, lane_batch={self.lane_batch_index}, {shapes})"

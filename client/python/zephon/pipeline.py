@@ -16,6 +16,8 @@ import warnings
 import weakref
 from typing import Any, Iterator
 
+import numpy as np
+
 from . import _native, errors
 from .batch import Batch
 from .sources import StaticMixtureWorkSource
@@ -49,6 +51,17 @@ class _Reader:
         self.reply = reply
         self.pid = os.getpid()
         self.lock = threading.Lock()
+        # The whole ring mapping as one read-only uint8 array: batches slice their
+        # tensors out of it. Its buffer holds a reference to this reader, so the mapping
+        # outlives every view handed out.
+        base, size = ctypes.c_void_p(), ctypes.c_uint64()
+        _native.LIB.zephon_ring_region(handle, ctypes.byref(base), ctypes.byref(size))
+        buffer = (ctypes.c_uint8 * size.value).from_address(base.value)
+        buffer._zephon_reader = self
+        self.region_base = base.value
+        self.region = np.frombuffer(buffer, dtype=np.uint8)
+        self.region.flags.writeable = False
+        self.info = _native.BatchInfo()  # reused for every batch: fields are copied out
         _live_readers.add(self)
 
     def end_lease(self) -> None:
@@ -228,7 +241,7 @@ class Pipeline:
             self._open = [b for b in self._open if not b.released]
             while len(self._open) >= max_open:
                 self._open.pop(0).close()
-            info = _native.BatchInfo()
+            info = reader.info
             err = ctypes.c_void_p()
             code = _native.LIB.zephon_next(reader.handle, timeout, ctypes.byref(info),
                                            ctypes.byref(err))
@@ -276,6 +289,14 @@ class Pipeline:
 
     def __enter__(self) -> "Pipeline":
         return self
+
+    def __del__(self):
+        # A dropped Pipeline detaches cleanly (its peers must not see a crash).
+        try:
+            if self._reader is not None and self._reader.pid == os.getpid():
+                self._reader.end_lease()
+        except Exception:  # interpreter shutdown
+            pass
 
     def __exit__(self, *exc) -> None:
         self.close()
