@@ -1,0 +1,207 @@
+#include "daemon/checkpoint/checkpoint_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace zephon::checkpoint {
+namespace {
+
+// Field offsets of the header (see checkpoint_file.h).
+constexpr size_t kVersionOffset = 8;
+constexpr size_t kHeaderBytesOffset = 12;
+constexpr size_t kPayloadBytesOffset = 16;
+constexpr size_t kCrcOffset = 24;
+constexpr size_t kReservedOffset = 28;
+
+uint32_t Crc32(std::string_view bytes) {
+  return static_cast<uint32_t>(
+      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
+              bytes.size()));
+}
+
+void PutLe(std::string* out, size_t offset, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) (*out)[offset + i] = static_cast<char>(v >> (8 * i));
+}
+uint64_t GetLe(std::string_view in, size_t offset, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) {
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[offset + i])) << (8 * i);
+  }
+  return v;
+}
+void PutU32(std::string* out, size_t offset, uint32_t v) { PutLe(out, offset, v, 4); }
+void PutU64(std::string* out, size_t offset, uint64_t v) { PutLe(out, offset, v, 8); }
+uint32_t GetU32(std::string_view in, size_t offset) {
+  return static_cast<uint32_t>(GetLe(in, offset, 4));
+}
+uint64_t GetU64(std::string_view in, size_t offset) { return GetLe(in, offset, 8); }
+
+absl::Status NewerVersionError(uint32_t version) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("checkpoint format version ", version, " is newer than this zephond (",
+                   kCheckpointFormatVersion, "): upgrade zephond to restore it"));
+}
+
+absl::Status ErrnoError(int err, const char* what, const std::string& path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
+}
+
+// write(2) until done; EINTR-safe.
+int WriteAll(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string EncodeCheckpoint(const proto::CheckpointState& state) {
+  std::string payload;
+  {
+    google::protobuf::io::StringOutputStream stream(&payload);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    state.SerializeToCodedStream(&coded);
+  }
+  std::string out(kCheckpointHeaderBytes, '\0');
+  std::memcpy(out.data(), kCheckpointMagic.data(), kCheckpointMagic.size());
+  PutU32(&out, kVersionOffset, state.format_version());
+  PutU32(&out, kHeaderBytesOffset, kCheckpointHeaderBytes);
+  PutU64(&out, kPayloadBytesOffset, payload.size());
+  PutU32(&out, kCrcOffset, Crc32(payload));
+  PutU32(&out, kReservedOffset, 0);
+  out += payload;
+  return out;
+}
+
+absl::StatusOr<proto::CheckpointState> DecodeCheckpoint(std::string_view bytes) {
+  const size_t magic_len = std::min(bytes.size(), kCheckpointMagic.size());
+  if (bytes.empty() || bytes.substr(0, magic_len) != kCheckpointMagic.substr(0, magic_len)) {
+    return absl::InvalidArgumentError(
+        "not a Zephon checkpoint (the file does not start with \"ZEPHCKPT\")");
+  }
+  if (bytes.size() < kCheckpointHeaderBytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint truncated: ", bytes.size(),
+                                            " bytes, shorter than the ",
+                                            kCheckpointHeaderBytes, "-byte header"));
+  }
+  const uint32_t version = GetU32(bytes, kVersionOffset);
+  if (version > kCheckpointFormatVersion) return NewerVersionError(version);
+  if (version == 0) return absl::DataLossError("checkpoint header corrupt: format version 0");
+  const uint32_t header_bytes = GetU32(bytes, kHeaderBytesOffset);
+  if (header_bytes != kCheckpointHeaderBytes || GetU32(bytes, kReservedOffset) != 0) {
+    return absl::DataLossError(absl::StrCat("checkpoint header corrupt: header_bytes ",
+                                            header_bytes, ", reserved ",
+                                            GetU32(bytes, kReservedOffset)));
+  }
+  const uint64_t payload_bytes = GetU64(bytes, kPayloadBytesOffset);
+  const uint64_t have = bytes.size() - kCheckpointHeaderBytes;
+  if (have < payload_bytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint truncated: header announces ",
+                                            payload_bytes, " payload bytes, file has ",
+                                            have));
+  }
+  if (have > payload_bytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint corrupt: ", have - payload_bytes,
+                                            " unexpected bytes after the ", payload_bytes,
+                                            "-byte payload"));
+  }
+  const std::string_view payload = bytes.substr(kCheckpointHeaderBytes);
+  const uint32_t want_crc = GetU32(bytes, kCrcOffset);
+  const uint32_t got_crc = Crc32(payload);
+  if (want_crc != got_crc) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint corrupt: payload checksum mismatch (header crc32 ", absl::Hex(want_crc),
+        ", payload crc32 ", absl::Hex(got_crc), ")"));
+  }
+  proto::CheckpointState state;
+  if (!state.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::DataLossError("checkpoint corrupt: payload is not a CheckpointState");
+  }
+  if (state.format_version() > kCheckpointFormatVersion) {
+    return NewerVersionError(state.format_version());
+  }
+  if (state.format_version() != version) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint corrupt: header says format version ", version,
+                     " but the payload says ", state.format_version()));
+  }
+  return state;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+  const std::filesystem::path target(path);
+  if (path.empty() || !target.has_filename()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot write \"", path,
+                                                   "\": not a file path"));
+  }
+  std::filesystem::path dir = target.parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return ErrnoError(ec.value(), "cannot create directory", dir.string());
+
+  std::string tmp =
+      (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return ErrnoError(errno, "cannot create a temporary file in", dir.string());
+  auto fail = [&](int err, const char* what) {
+    ::unlink(tmp.c_str());
+    return ErrnoError(err, what, path);
+  };
+  int err = 0;
+  if (::fchmod(fd, 0644) != 0) err = errno;
+  if (err == 0) err = WriteAll(fd, bytes);
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) return fail(err, "cannot write");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno, "cannot rename into");
+
+  // Make the rename durable. The new file is complete either way, so a failure here is
+  // reported but the file stays.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return ErrnoError(errno, "cannot open directory for fsync", dir.string());
+  err = ::fsync(dir_fd) != 0 ? errno : 0;
+  ::close(dir_fd);
+  if (err != 0) return ErrnoError(err, "cannot fsync directory", dir.string());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "cannot open", path);
+  std::string out;
+  char buf[64 * 1024];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return ErrnoError(err, "cannot read", path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace zephon::checkpoint
