@@ -1,5 +1,9 @@
 // Batch: one microbatch produced by a lane, plus where the lane stood when it began.
 // BatchPlan: the same microbatch before its tokens are read (see below).
+// Both carry `end`, the lane position right after the batch: a lane restarted at `end`
+// with first_batch_index = lane_batch_index + 1 regenerates the lane's following
+// batches exactly (LaneStream::Create), so (lane_batch_index + 1, end) is the lane's
+// checkpointable progress once this batch has been delivered (proto::LaneProgress).
 //
 // tokens and positions are row-major [rows, cols] (cols = pack_flat max_length).
 // sample_ids lists every sample that contributed >= 1 token, in order of first
@@ -18,6 +22,8 @@ namespace zephon::pipeline {
 // number of packed records of that group already consumed. A lane restarted at this
 // position (LaneStream::Create with `start`) reproduces the stream from there, because
 // all operator state is reset at flush-group boundaries.
+// Positions are not unique: {f, N} with N the record count of group f and
+// {f + flush_every_chunks, 0} restart identically.
 struct LanePosition {
   uint64_t flush_group_chunk = 0;
   uint64_t records_into_group = 0;
@@ -38,6 +44,8 @@ struct Batch {
   std::vector<SampleId> sample_ids;
   // The lane position just before this batch's first record.
   LanePosition start;
+  // The lane position right after this batch's last record (see the file comment).
+  LanePosition end;
 };
 
 // A piece of one sample placed in a row: tokens [offset, offset + count) of `id`.
@@ -64,6 +72,7 @@ struct BatchPlan {
   std::vector<Segment> segments;
   std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
   LanePosition start;                // As Batch::start.
+  LanePosition end;                  // As Batch::end.
 };
 
 }  // namespace zephon::pipeline

@@ -122,6 +122,124 @@ TEST(GroupStreamTest, RoundRobinsOwnedLanesAndSkipsExhaustedOnes) {
   EXPECT_NE(group->Explain().find("lanes: 2,3 of 4"), std::string::npos) << group->Explain();
 }
 
+proto::LaneProgress Progress(uint32_t lane, uint64_t next, uint64_t chunk, uint64_t records) {
+  proto::LaneProgress p;
+  p.set_lane(lane);
+  p.set_next_batch_index(next);
+  p.set_flush_group_chunk(chunk);
+  p.set_records_into_group(records);
+  return p;
+}
+
+using ProgressKey = std::tuple<uint32_t, uint64_t, uint64_t, uint64_t>;
+
+std::vector<ProgressKey> Keys(const std::vector<proto::LaneProgress>& progress) {
+  std::vector<ProgressKey> out;
+  for (const auto& p : progress) {
+    out.emplace_back(p.lane(), p.next_batch_index(), p.flush_group_chunk(),
+                     p.records_into_group());
+  }
+  return out;
+}
+
+TEST(GroupStreamTest, ProgressStartsAtZeroAndFollowsTheReturnedBatches) {
+  auto group = Group(ElasticSpec(4, "contiguous"), 2, 1);  // Lanes 2, 3.
+  EXPECT_EQ(Keys(group->Progress()),
+            (std::vector<ProgressKey>{{2, 0, 0, 0}, {3, 0, 0, 0}}));
+  std::map<uint32_t, ProgressKey> expected = {{2, {2, 0, 0, 0}}, {3, {3, 0, 0, 0}}};
+  while (auto b = group->Next().value()) {
+    expected[b->lane] = {b->lane, b->lane_batch_index + 1, b->end.flush_group_chunk,
+                         b->end.records_into_group};
+    EXPECT_EQ(Keys(group->Progress()),
+              (std::vector<ProgressKey>{expected[2], expected[3]}));
+  }
+}
+
+// Same topology: restored from the progress after any number of batches, the stream
+// continues with exactly the batches (and order) the original had, to the very end.
+TEST(GroupStreamTest, RestoringAfterAnyBatchContinuesExactly) {
+  for (uint32_t c : {4u, 6u}) {
+    const auto spec = ElasticSpec(c, "interleaved");
+    for (uint32_t d = 0; d < 2; ++d) {
+      auto original = Group(spec, 2, d);
+      std::vector<Batch> all;
+      std::vector<std::vector<proto::LaneProgress>> after = {original->Progress()};
+      while (auto b = original->Next().value()) {
+        all.push_back(*b);
+        after.push_back(original->Progress());
+      }
+      ASSERT_GT(all.size(), 6u);
+      for (size_t n = 0; n <= all.size(); ++n) {
+        auto restored = GroupStream::Create(spec, Corpus(), original->owned_lanes(), &after[n]);
+        ASSERT_TRUE(restored.ok()) << restored.status();
+        EXPECT_EQ(Keys((*restored)->Progress()), Keys(after[n])) << n;
+        for (size_t k = n; k < all.size(); ++k) {
+          auto b = (*restored)->Next().value();
+          ASSERT_TRUE(b.has_value()) << "C=" << c << " group " << d << " restored at " << n;
+          EXPECT_EQ(b->lane, all[k].lane) << "restored at " << n << ", batch " << k;
+          EXPECT_EQ(b->lane_batch_index, all[k].lane_batch_index) << n << ", " << k;
+          EXPECT_EQ(b->tokens, all[k].tokens) << n << ", " << k;
+          EXPECT_EQ(b->sample_ids, all[k].sample_ids) << n << ", " << k;
+        }
+        EXPECT_FALSE((*restored)->Next().value().has_value()) << "restored at " << n;
+      }
+    }
+  }
+}
+
+// Another topology: the least-progressed lane goes first, ties by lane id.
+TEST(GroupStreamTest, RestoredOrderIsLeastProgressFirst) {
+  const auto spec = ElasticSpec(4, "contiguous");
+  auto reference = Group(spec, 1, 0);
+  std::map<std::pair<uint32_t, uint64_t>, Batch> by_key;
+  for (int i = 0; i < 12; ++i) {
+    auto b = reference->Next().value();
+    ASSERT_TRUE(b.has_value());
+    by_key[{b->lane, b->lane_batch_index}] = *b;
+  }
+  // An uneven checkpoint (e.g. mid-step on another topology): lanes 0..3 at batches
+  // 3, 1, 2, 1, each restored at the end of its previous batch.
+  const uint64_t next[4] = {3, 1, 2, 1};
+  std::vector<proto::LaneProgress> restore;
+  for (uint32_t lane = 0; lane < 4; ++lane) {
+    const LanePosition end = by_key.at({lane, next[lane] - 1}).end;
+    restore.push_back(Progress(lane, next[lane], end.flush_group_chunk, end.records_into_group));
+  }
+  auto g = GroupStream::Create(spec, Corpus(), {0, 1, 2, 3}, &restore).value();
+  const std::vector<std::pair<uint32_t, uint64_t>> kOrder = {
+      {1, 1}, {3, 1}, {1, 2}, {2, 2}, {3, 2}, {0, 3}, {1, 3}, {2, 3}};
+  for (const auto& [lane, index] : kOrder) {
+    auto b = g->Next().value();
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(std::make_pair(b->lane, b->lane_batch_index), std::make_pair(lane, index));
+    if (by_key.count({lane, index})) EXPECT_EQ(b->tokens, by_key.at({lane, index}).tokens);
+  }
+}
+
+TEST(GroupStreamTest, RestoreNeedsExactlyOneEntryPerOwnedLane) {
+  const auto spec = ElasticSpec(4, "contiguous");
+  std::vector<proto::LaneProgress> restore = {Progress(0, 0, 0, 0), Progress(1, 0, 0, 0),
+                                              Progress(3, 0, 0, 0)};
+  auto g = GroupStream::Create(spec, Corpus(), {2, 3}, &restore);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("owned lane 2"), std::string::npos) << g.status();
+  // Other lanes' entries are ignored.
+  EXPECT_TRUE(GroupStream::Create(spec, Corpus(), {0, 1}, &restore).ok());
+  restore.push_back(Progress(1, 2, 0, 0));
+  g = GroupStream::Create(spec, Corpus(), {0, 1}, &restore);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("lane 1"), std::string::npos) << g.status();
+  restore = {Progress(0, 0, 0, 0), Progress(4, 0, 0, 0)};
+  g = GroupStream::Create(spec, Corpus(), {0}, &restore);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("lane 4"), std::string::npos) << g.status();
+  restore = {Progress(0, 0, 1, 0)};  // flush_every_chunks is 2.
+  g = GroupStream::Create(spec, Corpus(), {0}, &restore);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("lane 0"), std::string::npos) << g.status();
+}
+
 // Golden ids: the first 8 sample ids of a fixed spec. Changing them (any change to
 // the mixer, permutation, schedule, routing or operators) requires bumping
 // PipelineSpec.format_version / kFormatVersion.

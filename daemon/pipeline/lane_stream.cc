@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
   }
   if (start.flush_group_chunk % options.flush_every_chunks != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "lane position chunk ", start.flush_group_chunk,
+        "lane ", lane, " position chunk ", start.flush_group_chunk,
         " is not a flush-group start (flush_every_chunks ", options.flush_every_chunks, ")"));
   }
   std::unique_ptr<LaneStream> s(new LaneStream(std::move(source), options, lane));
@@ -107,6 +107,13 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
   Record skipped;
   for (uint64_t r = 0; r < start.records_into_group; ++r) {
     if (!s->NextRecord(&skipped)) break;
+  }
+  // Skipping ran out of the group (or the lane) early: not a position of this lane.
+  if (!(s->position() == start)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lane ", lane, " position {flush_group_chunk ", start.flush_group_chunk,
+        ", records_into_group ", start.records_into_group,
+        "} is beyond that flush group's records (a checkpoint of another spec?)"));
   }
   return s;
 }
@@ -170,6 +177,7 @@ bool LaneStream::NextRecord(Record* record) {
     dropped_tokens_ += filled;
     group_loaded_ = false;
     group_chunk_ += options_.flush_every_chunks;
+    records_in_group_ = 0;  // Keeps position() exact if the lane ends here.
   }
   return false;
 }
@@ -193,6 +201,7 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   if (plan.rows == 0 || (plan.rows < options_.microbatch_size && options_.drop_last)) {
     return std::optional<BatchPlan>();
   }
+  plan.end = position();
   plan.lane_batch_index = next_batch_index_++;
   return std::optional<BatchPlan>(std::move(plan));
 }
@@ -245,6 +254,7 @@ absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
   batch.cols = plan.cols;
   batch.sample_ids = plan.sample_ids;
   batch.start = plan.start;
+  batch.end = plan.end;
   const uint64_t cells = static_cast<uint64_t>(plan.rows) * plan.cols;
   batch.tokens.resize(cells);
   batch.positions.resize(cells);

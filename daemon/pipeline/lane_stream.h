@@ -65,7 +65,14 @@ struct LaneOptions {
 class LaneStream {
  public:
   // Starts lane `lane` at `start` (default: the beginning); the first batch returned
-  // is numbered `first_batch_index`. INVALID_ARGUMENT if lane >= num_lanes.
+  // is numbered `first_batch_index`. Restarting at a batch's `end` with
+  // first_batch_index = its lane_batch_index + 1 reproduces every later batch of the
+  // lane byte for byte (a restart at the lane's end yields nullopt). Cost: replays at
+  // most the `start.records_into_group` records of one flush group (sample lengths
+  // only, no token reads), never the lane from its beginning.
+  // Errors (INVALID_ARGUMENT, naming the lane): lane >= num_lanes;
+  // start.flush_group_chunk not a multiple of flush_every_chunks; the flush group has
+  // fewer than start.records_into_group records (not a position of this lane).
   static absl::StatusOr<std::unique_ptr<LaneStream>> Create(
       std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
       LanePosition start = {}, uint64_t first_batch_index = 0);
@@ -78,8 +85,11 @@ class LaneStream {
   absl::StatusOr<std::optional<BatchPlan>> NextPlan();
 
   uint32_t lane() const { return lane_; }
-  // Where the next batch would start.
+  // Where the next batch would start (== the `end` of the last batch returned, unless
+  // a NextPlan since then found the lane exhausted).
   LanePosition position() const { return {group_chunk_, records_in_group_}; }
+  // The lane_batch_index the next batch will carry.
+  uint64_t next_batch_index() const { return next_batch_index_; }
   uint64_t dropped_tokens() const { return dropped_tokens_; }
 
  private:

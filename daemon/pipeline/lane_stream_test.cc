@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/pipeline/testing_corpus.h"
 
 namespace zephon::pipeline {
@@ -123,6 +124,94 @@ TEST(LaneStreamTest, RestartingAtARecordedPositionReproducesTheStream) {
     EXPECT_EQ(b->tokens, all[k].tokens) << "batch " << k;
     EXPECT_EQ(b->sample_ids, all[k].sample_ids) << "batch " << k;
   }
+}
+
+void ExpectSameBatch(const Batch& got, const Batch& want, const std::string& where) {
+  EXPECT_EQ(got.lane, want.lane) << where;
+  EXPECT_EQ(got.lane_batch_index, want.lane_batch_index) << where;
+  EXPECT_EQ(got.rows, want.rows) << where;
+  EXPECT_EQ(got.tokens, want.tokens) << where;
+  EXPECT_EQ(got.positions, want.positions) << where;
+  EXPECT_EQ(got.sample_ids, want.sample_ids) << where;
+  EXPECT_TRUE(got.start == want.start) << where;
+  EXPECT_TRUE(got.end == want.end) << where;
+}
+
+// Every batch boundary of every lane, for several packings: the lane restarted at the
+// `end` of batch k-1 (k = 0: the beginning) with first_batch_index k reproduces batches
+// k, k+1, ... exactly, and restarting at the end of the last batch yields nothing.
+TEST(LaneStreamTest, RestartingAtEveryBatchEndReproducesTheRestOfTheLane) {
+  auto ds = MakeSyntheticDataset("docs", 1, 3, 40, 11);
+  struct Shape {
+    uint64_t chunk_size, flush_every, max_length, microbatch;
+    bool drop_last, shuffle;
+  };
+  const Shape kShapes[] = {{8, 3, 16, 2, true, true},  {4, 1, 7, 3, false, true},
+                           {3, 2, 5, 4, false, true},  {5, 2, 9, 1, true, false},
+                           {6, 4, 13, 3, true, true}};
+  size_t spanning = 0, boundaries = 0;
+  for (const Shape& shape : kShapes) {
+    proto::PipelineSpec spec = ShuffledSpec();
+    spec.mutable_work_source()->set_chunk_size(shape.chunk_size);
+    spec.set_flush_every_chunks(shape.flush_every);
+    if (shape.shuffle) {
+      spec.mutable_operators(1)->mutable_pack_flat()->set_max_length(shape.max_length);
+      spec.mutable_operators(2)->mutable_batch()->set_microbatch_size(shape.microbatch);
+      spec.mutable_operators(2)->mutable_batch()->set_drop_last(shape.drop_last);
+    } else {
+      spec.mutable_operators()->DeleteSubrange(0, 1);
+      spec.mutable_operators(0)->mutable_pack_flat()->set_max_length(shape.max_length);
+      spec.mutable_operators(1)->mutable_batch()->set_microbatch_size(shape.microbatch);
+      spec.mutable_operators(1)->mutable_batch()->set_drop_last(shape.drop_last);
+    }
+    for (uint32_t l = 0; l < spec.canonical_replicas(); ++l) {
+      auto lane = MakeLane(spec, {ds}, l);
+      std::vector<Batch> all;
+      while (auto b = lane->Next().value()) all.push_back(*b);
+      ASSERT_GT(all.size(), 2u) << spec.ShortDebugString();
+      for (const Batch& b : all) {
+        if (b.end.flush_group_chunk != b.start.flush_group_chunk && b.end.records_into_group > 0) {
+          ++spanning;
+        }
+      }
+      for (size_t k = 0; k <= all.size(); ++k) {
+        const LanePosition from = k == 0 ? LanePosition{} : all[k - 1].end;
+        auto resumed = MakeLane(spec, {ds}, l, from, k);
+        const std::string where = absl::StrCat("lane ", l, " restarted before batch ", k, " of ",
+                                               all.size(), "; ", spec.ShortDebugString());
+        EXPECT_TRUE(resumed->position() == from) << where;
+        EXPECT_EQ(resumed->next_batch_index(), k) << where;
+        for (size_t j = k; j < all.size(); ++j) {
+          auto b = resumed->Next().value();
+          ASSERT_TRUE(b.has_value()) << where << ": batch " << j;
+          ExpectSameBatch(*b, all[j], absl::StrCat(where, ": batch ", j));
+        }
+        EXPECT_FALSE(resumed->Next().value().has_value()) << where;
+        ++boundaries;
+      }
+    }
+  }
+  EXPECT_GT(spanning, 5u) << "no batch spans flush groups: the test covers too little";
+  EXPECT_GT(boundaries, 100u);
+}
+
+TEST(LaneStreamTest, PositionsThatAreNotOfTheLaneAreRejectedNamingTheLane) {
+  const auto spec = ShuffledSpec();  // flush_every_chunks 3.
+  auto ds = MakeSyntheticDataset("docs", 1, 3, 40, 11);
+  std::shared_ptr<const WorkSource> ws(WorkSource::Create(spec.work_source(), {ds}).value());
+  const LaneOptions options = LaneOptions::FromSpec(spec).value();
+  auto s = LaneStream::Create(ws, options, 1, LanePosition{2, 0});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("lane 1"), std::string::npos) << s.status();
+  s = LaneStream::Create(ws, options, 1, LanePosition{0, 100000});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("lane 1"), std::string::npos) << s.status();
+  // Far past the lane's end with no records to skip: a valid (exhausted) position.
+  auto end = LaneStream::Create(ws, options, 1, LanePosition{3000, 0}, 7);
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE((*end)->Next().value().has_value());
 }
 
 TEST(LaneStreamTest, ShuffleChangesOrderButKeepsTheSamples) {

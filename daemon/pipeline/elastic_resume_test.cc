@@ -1,0 +1,314 @@
+// Property test of elastic resume (DESIGN.md "Checkpoint contract", the guide's
+// "Planning For Elasticity"): checkpoint D groups after k steps (a step is C batches
+// in total, C/D from each group), merge every group's delivered progress
+// (checkpoint::ProgressLog) into C topology-free lane progresses, restore on every D'
+// dividing C, and the following steps hold exactly the multiset of (lane,
+// lane_batch_index, tokens, positions, sample ids) of an uninterrupted D = 1 run; again
+// after a second checkpoint/restore; a checkpoint at the end of data restores to
+// nothing; and a checkpoint after any number of batches (mid-step) on the same
+// topology continues batch by batch. The producer runs ahead of delivery (prefetch)
+// and folds the log as batches are released, as the daemon does.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/checkpoint/progress_log.h"
+#include "daemon/pipeline/group_stream.h"
+#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/spec.h"
+#include "daemon/pipeline/testing_corpus.h"
+
+namespace zephon::pipeline {
+namespace {
+
+constexpr size_t kPrefetch = 3;  // Batches produced (and recorded) beyond delivery.
+
+std::vector<std::shared_ptr<const Dataset>> Corpus() {
+  return {testing::MakeSyntheticDataset("web", 1, 4, 50, 13),
+          testing::MakeSyntheticDataset("code", 2, 3, 40, 23)};
+}
+
+proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping) {
+  proto::PipelineSpec spec;
+  auto* ws = spec.mutable_work_source();
+  for (const char* name : {"web", "code"}) {
+    auto* d = ws->add_datasets();
+    d->set_name(name);
+    d->set_path(std::string("/unused/") + name);
+  }
+  ws->add_weights(0.6);
+  ws->add_weights(0.4);
+  ws->set_seed(4321);
+  ws->set_chunk_size(3);
+  ws->set_shuffle_shards(true);
+  ws->set_shuffle_within_shard(true);
+  ws->set_exhausted_policy("stop_after_passes");
+  ws->set_stop_after_passes(2);
+  auto* shuffle = spec.add_operators()->mutable_shuffle();
+  shuffle->set_buffer_size(5);
+  shuffle->set_seed(31);
+  spec.add_operators()->mutable_pack_flat()->set_max_length(11);
+  auto* batch = spec.add_operators()->mutable_batch();
+  batch->set_microbatch_size(3);  // Odd, so batches span flush groups.
+  batch->set_drop_last(false);
+  spec.set_canonical_replicas(lanes);
+  spec.set_mapping(mapping);
+  spec.set_flush_every_chunks(2);
+  return ResolveSpec(spec, 1).value();
+}
+
+using Key = std::tuple<uint32_t, uint64_t, std::vector<int32_t>, std::vector<int32_t>,
+                       std::vector<SampleId>>;
+
+Key KeyOf(const Batch& b) {
+  return Key{b.lane, b.lane_batch_index, b.tokens, b.positions, b.sample_ids};
+}
+
+// One run on D groups: each group's stream, its producer-side prefetch queue and its
+// progress log, as a PipelineInstance has them.
+class Topology {
+ public:
+  Topology(const proto::PipelineSpec& spec, uint32_t dp_degree,
+      const std::vector<proto::LaneProgress>* restore)
+      : dp_degree_(dp_degree), groups_(dp_degree) {
+    for (uint32_t d = 0; d < dp_degree; ++d) {
+      auto owned = OwnedLanes(spec.canonical_replicas(), dp_degree, d,
+                              ParseMapping(spec.mapping()).value());
+      auto stream = GroupStream::Create(spec, Corpus(), owned.value(), restore);
+      EXPECT_TRUE(stream.ok()) << stream.status();
+      groups_[d].stream = *std::move(stream);
+      groups_[d].log = checkpoint::ProgressLog::Create(groups_[d].stream->Progress()).value();
+    }
+  }
+
+  // The next batch delivered by group d, or nullopt at its end.
+  std::optional<Batch> Deliver(uint32_t d) {
+    Group& g = groups_[d];
+    while (!g.ended && g.queue.size() <= kPrefetch) {
+      auto b = g.stream->Next().value();
+      if (!b) {
+        g.ended = true;
+        break;
+      }
+      EXPECT_TRUE(g.log->Record(g.produced++, b->lane, b->lane_batch_index, b->end).ok());
+      g.queue.push_back(*std::move(b));
+    }
+    if (g.queue.empty()) return std::nullopt;
+    Batch b = std::move(g.queue.front());
+    g.queue.pop_front();
+    ++g.delivered;
+    // Every reader released all but the batch it holds.
+    EXPECT_TRUE(g.log->FoldBelow(g.delivered - 1).ok());
+    return b;
+  }
+
+  // One step: C/D batches from each group. False if any group ran out.
+  bool Step(uint32_t lanes, std::multiset<Key>* step) {
+    for (uint32_t d = 0; d < dp_degree_; ++d) {
+      for (uint32_t i = 0; i < lanes / dp_degree_; ++i) {
+        auto b = Deliver(d);
+        if (!b) return false;
+        step->insert(KeyOf(*b));
+      }
+    }
+    return true;
+  }
+
+  // The merged, topology-free checkpoint: every group's progress after what it
+  // delivered, ordered by lane.
+  std::vector<proto::LaneProgress> Checkpoint() const {
+    std::vector<proto::LaneProgress> merged;
+    for (const Group& g : groups_) {
+      auto p = g.log->ProgressAfter(g.delivered);
+      EXPECT_TRUE(p.ok()) << p.status();
+      if (p.ok()) merged.insert(merged.end(), p->begin(), p->end());
+    }
+    std::sort(merged.begin(), merged.end(),
+              [](const auto& a, const auto& b) { return a.lane() < b.lane(); });
+    return merged;
+  }
+
+  uint64_t delivered(uint32_t d) const { return groups_[d].delivered; }
+
+ private:
+  struct Group {
+    std::unique_ptr<GroupStream> stream;
+    std::unique_ptr<checkpoint::ProgressLog> log;
+    std::deque<Batch> queue;
+    uint64_t produced = 0;
+    uint64_t delivered = 0;
+    bool ended = false;
+  };
+  const uint32_t dp_degree_;
+  std::vector<Group> groups_;
+};
+
+// The uninterrupted D = 1 run: its full steps (one batch from every lane) and each
+// lane's batch count.
+struct Reference {
+  std::vector<std::multiset<Key>> steps;
+  std::map<uint32_t, uint64_t> lane_batches;
+};
+
+Reference MakeReference(const proto::PipelineSpec& spec) {
+  const uint32_t lanes = spec.canonical_replicas();
+  auto stream =
+      GroupStream::Create(spec, Corpus(), OwnedLanes(lanes, 1, 0, Mapping::kContiguous).value())
+          .value();
+  Reference ref;
+  std::vector<Batch> all;
+  while (auto b = stream->Next().value()) {
+    ++ref.lane_batches[b->lane];
+    all.push_back(*std::move(b));
+  }
+  for (size_t s = 0; (s + 1) * lanes <= all.size(); ++s) {
+    std::multiset<Key> step;
+    std::set<uint32_t> seen;
+    for (size_t i = s * lanes; i < (s + 1) * lanes; ++i) {
+      step.insert(KeyOf(all[i]));
+      seen.insert(all[i].lane);
+    }
+    if (seen.size() != lanes) break;
+    ref.steps.push_back(std::move(step));
+  }
+  return ref;
+}
+
+std::vector<uint32_t> Divisors(uint32_t c) {
+  std::vector<uint32_t> out;
+  for (uint32_t d = 1; d <= c; ++d) {
+    if (c % d == 0) out.push_back(d);
+  }
+  return out;
+}
+
+// Runs `steps` steps on `run` and compares them with reference steps from `first`.
+void ExpectSteps(Topology* run, uint32_t lanes, const Reference& ref, size_t first, size_t steps,
+                 const std::string& label) {
+  for (size_t s = first; s < first + steps; ++s) {
+    std::multiset<Key> step;
+    ASSERT_TRUE(run->Step(lanes, &step)) << label << ": ran out at step " << s;
+    ASSERT_TRUE(step == ref.steps[s]) << label << ": step " << s << " differs";
+  }
+}
+
+TEST(ElasticResumeTest, EveryStepAfterRestoreOnAnyDivisorMatchesTheUninterruptedRun) {
+  constexpr size_t kSteps = 2;  // Per leg.
+  for (uint32_t lanes : {4u, 6u, 8u}) {
+    for (const char* mapping : {"contiguous", "interleaved"}) {
+      const auto spec = Spec(lanes, mapping);
+      const Reference ref = MakeReference(spec);
+      std::cout << "C=" << lanes << " " << mapping << ": " << ref.steps.size()
+                << " full steps; batches per lane:";
+      for (const auto& [lane, n] : ref.lane_batches) std::cout << " " << n;
+      std::cout << "\n";
+      const std::vector<uint32_t> divisors = Divisors(lanes);
+      for (size_t i = 0; i < divisors.size(); ++i) {
+        const uint32_t d = divisors[i];
+        const size_t k = 1 + i % 3;  // Checkpoint after k steps.
+        ASSERT_GE(ref.steps.size(), k + 2 * kSteps) << "C=" << lanes << ": corpus too small";
+        for (uint32_t d2 : divisors) {
+          const uint32_t d3 = divisors[(i + d2) % divisors.size()];
+          const std::string label =
+              absl::StrCat("C=", lanes, " ", mapping, " D=", d, " k=", k, " -> D'=", d2,
+                           " -> D''=", d3);
+          Topology first(spec, d, nullptr);
+          ExpectSteps(&first, lanes, ref, 0, k, label);
+          const auto checkpoint1 = first.Checkpoint();
+          ASSERT_EQ(checkpoint1.size(), lanes) << label;
+          for (const auto& p : checkpoint1) EXPECT_EQ(p.next_batch_index(), k) << label;
+
+          Topology second(spec, d2, &checkpoint1);
+          ExpectSteps(&second, lanes, ref, k, kSteps, label + " (first restore)");
+          const auto checkpoint2 = second.Checkpoint();
+          ASSERT_EQ(checkpoint2.size(), lanes) << label;
+
+          Topology third(spec, d3, &checkpoint2);
+          ExpectSteps(&third, lanes, ref, k + kSteps, kSteps, label + " (second restore)");
+        }
+      }
+    }
+  }
+}
+
+TEST(ElasticResumeTest, CheckpointAtTheEndOfDataRestoresToNothing) {
+  for (uint32_t lanes : {4u, 6u, 8u}) {
+    const auto spec = Spec(lanes, "contiguous");
+    const Reference ref = MakeReference(spec);
+    for (uint32_t d : Divisors(lanes)) {
+      Topology run(spec, d, nullptr);
+      for (uint32_t g = 0; g < d; ++g) {
+        while (run.Deliver(g).has_value()) {
+        }
+      }
+      const auto at_end = run.Checkpoint();
+      ASSERT_EQ(at_end.size(), lanes);
+      for (const auto& p : at_end) {
+        EXPECT_EQ(p.next_batch_index(), ref.lane_batches.at(p.lane()))
+            << "C=" << lanes << " D=" << d << " lane " << p.lane();
+      }
+      for (uint32_t d2 : Divisors(lanes)) {
+        Topology restored(spec, d2, &at_end);
+        for (uint32_t g = 0; g < d2; ++g) {
+          EXPECT_FALSE(restored.Deliver(g).has_value()) << "C=" << lanes << " D=" << d
+                                                        << " D'=" << d2 << " group " << g;
+        }
+        // Checkpointing the empty resumed run gives the same progress back.
+        const auto again = restored.Checkpoint();
+        ASSERT_EQ(again.size(), at_end.size());
+        for (size_t i = 0; i < again.size(); ++i) {
+          EXPECT_EQ(again[i].SerializeAsString(), at_end[i].SerializeAsString());
+        }
+      }
+    }
+  }
+}
+
+// Same topology, checkpoint after any number of delivered batches (mid-step, in the
+// tail where lanes are running out, at the end): each group continues exactly, batch
+// by batch, until its end.
+TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch) {
+  for (uint32_t lanes : {4u, 6u, 8u}) {
+    const auto spec = Spec(lanes, "interleaved");
+    for (uint32_t d : Divisors(lanes)) {
+      std::vector<std::vector<Key>> original(d);
+      {
+        Topology run(spec, d, nullptr);
+        for (uint32_t g = 0; g < d; ++g) {
+          while (auto b = run.Deliver(g)) original[g].push_back(KeyOf(*b));
+        }
+      }
+      size_t longest = 0;
+      for (const auto& o : original) longest = std::max(longest, o.size());
+      for (size_t n = 0; n <= longest; n += 1 + n % 3) {  // Irregular stride.
+        Topology run(spec, d, nullptr);
+        for (uint32_t g = 0; g < d; ++g) {
+          for (size_t i = 0; i < std::min(n, original[g].size()); ++i) {
+            ASSERT_TRUE(run.Deliver(g).has_value());
+          }
+        }
+        const auto checkpoint = run.Checkpoint();
+        Topology restored(spec, d, &checkpoint);
+        for (uint32_t g = 0; g < d; ++g) {
+          const std::string label =
+              absl::StrCat("C=", lanes, " D=", d, " group ", g, " checkpoint after ", n);
+          for (size_t i = run.delivered(g); i < original[g].size(); ++i) {
+            auto b = restored.Deliver(g);
+            ASSERT_TRUE(b.has_value()) << label << ": ran out at " << i;
+            ASSERT_TRUE(KeyOf(*b) == original[g][i]) << label << ": batch " << i << " differs";
+          }
+          EXPECT_FALSE(restored.Deliver(g).has_value()) << label;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zephon::pipeline
