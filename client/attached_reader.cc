@@ -83,6 +83,10 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
     return FromGrpc(status);
   }
   r->reply_ = reply.attached();
+  r->global_rank_ = request.rank().has_global_rank()
+                        ? static_cast<uint32_t>(request.rank().global_rank())
+                        : 0;
+  r->next_round_ = r->reply_.next_round();
   ASSIGN_OR_RETURN(
       r->ring_, shm::RingReader::Open(r->reply_.ring_name(), r->reply_.reader_index(),
                                       r->reply_.lease_epoch(), r->reply_.ring_generation(),
@@ -100,6 +104,26 @@ absl::StatusOr<shm::SlotView> AttachedReader::Next(absl::Duration timeout) {
 absl::Status AttachedReader::Release(uint64_t seq) {
   if (detached_) return absl::FailedPreconditionError("this reader is detached");
   return ring_->Release(seq);
+}
+
+uint64_t AttachedReader::taken() const { return ring_ ? ring_->batches_taken() : 0; }
+
+absl::StatusOr<std::string> AttachedReader::Checkpoint(absl::Duration timeout) {
+  if (detached_) return absl::FailedPreconditionError("this reader is detached");
+  proto::CheckpointRequest request;
+  request.set_instance_id(reply_.instance_id());
+  request.set_reader_index(reply_.reader_index());
+  request.set_lease_epoch(reply_.lease_epoch());
+  request.set_global_rank(global_rank_);
+  request.set_delivered(taken());
+  request.set_round(next_round_);
+  proto::CheckpointResult result;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  absl::Status s = FromGrpc(stub_->Checkpoint(&context, request, &result));
+  if (!s.ok()) return s;
+  ++next_round_;
+  return result.checkpoint();
 }
 
 absl::StatusOr<std::string> AttachedReader::Explain(absl::Duration timeout) const {

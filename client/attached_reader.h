@@ -50,6 +50,14 @@ class AttachedReader {
   // Batches delivered so far.
   uint64_t delivered() const;
 
+  // Collective checkpoint of the run: blocks until every rank of the run called it at
+  // the same step and the leader merged the round, then returns the merged checkpoint
+  // bytes (the same for every rank). Records the batches this rank has taken from Next(),
+  // never prefetched ones. Errors name the missing ranks or the disagreeing counts.
+  absl::StatusOr<std::string> Checkpoint(absl::Duration timeout);
+  // Batches taken from Next() so far (what a checkpoint records as delivered).
+  uint64_t taken() const;
+
   // The daemon's explain text for this rank's instance (stages, operators, queues, ring)
   // with node totals.
   absl::StatusOr<std::string> Explain(absl::Duration timeout) const;
@@ -68,6 +76,8 @@ class AttachedReader {
   proto::AttachReply reply_;
   std::unique_ptr<shm::RingReader> ring_;
   bool detached_ = false;
+  uint32_t global_rank_ = 0;
+  uint64_t next_round_ = 0;  // this rank's next checkpoint round
 };
 
 }  // namespace zephon::client

@@ -122,6 +122,17 @@ int zephon_release(zephon_reader* reader, uint64_t seq, char** error) {
 
 uint64_t zephon_delivered(zephon_reader* reader) { return reader->reader->delivered(); }
 
+int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint64_t* size,
+                      char** error) {
+  if (absl::Status owner = CheckOwner(reader); !owner.ok()) return Fail(owner, error);
+  absl::StatusOr<std::string> bytes = reader->reader->Checkpoint(Seconds(timeout_s));
+  if (!bytes.ok()) return Fail(bytes.status(), error);
+  *data = static_cast<char*>(std::malloc(bytes->size() + 1));
+  std::memcpy(*data, bytes->data(), bytes->size());
+  *size = bytes->size();
+  return 0;
+}
+
 void zephon_ring_region(zephon_reader* reader, const void** base, uint64_t* bytes) {
   *base = reader->reader->mapping();
   *bytes = reader->reader->mapping_bytes();

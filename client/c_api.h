@@ -63,6 +63,12 @@ void zephon_end_lease(zephon_reader* reader);
 /* Detaches (if still attached), unmaps and frees the reader. NULL is ignored. */
 void zephon_detach(zephon_reader* reader);
 
+/* Collective checkpoint (see AttachedReader::Checkpoint). On success *data/*size hold
+ * the merged checkpoint bytes (free *data with zephon_free). To restore, put them
+ * base64-encoded in the attach request's "restore_checkpoint". */
+int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint64_t* size,
+                      char** error);
+
 /* Daemon queries: Explain text and Status as JSON. */
 int zephon_explain(const char* socket_path, const char* instance_id, double timeout_s,
                    char** text, char** error);

@@ -6,7 +6,8 @@
 namespace zephon::daemon {
 
 bool IsValidRunId(const std::string& run_id) {
-  if (run_id.empty() || run_id.size() > 128) return false;
+  // "." and ".." would name aggregate_dir itself or its parent.
+  if (run_id.empty() || run_id.size() > 128 || run_id == "." || run_id == "..") return false;
   for (char c : run_id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '_' || c == '-';
@@ -77,7 +78,16 @@ absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
         "[A-Za-z0-9._-]"));
   }
 
+  const double timeout_s = options.aggregate_timeout_s() == 0 ? 180 : options.aggregate_timeout_s();
+  if (!(timeout_s > 0 && timeout_s <= 86400)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "aggregate_timeout_s=", options.aggregate_timeout_s(),
+        " is invalid: expected seconds in (0, 86400]"));
+  }
+
   RankIdentity id;
+  id.aggregate_timeout_s = timeout_s;
+  id.leader_address = options.leader_address();
   id.world_size = static_cast<uint32_t>(world_size);
   id.global_rank = static_cast<uint32_t>(global_rank);
   id.dp_degree = static_cast<uint32_t>(dp_degree);

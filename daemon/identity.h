@@ -26,6 +26,10 @@ struct RankIdentity {
   // Empty only for a single-rank run that did not name itself (never shared).
   std::string run_id;
   std::string aggregate_dir;
+  // How long a checkpoint round waits for every rank (seconds).
+  double aggregate_timeout_s = 180;
+  // Explicit leader address for checkpoint rounds; empty = rendezvous file.
+  std::string leader_address;
   // Ranks of this DP group expected to attach on this node (>= 1).
   uint32_t local_peers = 1;
   // Non-fatal findings to hand back to the client (e.g. uneven lanes).
@@ -36,7 +40,7 @@ struct RankIdentity {
 absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
                                              int64_t spec_canonical_replicas);
 
-// True when `run_id` matches [A-Za-z0-9._-]{1,128}.
+// True when `run_id` matches [A-Za-z0-9._-]{1,128} and is not "." or "..".
 bool IsValidRunId(const std::string& run_id);
 
 }  // namespace zephon::daemon

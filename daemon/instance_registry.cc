@@ -7,9 +7,13 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/group_stream.h"
 #include "daemon/pipeline/lanes.h"
+#include "daemon/checkpoint/checkpoint_file.h"
+#include "daemon/checkpoint/rendezvous.h"
 #include "daemon/pipeline/spec.h"
 #include "shm/ring_layout.h"
 
@@ -102,8 +106,32 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
         "; install the zephon client and zephond from the same release"));
   }
   ASSIGN_OR_RETURN(const ExecutionLimits limits, ValidateExecution(request.execution()));
+  // A restore fixes canonical_replicas (taken from the checkpoint when left unset) and
+  // must match the run and the spec it was taken with.
+  std::optional<proto::CheckpointState> restored;
+  std::string restore_key;
+  proto::PipelineSpec spec = request.spec();
+  if (!request.restore_checkpoint().empty()) {
+    ASSIGN_OR_RETURN(restored, checkpoint::DecodeCheckpoint(request.restore_checkpoint()));
+    if (spec.canonical_replicas() == 0) {
+      spec.set_canonical_replicas(restored->canonical_replicas());
+    } else if (spec.canonical_replicas() != restored->canonical_replicas()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "canonical_replicas=", spec.canonical_replicas(), " but the checkpoint was taken "
+          "with canonical_replicas=", restored->canonical_replicas(),
+          ": the number of lanes is fixed for the life of a run (leave it unset to take it "
+          "from the checkpoint)"));
+    }
+    restore_key = absl::StrFormat("%016x", HashBytes(request.restore_checkpoint()));
+  }
   ASSIGN_OR_RETURN(RankIdentity identity,
-                   ResolveIdentity(request.rank(), request.spec().canonical_replicas()));
+                   ResolveIdentity(request.rank(), spec.canonical_replicas()));
+  if (restored && !identity.run_id.empty() && identity.run_id != restored->run_id()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this checkpoint belongs to run_id='", restored->run_id(), "' but this Pipeline is "
+        "run_id='", identity.run_id, "': restore the checkpoint of this run, or resume with "
+        "run_id='", restored->run_id(), "'"));
+  }
   if (identity.local_peers > options_.reader_capacity) {
     if (request.rank().local_peers() > 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -113,10 +141,16 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     identity.local_peers = options_.reader_capacity;
   }
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
-                   pipeline::ResolveSpec(request.spec(), identity.dp_degree));
+                   pipeline::ResolveSpec(spec, identity.dp_degree));
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
                    pipeline::OpenDatasets(resolved, {options_.cache_dir}));
   const std::string spec_hash = pipeline::SpecHash(resolved, datasets);
+  if (restored && restored->spec_hash() != spec_hash) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",
+        restored->spec_hash(), ": to resume, the datasets (and their files), work source, "
+        "operators, seeds, canonical_replicas and mapping must be identical"));
+  }
 
   absl::MutexLock lock(&mu_);
   std::string run_key = identity.run_id;
@@ -130,6 +164,16 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   auto it = instances_.find(key);
   if (it != instances_.end() && !it->second.back()->poisoned()) {
     PipelineInstance& running = *it->second.back();
+    if (running.config().restore_key != restore_key) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "restored state mismatch for run_id='", identity.run_id, "' dp_degree=",
+          identity.dp_degree, " dp_group_id=", identity.dp_group_id, ": this rank ",
+          restore_key.empty() ? "restores no checkpoint" : "restores checkpoint " + restore_key,
+          " but its DP-group peers on this node ",
+          running.config().restore_key.empty() ? "started fresh"
+                                               : "restored " + running.config().restore_key,
+          ". Every rank of a run must restore the same checkpoint bytes"));
+    }
     if (running.config().spec_hash != spec_hash) {
       return absl::FailedPreconditionError(absl::StrCat(
           "spec hash mismatch for run_id='", identity.run_id, "' dp_degree=", identity.dp_degree,
@@ -157,13 +201,26 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     }
   }
   if (out.instance == nullptr) {
+    InstanceStart start;
+    start.restored = restored ? &*restored : nullptr;
+    start.restore_key = restore_key;
+    start.run_key = run_key;
     ASSIGN_OR_RETURN(out.instance, CreateInstance(request, identity, resolved, spec_hash,
-                                                  std::move(datasets), key, reserve, limits));
+                                                  std::move(datasets), key, reserve, limits,
+                                                  start));
     RETURN_IF_ERROR(
         out.instance->AttachReader(identity.global_rank, request.client_pid(), &out.reply));
     instances_[key].push_back(out.instance);
   }
   out.reader_index = out.reply.reader_index();
+  out.reply.set_next_round(out.instance->config().next_round);
+  if (identity.global_rank == 0 && identity.world_size > 1 && !identity.aggregate_dir.empty() &&
+      !options_.peer_address.empty()) {
+    // This daemon hosts rank 0: it leads the run's checkpoint rounds. Followers find it
+    // through the rendezvous file.
+    RETURN_IF_ERROR(checkpoint::WriteLeader(identity.aggregate_dir, identity.run_id,
+                                            options_.peer_address, options_.daemon_label));
+  }
   out.reply.set_producer_timeout_ms(limits.producer_timeout_ms);
   out.reply.set_ring_slots(out.instance->config().geometry.slot_count);
   for (const std::string& w : identity.warnings) {
@@ -177,14 +234,31 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
     const proto::AttachRequest& request, const RankIdentity& identity,
     proto::PipelineSpec resolved, const std::string& spec_hash,
     std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
-    uint32_t reserve, const ExecutionLimits& limits) {
+    uint32_t reserve, const ExecutionLimits& limits, const InstanceStart& start) {
   ASSIGN_OR_RETURN(pipeline::Mapping mapping, pipeline::ParseMapping(resolved.mapping()));
   ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
                    pipeline::OwnedLanes(identity.canonical_replicas, identity.dp_degree,
                                         identity.dp_group_id, mapping));
   ASSIGN_OR_RETURN(uint64_t payload_bytes, SlotPayloadBytes(resolved));
+  // Where each owned lane starts: the checkpoint's progress, or the beginning.
+  std::vector<proto::LaneProgress> lane_starts;
+  for (uint32_t lane : lanes) {
+    proto::LaneProgress p;
+    p.set_lane(lane);
+    if (start.restored != nullptr) {
+      const auto& saved = start.restored->lanes();
+      if (lane >= static_cast<uint32_t>(saved.size()) || saved[lane].lane() != lane) {
+        return absl::DataLossError(absl::StrCat(
+            "the checkpoint has no progress for lane ", lane, " (it lists ", saved.size(),
+            " lanes); it is damaged or from another run"));
+      }
+      p = saved[lane];
+    }
+    lane_starts.push_back(p);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<pipeline::GroupStream> stream,
-                   pipeline::GroupStream::Create(resolved, std::move(datasets), lanes));
+                   pipeline::GroupStream::Create(resolved, std::move(datasets), lanes,
+                                                 start.restored ? &lane_starts : nullptr));
   const uint64_t serial = ++created_total_;
 
   InstanceConfig config;
@@ -223,6 +297,9 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
     config.join_timeout = absl::Seconds(request.execution().join_timeout_s());
   }
   config.reserved_readers = reserve;
+  config.restore_key = start.restore_key;
+  config.run_key = start.run_key;
+  config.next_round = start.restored ? start.restored->round() + 1 : 0;
   config.explain_stream = stream->Explain();
   config.materialize.parallelism = limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism
@@ -275,6 +352,29 @@ proto::StatusReply InstanceRegistry::Status() const {
   reply.set_peak_rss_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024);
   reply.set_worker_threads(options_.worker_pool ? options_.worker_pool->num_threads() : 0);
   return reply;
+}
+
+absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::FindInstance(
+    const std::string& instance_id) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, group] : instances_) {
+    for (const auto& instance : group) {
+      if (instance->config().instance_id == instance_id) return instance;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no instance '", instance_id, "' in this zephond"));
+}
+
+std::set<uint32_t> InstanceRegistry::LocalRanksOfRun(const std::string& run_key) const {
+  absl::MutexLock lock(&mu_);
+  std::set<uint32_t> ranks;
+  for (const auto& [key, group] : instances_) {
+    for (const auto& instance : group) {
+      if (instance->config().run_key != run_key) continue;
+      for (uint32_t r : instance->attached_ranks()) ranks.insert(r);
+    }
+  }
+  return ranks;
 }
 
 absl::StatusOr<std::string> InstanceRegistry::Explain(const std::string& instance_id) const {

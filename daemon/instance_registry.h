@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/pipeline_instance.h"
+#include "proto/checkpoint.pb.h"
 #include "proto/zephon.pb.h"
 
 namespace zephon::daemon {
@@ -41,11 +43,23 @@ struct RegistryOptions {
   // Where converted dataset shards (JSONL -> token cache) live; empty = the default
   // ($XDG_CACHE_HOME/zephon or ~/.cache/zephon).
   std::string cache_dir;
+  // Advertised host:port of this daemon's peer service (written to the rendezvous file
+  // when it hosts a run's rank 0); empty = no peer service.
+  std::string peer_address;
+  // Name of this daemon in logs, reports and rendezvous files.
+  std::string daemon_label;
   // Node budget for the bytes of all rings together (0 = only /dev/shm's free space).
   uint64_t max_ring_bytes = 0;
   // The daemon's one worker pool, shared by every instance (the node-wide thread
   // budget, --worker-threads). Null: every instance materializes inline.
   std::shared_ptr<exec::WorkerPool> worker_pool;
+};
+
+// How a new instance starts: fresh, or from a decoded checkpoint.
+struct InstanceStart {
+  const proto::CheckpointState* restored = nullptr;  // null = fresh
+  std::string restore_key;  // hash of the checkpoint bytes; empty = fresh
+  std::string run_key;      // run_id, or "local-N" for an unnamed single-rank run
 };
 
 // Validated execution knobs of one attach.
@@ -76,6 +90,11 @@ class InstanceRegistry {
   void Detach(const Attachment& attachment, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
   proto::StatusReply Status() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The instance with this id, or NOT_FOUND.
+  absl::StatusOr<std::shared_ptr<PipelineInstance>> FindInstance(const std::string& instance_id)
+      const ABSL_LOCKS_EXCLUDED(mu_);
+  // Global ranks attached now to instances of the run `run_key` (run_id or local-N).
+  std::set<uint32_t> LocalRanksOfRun(const std::string& run_key) const ABSL_LOCKS_EXCLUDED(mu_);
   // The Explain of one instance (`instance_id`) or of all (empty), then one line
   // "node totals: ..." over every instance of this daemon: instances, producer and
   // worker threads, total engine threads, ring bytes. NOT_FOUND for an unknown id.
@@ -98,7 +117,8 @@ class InstanceRegistry {
       const proto::AttachRequest& request, const RankIdentity& identity,
       proto::PipelineSpec resolved, const std::string& spec_hash,
       std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
-      uint32_t reserve, const ExecutionLimits& limits) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      uint32_t reserve, const ExecutionLimits& limits, const InstanceStart& start)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Attachment> AttachUnlocked(const proto::AttachRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -25,7 +25,12 @@
 
 #include "absl/time/clock.h"
 #include "common/paths.h"
+#include "daemon/checkpoint/peer_credentials.h"
+#include "daemon/checkpoint/peer_service.h"
+#include "daemon/checkpoint/round_aggregator.h"
+#include "daemon/checkpoint_router.h"
 #include "daemon/daemon_lock.h"
+#include "daemon/local_rounds.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/instance_registry.h"
 #include "daemon/service.h"
@@ -73,6 +78,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--prefetch-batches", prefetch_batches, "Default ring slots per instance")
       ->capture_default_str();
+  std::string peer_address = "127.0.0.1:0";
+  std::string advertise_address;
+  zephon::checkpoint::PeerTlsOptions peer_tls;
+  app.add_option("--peer-address", peer_address,
+                 "host:port of the daemon-to-daemon checkpoint service (port 0 = any free "
+                 "port; use the node's cluster address in multi-node runs)")
+      ->capture_default_str();
+  app.add_option("--advertise-address", advertise_address,
+                 "host:port peers use to reach this daemon (default: --peer-address with "
+                 "the bound port; the hostname when it binds 0.0.0.0)");
+  app.add_option("--peer-tls-cert", peer_tls.cert_file, "PEM certificate for peer traffic");
+  app.add_option("--peer-tls-key", peer_tls.key_file, "PEM private key for peer traffic");
+  app.add_option("--peer-tls-ca", peer_tls.ca_file,
+                 "PEM CA bundle: verify peers with it (mutual TLS)");
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
                  "Directory for converted dataset shards (JSONL token caches); default "
@@ -147,8 +166,52 @@ int main(int argc, char** argv) {
   }
   options.worker_pool = *std::move(pool);
   std::shared_ptr<zephon::exec::WorkerPool> worker_pool = options.worker_pool;
+  // The peer service: checkpoint rounds of runs whose rank 0 is attached here.
+  auto server_credentials = zephon::checkpoint::ServerCredentials(peer_tls);
+  auto channel_credentials = zephon::checkpoint::ChannelCredentials(peer_tls);
+  if (!server_credentials.ok() || !channel_credentials.ok()) {
+    spdlog::error("peer TLS: {}", (!server_credentials.ok() ? server_credentials.status()
+                                                            : channel_credentials.status())
+                                      .ToString());
+    return kExitBadFlags;
+  }
+  zephon::checkpoint::RoundAggregator aggregator;
+  zephon::checkpoint::PeerService peer_service(&aggregator);
+  grpc::ServerBuilder peer_builder;
+  int peer_port = 0;
+  peer_builder.AddListeningPort(peer_address, *server_credentials, &peer_port);
+  peer_builder.RegisterService(&peer_service);
+  std::unique_ptr<grpc::Server> peer_server = peer_builder.BuildAndStart();
+  if (peer_server == nullptr || peer_port == 0) {
+    spdlog::error("cannot listen for peers on --peer-address={}", peer_address);
+    return kExitEnvironment;
+  }
+  if (advertise_address.empty()) {
+    std::string host = peer_address.substr(0, peer_address.rfind(':'));
+    if (host == "0.0.0.0" || host == "[::]" || host.empty()) {
+      char name[256] = {0};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    advertise_address = host + ":" + std::to_string(peer_port);
+  }
+  options.peer_address = advertise_address;
+  options.daemon_label = socket_path;
+
   zephon::daemon::InstanceRegistry registry(options);
-  zephon::daemon::ZephonService service(&registry);
+  zephon::daemon::CheckpointRouter router(&aggregator, *channel_credentials);
+  zephon::daemon::LocalRounds::Hooks hooks;
+  hooks.daemon_label = socket_path;
+  hooks.local_ranks = [&registry](const std::string& run_key) {
+    return registry.LocalRanksOfRun(run_key);
+  };
+  hooks.submit = [&router](const zephon::proto::CheckpointReport& report,
+                           const zephon::daemon::RankIdentity& identity, bool leads,
+                           absl::Time deadline) {
+    return router.Submit(report, identity, leads, deadline);
+  };
+  zephon::daemon::LocalRounds rounds(std::move(hooks));
+  zephon::daemon::ZephonService service(&registry, &rounds);
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
@@ -184,6 +247,8 @@ int main(int argc, char** argv) {
   // Rings are closed: readers drain them on their own, and the Attach streams only end
   // by cancellation, so do not wait long for them.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  aggregator.Shutdown();  // rounds still waiting answer UNAVAILABLE, locally and remotely
+  peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   registry.CloseAll();
   worker_pool->Shutdown();  // Runs what instances left queued (skipped: they are cancelled).
   unlink(socket_path.c_str());

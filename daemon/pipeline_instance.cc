@@ -114,6 +114,8 @@ PipelineInstance::PipelineInstance(InstanceConfig config,
     : config_(std::move(config)),
       created_(absl::Now()),
       writer_(std::move(writer)),
+      // Seeded with where the stream starts: zeros, or the restored checkpoint's lanes.
+      progress_(std::make_unique<checkpoint::ProgressLog>(batches->stream().Progress())),
       batches_(std::move(batches)) {}
 
 PipelineInstance::~PipelineInstance() {
@@ -197,6 +199,18 @@ void PipelineInstance::ProduceLoop() {
       writer_->Poison(-1, absl::StrCat("zephond could not write a batch: ", written.message()));
       return;
     }
+    // Recorded before publishing: once a reader can take the batch, a checkpoint may ask
+    // where its lane stands after it.
+    const uint64_t seq = produced_.load();
+    absl::Status recorded =
+        plan ? progress_->Record(seq, plan->lane, plan->lane_batch_index, plan->end)
+             : progress_->Record(seq, batch->lane, batch->lane_batch_index, batch->end);
+    if (!recorded.ok()) {  // an engine invariant broke: checkpoints would be wrong
+      spdlog::error("instance {}: {}", config_.instance_id, recorded.ToString());
+      writer_->Poison(-1, absl::StrCat("zephond lost track of lane progress: ",
+                                       recorded.message()));
+      return;
+    }
     if (absl::Status published = writer_->Publish(std::move(*slot)); !published.ok()) {
       if (!absl::IsCancelled(published)) {
         spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
@@ -266,13 +280,31 @@ bool PipelineInstance::poisoned() const {
   return writer_->state() == shm::RingState::kPoisoned;
 }
 
+std::vector<uint32_t> PipelineInstance::attached_ranks() const {
+  absl::MutexLock lock(&mu_);
+  return ranks_;
+}
+
 int PipelineInstance::attached_readers() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(attached_.size());
 }
 
+absl::StatusOr<std::vector<proto::LaneProgress>> PipelineInstance::ProgressAfter(
+    uint64_t n) const {
+  return progress_->ProgressAfter(n);
+}
+
 void PipelineInstance::Tick(absl::Time now) {
   writer_->Heartbeat();
+  // Every reader released the batches below this cursor, and a checkpoint only asks
+  // about counts at or above a reader's releases: older log entries can be folded.
+  // Clamped: readers may have released up to what was published, and the log records
+  // a batch just before publishing it.
+  const uint64_t released = std::min(writer_->MinGatingConsumed(), progress_->recorded());
+  if (absl::Status folded = progress_->FoldBelow(released); !folded.ok()) {
+    spdlog::warn("instance {}: {}", config_.instance_id, folded.ToString());
+  }
   absl::MutexLock lock(&mu_);
   if (!reserved_.empty() && now - created_ > config_.join_timeout) {
     spdlog::warn("instance {}: {} expected local peer(s) did not attach within {}; no longer "

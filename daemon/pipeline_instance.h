@@ -35,6 +35,7 @@
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/parallel_batches.h"
 #include "daemon/exec/worker_pool.h"
+#include "daemon/checkpoint/progress_log.h"
 #include "daemon/identity.h"
 #include "daemon/pipeline/group_stream.h"
 #include "proto/zephon.pb.h"
@@ -55,6 +56,12 @@ struct InstanceConfig {
   absl::Duration join_timeout = absl::Seconds(30);
   // Reader slots held at the stream's start for local peers still to attach.
   uint32_t reserved_readers = 1;
+  // run_id, or "local-N" for an unnamed single-rank run: what checkpoint rounds group by.
+  std::string run_key;
+  // Identity of the restored checkpoint (hash of its bytes); empty for a fresh run.
+  std::string restore_key;
+  // The round a rank's next checkpoint() is (restored round + 1, or 0).
+  uint64_t next_round = 0;
   std::string explain_stream;  // the engine's own description
   // Requested materialize parallelism and reorder window (capped by the pool).
   exec::OrderedStageOptions materialize;
@@ -81,11 +88,18 @@ class PipelineInstance {
   // peers of a dead rank cannot keep identical batches, so they get a clear error.
   void DetachReader(uint32_t reader_index, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Per-lane progress of the owned lanes after the group delivered its first `n` batches
+  // (n = what every reader took from its iterator). FAILED_PRECONDITION when n exceeds
+  // what was produced or was already folded away.
+  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(uint64_t n) const;
+
   // True once the ring was poisoned (a reader died or the pipeline failed): the
   // instance can no longer serve new readers.
   bool poisoned() const;
   // Closes the ring: readers drain published batches, then get CANCELLED.
   void Close();
+  // Global ranks of the readers attached now.
+  std::vector<uint32_t> attached_ranks() const ABSL_LOCKS_EXCLUDED(mu_);
   // Number of readers attached now.
   int attached_readers() const ABSL_LOCKS_EXCLUDED(mu_);
   // Heartbeat for readers and expiry of reservations; called periodically.
@@ -109,6 +123,8 @@ class PipelineInstance {
   const InstanceConfig config_;
   const absl::Time created_;
   std::unique_ptr<shm::RingWriter> writer_;  // thread-safe itself
+  // Which lane position each published batch ends at (thread-safe itself).
+  std::unique_ptr<checkpoint::ProgressLog> progress_;
 
   // Only the producer thread calls Next(); Cancel/Explain/stats are thread-safe.
   const std::unique_ptr<exec::ParallelBatches> batches_;

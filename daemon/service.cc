@@ -1,6 +1,10 @@
 #include "daemon/service.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
 
 namespace zephon::daemon {
 
@@ -40,6 +44,37 @@ grpc::Status ZephonService::Attach(
     }
   }
   registry_->Detach(*attachment, /*died=*/!clean);
+  return grpc::Status::OK;
+}
+
+grpc::Status ZephonService::Checkpoint(grpc::ServerContext*,
+                                       const proto::CheckpointRequest* request,
+                                       proto::CheckpointResult* reply) {
+  absl::StatusOr<std::shared_ptr<PipelineInstance>> instance =
+      registry_->FindInstance(request->instance_id());
+  if (!instance.ok()) return ToGrpcStatus(instance.status());
+  const std::vector<uint32_t> ranks = (*instance)->attached_ranks();
+  if (std::find(ranks.begin(), ranks.end(), request->global_rank()) == ranks.end()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("rank ", request->global_rank(), " is not attached to ",
+                                     request->instance_id()));
+  }
+  const InstanceConfig& config = (*instance)->config();
+  RoundCall call;
+  call.run_id = config.run_key;
+  call.round = request->round();
+  call.global_rank = request->global_rank();
+  call.delivered = request->delivered();
+  call.instance = *std::move(instance);
+  const absl::Time deadline =
+      absl::Now() + absl::Seconds(config.identity.aggregate_timeout_s);
+  absl::StatusOr<proto::CheckpointResult> result = rounds_->Participate(std::move(call), deadline);
+  if (!result.ok()) {
+    spdlog::warn("checkpoint of rank {} ({}) round {} failed: {}", request->global_rank(),
+                 request->instance_id(), request->round(), result.status().ToString());
+    return ToGrpcStatus(result.status());
+  }
+  *reply = *std::move(result);
   return grpc::Status::OK;
 }
 

@@ -8,6 +8,7 @@
 #define ZEPHON_DAEMON_SERVICE_H_
 
 #include "daemon/instance_registry.h"
+#include "daemon/local_rounds.h"
 #include "proto/zephon.grpc.pb.h"
 
 namespace zephon::daemon {
@@ -16,13 +17,16 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ZephonService final : public proto::Zephon::Service {
  public:
-  // `registry` must outlive the service.
-  explicit ZephonService(InstanceRegistry* registry) : registry_(registry) {}
+  // `registry` and `rounds` must outlive the service.
+  ZephonService(InstanceRegistry* registry, LocalRounds* rounds)
+      : registry_(registry), rounds_(rounds) {}
 
   grpc::Status Attach(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<proto::AttachServerMessage, proto::AttachClientMessage>* stream)
       override;
+  grpc::Status Checkpoint(grpc::ServerContext* context, const proto::CheckpointRequest* request,
+                          proto::CheckpointResult* reply) override;
   grpc::Status Explain(grpc::ServerContext* context, const proto::ExplainRequest* request,
                        proto::ExplainReply* reply) override;
   grpc::Status Status(grpc::ServerContext* context, const proto::StatusRequest* request,
@@ -30,6 +34,7 @@ class ZephonService final : public proto::Zephon::Service {
 
  private:
   InstanceRegistry* const registry_;
+  LocalRounds* const rounds_;
 };
 
 }  // namespace zephon::daemon

@@ -91,6 +91,8 @@ class RingReader {
   uint64_t delivered() const { return consumed_; }
   // The seq the next Acquire returns.
   uint64_t next_seq() const { return next_seq_; }
+  // Batches taken by Acquire, not counting the end-of-stream marker.
+  uint64_t batches_taken() const { return end_of_stream_ ? next_seq_ - 1 : next_seq_; }
   uint64_t generation() const { return generation_; }
   uint32_t slot_count() const { return slot_count_; }
   // The whole mapping: TensorView::data pointers fall inside [mapping(), +mapping_bytes()).

@@ -91,6 +91,11 @@ def _load():
     lib.zephon_end_lease.restype = None
     lib.zephon_detach.argtypes = [ctypes.c_void_p]
     lib.zephon_detach.restype = None
+    lib.zephon_checkpoint.argtypes = [ctypes.c_void_p, ctypes.c_double,
+                                      ctypes.POINTER(ctypes.c_void_p),
+                                      ctypes.POINTER(ctypes.c_uint64),
+                                      ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_checkpoint.restype = ctypes.c_int
     lib.zephon_explain.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_double,
                                    ctypes.POINTER(ctypes.c_void_p),
                                    ctypes.POINTER(ctypes.c_void_p)]

@@ -7,6 +7,7 @@ process (tests drive many ranks this way); they are independent.
 from __future__ import annotations
 
 import atexit
+import base64
 import copy
 import ctypes
 import json
@@ -24,7 +25,7 @@ from .sources import StaticMixtureWorkSource
 
 # Options of Pipeline.options(): name -> where it goes in the attach request.
 _RANK_OPTIONS = {"world_size", "global_rank", "dp_degree", "dp_group_id", "run_id",
-                 "aggregate_dir", "aggregate_timeout_s", "local_peers"}
+                 "aggregate_dir", "aggregate_timeout_s", "local_peers", "leader_address"}
 _SPEC_OPTIONS = {"canonical_replicas": "canonical_replicas",
                  "mapping_strategy": "mapping",
                  "lane_routing": "routing",
@@ -108,6 +109,7 @@ class Pipeline:
         self._operators: list[dict] = []
         self._options: dict[str, Any] = {}
         self._reader: _Reader | None = None
+        self._restore: bytes | None = None
         self._open: list[Batch] = []  # loans handed out by the iterator, oldest first
         self._closed = False
 
@@ -190,9 +192,12 @@ class Pipeline:
                 rank[name] = str(rank[name])
         if "canonical_replicas" in spec:
             spec["canonical_replicas"] = str(spec["canonical_replicas"])
-        return {"spec": spec, "rank": rank, "execution": execution,
+        request = {"spec": spec, "rank": rank, "execution": execution,
                 "client_pid": str(os.getpid()),
-                "client_label": f"python pid {os.getpid()}"}
+                   "client_label": f"python pid {os.getpid()}"}
+        if self._restore is not None:
+            request["restore_checkpoint"] = base64.b64encode(self._restore).decode()
+        return request
 
     # ----- attach / iterate ------------------------------------------------------------
     def _attach(self) -> _Reader:
@@ -252,6 +257,37 @@ class Pipeline:
             batch = Batch._from_native(reader, info)
             self._open.append(batch)
             yield batch
+
+    # ----- checkpoint / restore ---------------------------------------------------------
+    def checkpoint(self) -> bytes:
+        """Collective over the run's ``world_size`` Pipelines: every one must call it at the
+        same training step. Blocks until the run's leader merged the round (written
+        atomically under ``aggregate_dir/<run_id>/``) and returns the merged checkpoint,
+        the same bytes for every caller. Records the batches this rank has taken from the
+        iterator, never prefetched ones. Safe to call from several threads for several
+        Pipelines of one process."""
+        reader = self._attach()
+        data, size, err = ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_void_p()
+        timeout = float(self._options.get("aggregate_timeout_s") or 180) + 30
+        code = _native.LIB.zephon_checkpoint(reader.handle, timeout, ctypes.byref(data),
+                                             ctypes.byref(size), ctypes.byref(err))
+        _check(code, err)
+        try:
+            return ctypes.string_at(data.value, size.value)
+        finally:
+            _native.LIB.zephon_free(data)
+
+    def restore(self, state: bytes) -> "Pipeline":
+        """Resumes from a merged checkpoint (bytes from :meth:`checkpoint`) on this
+        Pipeline's topology, which may differ from the saving run's as long as
+        ``canonical_replicas`` allows it (left unset, it is taken from the checkpoint).
+        Call before iterating. Returns self."""
+        if self._reader is not None:
+            raise RuntimeError("restore() must be called before the Pipeline is iterated")
+        if not isinstance(state, (bytes, bytearray, memoryview)) or len(state) == 0:
+            raise TypeError("restore() needs the bytes returned by checkpoint()")
+        self._restore = bytes(state)
+        return self
 
     # ----- introspection ---------------------------------------------------------------
     @property

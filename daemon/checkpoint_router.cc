@@ -1,0 +1,76 @@
+#include "daemon/checkpoint_router.h"
+
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/checkpoint/peer_service.h"
+#include "daemon/checkpoint/rendezvous.h"
+
+namespace zephon::daemon {
+namespace {
+
+// A leader found dead may be replaced (a restarted rank 0 rewrites the rendezvous file):
+// look for a new address this long before giving up.
+constexpr absl::Duration kNewLeaderGrace = absl::Seconds(5);
+constexpr absl::Duration kRendezvousPoll = absl::Milliseconds(100);
+
+}  // namespace
+
+absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& identity,
+                                                         absl::Time deadline,
+                                                         const std::string& not_this) const {
+  if (!identity.leader_address.empty()) return identity.leader_address;
+  if (identity.aggregate_dir.empty()) {
+    return absl::FailedPreconditionError(
+        "this run has no aggregate_dir and no leader_address: the daemon of global_rank 0 "
+        "cannot be found");
+  }
+  absl::Status last;
+  while (true) {
+    absl::StatusOr<std::string> address =
+        checkpoint::ReadLeader(identity.aggregate_dir, identity.run_id);
+    if (address.ok() && *address != not_this) return address;
+    last = address.ok() ? absl::UnavailableError(absl::StrCat(
+                              "the leader recorded in the rendezvous file (", *address,
+                              ") is unreachable"))
+                        : address.status();
+    if (absl::Now() + kRendezvousPoll > deadline) break;
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(kRendezvousPoll));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "cannot reach the leader of run ", identity.run_id, " (the zephond hosting global_rank "
+      "0): ", last.message()));
+}
+
+absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
+    const proto::CheckpointReport& report, const RankIdentity& identity, bool leads,
+    absl::Time deadline) const {
+  if (leads) return aggregator_->Submit(report, deadline);
+  std::string dead;
+  while (true) {
+    const absl::Time find_by = dead.empty() ? deadline : std::min(deadline, absl::Now() + kNewLeaderGrace);
+    absl::StatusOr<std::string> address = FindLeader(identity, find_by, dead);
+    if (!address.ok()) {
+      if (!dead.empty()) {
+        return absl::UnavailableError(absl::StrCat(
+            "checkpoint round ", report.round(), " of run ", report.run_id(),
+            ": the leader zephond at ", dead, " stopped answering (no new leader appeared)"));
+      }
+      return address.status();
+    }
+    absl::StatusOr<std::unique_ptr<checkpoint::PeerClient>> client =
+        checkpoint::PeerClient::Connect(*address, credentials_);
+    if (!client.ok()) return client.status();
+    absl::StatusOr<proto::CheckpointResult> result = (*client)->Report(report, deadline);
+    if (result.ok() || !absl::IsUnavailable(result.status()) || !identity.leader_address.empty()) {
+      return result;
+    }
+    spdlog::warn("run {} round {}: leader {} unreachable: {}", report.run_id(), report.round(),
+                 *address, result.status().ToString());
+    dead = *address;
+  }
+}
+
+}  // namespace zephon::daemon

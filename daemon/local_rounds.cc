@@ -1,0 +1,138 @@
+#include "daemon/local_rounds.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace zephon::daemon {
+
+std::string FormatRanks(const std::set<uint32_t>& ranks) {
+  std::vector<std::string> parts;
+  for (auto it = ranks.begin(); it != ranks.end();) {
+    const uint32_t first = *it;
+    uint32_t last = first;
+    ++it;
+    while (it != ranks.end() && *it == last + 1) last = *it++;
+    parts.push_back(first == last ? absl::StrCat(first) : absl::StrCat(first, "-", last));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
+    const std::map<uint32_t, RoundCall>& calls, const std::string& run_id,
+    uint64_t round) const {
+  proto::CheckpointReport report;
+  report.set_run_id(run_id);
+  report.set_round(round);
+  report.set_daemon(hooks_.daemon_label);
+  // Readers of one instance are peers of one DP group: they must have delivered alike.
+  std::map<PipelineInstance*, std::vector<const RoundCall*>> by_instance;
+  for (const auto& [rank, call] : calls) by_instance[call.instance.get()].push_back(&call);
+  for (const auto& [instance, members] : by_instance) {
+    const uint64_t n = members.front()->delivered;
+    for (const RoundCall* c : members) {
+      if (c->delivered != n) {
+        std::vector<std::string> counts;
+        for (const RoundCall* m : members) {
+          counts.push_back(absl::StrCat("rank ", m->global_rank, " delivered ", m->delivered));
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint round ", round, " of run ", run_id, ": DP group ",
+            instance->config().identity.dp_group_id, " peers disagree (",
+            absl::StrJoin(counts, ", "),
+            " batches) — did every rank call checkpoint() at the same step?"));
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<proto::LaneProgress> lanes, instance->ProgressAfter(n));
+    for (auto& lane : lanes) *report.add_lanes() = std::move(lane);
+    const InstanceConfig& config = instance->config();
+    report.set_world_size(config.identity.world_size);
+    report.set_canonical_replicas(config.identity.canonical_replicas);
+    report.set_spec_hash(config.spec_hash);
+    report.set_seed(config.spec.work_source().seed());
+    *report.mutable_spec() = config.spec;
+    report.set_aggregate_dir(config.identity.aggregate_dir);
+    report.set_aggregate_timeout_s(config.identity.aggregate_timeout_s);
+    for (const RoundCall* c : members) {
+      proto::RankProgress* rp = report.add_ranks();
+      rp->set_global_rank(c->global_rank);
+      rp->set_dp_degree(config.identity.dp_degree);
+      rp->set_dp_group_id(config.identity.dp_group_id);
+      rp->set_delivered(c->delivered);
+      rp->set_instance_id(config.instance_id);
+      rp->set_daemon(hooks_.daemon_label);
+    }
+  }
+  return report;
+}
+
+absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
+                                                                 absl::Time deadline) {
+  const Key key(call.run_id, call.round);
+  const uint32_t rank = call.global_rank;
+  absl::MutexLock lock(&mu_);
+  Round& round = rounds_[key];
+  if (round.calls.empty() && !round.result.has_value()) {
+    round.expected = hooks_.local_ranks(call.run_id);
+  }
+  round.expected.insert(rank);
+  if (round.result.has_value()) return *round.result;  // a late duplicate: same answer
+  if (!round.calls.emplace(rank, std::move(call)).second) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", rank, " called checkpoint() twice for round ", key.second, " of run ",
+        key.first));
+  }
+  ++round.waiters;
+  auto covered = [&round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (uint32_t r : round.expected) {
+      if (round.calls.count(r) == 0) return false;
+    }
+    return true;
+  };
+  if (covered() && !round.submitting) {
+    // This caller completes the local set: it pre-merges and reports for everyone.
+    round.submitting = true;
+    const std::map<uint32_t, RoundCall> calls = round.calls;
+    mu_.Unlock();
+    absl::StatusOr<proto::CheckpointResult> result;
+    absl::StatusOr<proto::CheckpointReport> report = PreMerge(calls, key.first, key.second);
+    if (!report.ok()) {
+      result = report.status();
+    } else {
+      const RankIdentity& identity = calls.begin()->second.instance->config().identity;
+      result = hooks_.submit(*report, identity, calls.count(0) > 0, deadline);
+    }
+    mu_.Lock();
+    round.result = std::move(result);
+  } else {
+    auto done = [&round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return round.result.has_value();
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline) && !round.submitting) {
+      std::set<uint32_t> missing;
+      for (uint32_t r : round.expected) {
+        if (round.calls.count(r) == 0) missing.insert(r);
+      }
+      round.result = absl::DeadlineExceededError(absl::StrCat(
+          "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
+          FormatRanks(missing), "] attached to this zephond (", hooks_.daemon_label,
+          ") did not call checkpoint() in time — did every rank call checkpoint() at the "
+          "same step?"));
+    } else if (!round.result.has_value()) {
+      // The submitter is still talking to the leader under the same deadline; the
+      // margin only guards against a submitter that never comes back.
+      if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline + absl::Seconds(30))) {
+        round.result = absl::DeadlineExceededError(absl::StrCat(
+            "checkpoint round ", key.second, " of run ", key.first,
+            ": no answer from the run's leader in time"));
+      }
+    }
+  }
+  absl::StatusOr<proto::CheckpointResult> out = *round.result;
+  if (--round.waiters == 0) rounds_.erase(key);
+  return out;
+}
+
+}  // namespace zephon::daemon
