@@ -277,3 +277,93 @@ def test_restore_refuses_bad_checkpoints(corpus, nodes, tmp_path):
             p.close()
     with pytest.raises(zephon.InvalidOptionError, match="exceeds canonical_replicas=8"):
         attach(state, world=16, dp=16)
+
+
+def make_certs(folder: Path) -> dict:
+    """A CA and one certificate (SAN 127.0.0.1) shared by the test daemons."""
+    import subprocess
+    run = lambda *a: subprocess.run(list(a), check=True, capture_output=True, cwd=folder)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
+        "-out", "ca.pem", "-days", "2", "-subj", "/CN=zephon-test-ca")
+    run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out",
+        "node.csr", "-subj", "/CN=zephond")
+    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("openssl", "x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", "san.ext")
+    return {"cert": str(folder / "node.pem"), "key": str(folder / "node.key"),
+            "ca": str(folder / "ca.pem")}
+
+
+@pytest.mark.skipif(os.system("command -v openssl >/dev/null") != 0, reason="needs openssl")
+def test_peer_traffic_over_mutual_tls(corpus, tmp_path):
+    certs = make_certs(tmp_path)
+    tls = ["--peer-tls-cert", certs["cert"], "--peer-tls-key", certs["key"],
+           "--peer-tls-ca", certs["ca"]]
+    daemons = []
+    for name in ("tls-a", "tls-b"):
+        (tmp_path / name).mkdir()
+        daemons.append(Daemon(tmp_path / name, extra_args=tls))
+    agg = tmp_path / "agg"
+    job = Job(corpus, daemons, dp=2, peers=1, run_id="tls", agg=agg)
+    job.step()
+    states = job.checkpoint()
+    assert states[0] == states[1] and (agg / "tls" / "checkpoint-00000000.zckpt").exists()
+    job.close()
+    # A follower without TLS cannot report to a TLS leader: the round fails, no file.
+    (tmp_path / "plain").mkdir()
+    plain = Daemon(tmp_path / "plain")
+    job = Job(corpus, [daemons[0], plain], dp=2, peers=1, run_id="tls-mixed", agg=agg,
+              timeout=3.0)
+    job.step()
+    with ThreadPoolExecutor(2) as pool:
+        for f in [pool.submit(p.checkpoint) for p in job.pipes]:
+            with pytest.raises(zephon.ZephonError):
+                f.result(timeout=60)
+    assert not list((agg / "tls-mixed").glob("checkpoint-*"))
+    job.close()
+    for d in daemons + [plain]:
+        assert d.stop() == 0
+
+
+def test_checkpoint_at_a_pass_boundary_resumes_into_the_next_pass(nodes, tmp_path):
+    """The first pass over the data ends exactly at the checkpoint; the resumed run goes
+    on into the reshuffled second pass exactly like the uninterrupted run."""
+    docs = [np.full(8, i + 1) for i in range(64)]  # 64 docs x 8 tokens = 64 records/pass
+    zephon.write_megatron_dataset(tmp_path / "pass", docs)
+    (d,) = nodes(1)
+    agg = tmp_path / "agg"
+
+    def job(world, rank, restore=None, run_id="pass"):
+        ds = zephon.Dataset.from_path("pass", str(tmp_path / "pass"), fmt="megatron")
+        ws = zephon.StaticMixtureWorkSource([ds], seed=3, chunk_size=8, shuffle_within_shard=True,
+                                            exhausted_policy="repeat")
+        p = (zephon.Pipeline(ws).pack_flat(max_length=8).batch(2)
+             .options(daemon=d.socket, world_size=world, global_rank=rank, dp_degree=world,
+                      dp_group_id=rank, canonical_replicas=4, run_id=run_id,
+                      aggregate_dir=str(agg)))
+        return p.restore(restore) if restore else p
+
+    def take(pipes, batches_per_step, steps):
+        its = [iter(p) for p in pipes]
+        out = []
+        for _ in range(steps):
+            step = Counter()
+            for it in its:
+                for _ in range(batches_per_step):
+                    step[tuple(sorted(next(it).ids))] += 1
+            out.append(step)
+        return out
+
+    ref = [job(1, 0, run_id="pass-ref")]
+    want = take(ref, 4, 16)  # 32 batches = one pass, then 8 steps of pass two
+    ref[0].close()
+    first = [job(2, r) for r in range(2)]
+    assert take(first, 2, 8) == want[:8]  # exactly the first pass
+    with ThreadPoolExecutor(2) as pool:
+        state = list(pool.map(lambda p: p.checkpoint(), first))[0]
+    for p in first:
+        p.close()
+    resumed = [job(4, r, restore=state) for r in range(4)]
+    assert take(resumed, 1, 8) == want[8:]
+    for p in resumed:
+        p.close()
