@@ -22,3 +22,14 @@ def test_readme_python_example_runs(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0].startswith("0 ") and "(4, 129)" in lines[0]
     assert "node totals" in out.stdout
+
+
+def test_readme_checkpoint_example_runs(tmp_path):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(blocks) >= 2, "README has no checkpoint example"
+    env = dict(os.environ, PYTHONPATH=str(Path(zephon.__file__).parents[1]),
+               ZEPHON_SOCKET=str(tmp_path / "zephond.sock"), ZEPHON_IDLE_EXIT_S="1")
+    out = subprocess.run(["/usr/bin/python3", "-c", blocks[1]], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "resumed exactly" in out.stdout
