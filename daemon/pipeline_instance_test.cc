@@ -26,14 +26,8 @@ namespace {
 constexpr int kBatches = 120;
 
 proto::PipelineSpec Spec() {
-  proto::PipelineSpec spec;
+  proto::PipelineSpec spec = pipeline::testing::SpecOverDatasets({"web", "code"});
   auto* ws = spec.mutable_work_source();
-  for (const char* name : {"web", "code"}) {
-    auto* d = ws->add_datasets();
-    d->set_name(name);
-    d->set_path(std::string("/unused/") + name);
-    d->set_format("megatron");
-  }
   ws->set_seed(3);
   ws->set_chunk_size(8);
   ws->set_shuffle_within_shard(true);

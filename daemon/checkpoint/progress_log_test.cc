@@ -23,13 +23,8 @@ std::vector<std::shared_ptr<const pipeline::Dataset>> Corpus() {
 }
 
 proto::PipelineSpec Spec() {
-  proto::PipelineSpec spec;
+  proto::PipelineSpec spec = pipeline::testing::SpecOverDatasets({"web", "code"});
   auto* ws = spec.mutable_work_source();
-  for (const char* name : {"web", "code"}) {
-    auto* d = ws->add_datasets();
-    d->set_name(name);
-    d->set_path(std::string("/unused/") + name);
-  }
   ws->set_seed(99);
   ws->set_chunk_size(4);
   ws->set_shuffle_within_shard(true);

@@ -27,14 +27,8 @@ using pipeline::GroupStream;
 constexpr int kBatches = 200;
 
 proto::PipelineSpec Spec() {
-  proto::PipelineSpec spec;
+  proto::PipelineSpec spec = pipeline::testing::SpecOverDatasets({"web", "code"});
   auto* ws = spec.mutable_work_source();
-  for (const char* name : {"web", "code"}) {
-    auto* d = ws->add_datasets();
-    d->set_name(name);
-    d->set_path(std::string("/unused/") + name);
-    d->set_format("megatron");
-  }
   ws->add_weights(0.7);
   ws->add_weights(0.3);
   ws->set_seed(99);

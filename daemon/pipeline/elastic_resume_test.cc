@@ -35,13 +35,8 @@ std::vector<std::shared_ptr<const Dataset>> Corpus() {
 }
 
 proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping) {
-  proto::PipelineSpec spec;
+  proto::PipelineSpec spec = pipeline::testing::SpecOverDatasets({"web", "code"});
   auto* ws = spec.mutable_work_source();
-  for (const char* name : {"web", "code"}) {
-    auto* d = ws->add_datasets();
-    d->set_name(name);
-    d->set_path(std::string("/unused/") + name);
-  }
   ws->add_weights(0.6);
   ws->add_weights(0.4);
   ws->set_seed(4321);

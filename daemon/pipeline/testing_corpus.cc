@@ -145,4 +145,15 @@ std::string MakeTempDir(const std::string& name) {
   return dir.string();
 }
 
+proto::PipelineSpec SpecOverDatasets(const std::vector<std::string>& names) {
+  proto::PipelineSpec spec;
+  for (const std::string& name : names) {
+    proto::DatasetSpec* d = spec.mutable_work_source()->add_datasets();
+    d->set_name(name);
+    d->set_path("/unused/" + name);
+    d->set_format("megatron");
+  }
+  return spec;
+}
+
 }  // namespace zephon::pipeline::testing

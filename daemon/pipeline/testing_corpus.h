@@ -45,6 +45,10 @@ absl::Status WriteTextFile(const std::string& path, const std::string& text);
 // A fresh empty directory under TEST_TMPDIR (or /tmp) named after `name`.
 std::string MakeTempDir(const std::string& name);
 
+// A spec whose work source lists megatron datasets with these names (placeholder
+// paths: tests pair it with in-memory datasets); callers set the remaining knobs.
+proto::PipelineSpec SpecOverDatasets(const std::vector<std::string>& names);
+
 }  // namespace zephon::pipeline::testing
 
 #endif  // ZEPHON_DAEMON_PIPELINE_TESTING_CORPUS_H_
