@@ -121,8 +121,10 @@ absl::StatusOr<std::string> AttachedReader::Checkpoint(absl::Duration timeout) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   absl::Status s = FromGrpc(stub_->Checkpoint(&context, request, &result));
-  if (!s.ok()) return s;
+  // Every rank of the round gets the same answer, success or failure, so every rank
+  // moves on to the next round number: a retry after a failed round is a new round.
   ++next_round_;
+  if (!s.ok()) return s;
   return result.checkpoint();
 }
 

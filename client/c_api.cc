@@ -128,6 +128,7 @@ int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint
   absl::StatusOr<std::string> bytes = reader->reader->Checkpoint(Seconds(timeout_s));
   if (!bytes.ok()) return Fail(bytes.status(), error);
   *data = static_cast<char*>(std::malloc(bytes->size() + 1));
+  if (*data == nullptr) return Fail(absl::ResourceExhaustedError("out of memory"), error);
   std::memcpy(*data, bytes->data(), bytes->size());
   *size = bytes->size();
   return 0;

@@ -15,6 +15,8 @@ namespace {
 // look for a new address this long before giving up.
 constexpr absl::Duration kNewLeaderGrace = absl::Seconds(5);
 constexpr absl::Duration kRendezvousPoll = absl::Milliseconds(100);
+constexpr int kSameLeaderAttempts = 4;
+constexpr absl::Duration kRetryPause = absl::Milliseconds(250);
 
 }  // namespace
 
@@ -63,7 +65,15 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
     absl::StatusOr<std::unique_ptr<checkpoint::PeerClient>> client =
         checkpoint::PeerClient::Connect(*address, credentials_);
     if (!client.ok()) return client.status();
+    // A brief connection failure is not a dead leader: retry the same address a few
+    // times before looking for another one.
     absl::StatusOr<proto::CheckpointResult> result = (*client)->Report(report, deadline);
+    for (int attempt = 1; attempt < kSameLeaderAttempts && absl::IsUnavailable(result.status()) &&
+                          absl::Now() + kRetryPause < deadline;
+         ++attempt) {
+      std::this_thread::sleep_for(absl::ToChronoMilliseconds(kRetryPause));
+      result = (*client)->Report(report, deadline);
+    }
     if (result.ok() || !absl::IsUnavailable(result.status()) || !identity.leader_address.empty()) {
       return result;
     }

@@ -140,6 +140,14 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     }
     identity.local_peers = options_.reader_capacity;
   }
+  if (identity.global_rank == 0 && identity.world_size > 1 && !identity.aggregate_dir.empty() &&
+      !options_.peer_address.empty()) {
+    // This daemon hosts rank 0: it leads the run's checkpoint rounds, and followers find
+    // it through the rendezvous file. Written first and outside the registry lock (it
+    // may sit on a slow shared filesystem); a stale file naming us is harmless.
+    RETURN_IF_ERROR(checkpoint::WriteLeader(identity.aggregate_dir, identity.run_id,
+                                            options_.peer_address, options_.daemon_label));
+  }
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(spec, identity.dp_degree));
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
@@ -214,13 +222,6 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   }
   out.reader_index = out.reply.reader_index();
   out.reply.set_next_round(out.instance->config().next_round);
-  if (identity.global_rank == 0 && identity.world_size > 1 && !identity.aggregate_dir.empty() &&
-      !options_.peer_address.empty()) {
-    // This daemon hosts rank 0: it leads the run's checkpoint rounds. Followers find it
-    // through the rendezvous file.
-    RETURN_IF_ERROR(checkpoint::WriteLeader(identity.aggregate_dir, identity.run_id,
-                                            options_.peer_address, options_.daemon_label));
-  }
   out.reply.set_producer_timeout_ms(limits.producer_timeout_ms);
   out.reply.set_ring_slots(out.instance->config().geometry.slot_count);
   for (const std::string& w : identity.warnings) {

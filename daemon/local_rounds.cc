@@ -68,14 +68,31 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
   return report;
 }
 
+void LocalRounds::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  for (auto& [key, round] : rounds_) {
+    if (!round.submitting && !round.result.has_value()) {
+      round.result = absl::UnavailableError(absl::StrCat(
+          "checkpoint round ", key.second, " of run ", key.first, ": zephond (",
+          hooks_.daemon_label, ") is shutting down"));
+    }
+  }
+}
+
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
                                                                  absl::Time deadline) {
   const Key key(call.run_id, call.round);
   const uint32_t rank = call.global_rank;
   absl::MutexLock lock(&mu_);
+  if (shut_down_) {
+    return absl::UnavailableError(absl::StrCat("zephond (", hooks_.daemon_label,
+                                               ") is shutting down"));
+  }
   Round& round = rounds_[key];
   if (round.calls.empty() && !round.result.has_value()) {
     round.expected = hooks_.local_ranks(call.run_id);
+    round.deadline = deadline;
   }
   round.expected.insert(rank);
   if (round.result.has_value()) return *round.result;  // a late duplicate: same answer
@@ -91,48 +108,63 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     }
     return true;
   };
+  auto done = [&round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return round.result.has_value();
+  };
   if (covered() && !round.submitting) {
     // This caller completes the local set: it pre-merges and reports for everyone.
     round.submitting = true;
     const std::map<uint32_t, RoundCall> calls = round.calls;
+    const absl::Time round_deadline = round.deadline;
     mu_.Unlock();
-    absl::StatusOr<proto::CheckpointResult> result;
-    absl::StatusOr<proto::CheckpointReport> report = PreMerge(calls, key.first, key.second);
-    if (!report.ok()) {
-      result = report.status();
-    } else {
-      const RankIdentity& identity = calls.begin()->second.instance->config().identity;
-      result = hooks_.submit(*report, identity, calls.count(0) > 0, deadline);
-    }
+    absl::StatusOr<proto::CheckpointResult> result = Submit(calls, key, round_deadline);
     mu_.Lock();
     round.result = std::move(result);
-  } else {
-    auto done = [&round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return round.result.has_value();
-    };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline) && !round.submitting) {
-      std::set<uint32_t> missing;
-      for (uint32_t r : round.expected) {
-        if (round.calls.count(r) == 0) missing.insert(r);
-      }
-      round.result = absl::DeadlineExceededError(absl::StrCat(
-          "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
-          FormatRanks(missing), "] attached to this zephond (", hooks_.daemon_label,
-          ") did not call checkpoint() in time — did every rank call checkpoint() at the "
-          "same step?"));
-    } else if (!round.result.has_value()) {
-      // The submitter is still talking to the leader under the same deadline; the
-      // margin only guards against a submitter that never comes back.
-      if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline + absl::Seconds(30))) {
-        round.result = absl::DeadlineExceededError(absl::StrCat(
-            "checkpoint round ", key.second, " of run ", key.first,
-            ": no answer from the run's leader in time"));
-      }
+  } else if (!mu_.AwaitWithDeadline(absl::Condition(&done), round.deadline) &&
+             !round.submitting) {
+    std::set<uint32_t> missing;
+    for (uint32_t r : round.expected) {
+      if (round.calls.count(r) == 0) missing.insert(r);
+    }
+    round.result = absl::DeadlineExceededError(absl::StrCat(
+        "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
+        FormatRanks(missing), "] attached to this zephond (", hooks_.daemon_label,
+        ") did not call checkpoint() in time — did every rank call checkpoint() at the "
+        "same step?"));
+  }
+  if (!round.result.has_value()) {
+    // The submitter is talking to the leader under the round's deadline: wait for its
+    // answer (the margin only guards against a submitter that never comes back), and
+    // never answer differently from it.
+    if (!mu_.AwaitWithDeadline(absl::Condition(&done), round.deadline + absl::Seconds(30))) {
+      --round.waiters;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "checkpoint round ", key.second, " of run ", key.first,
+          ": no answer from the run's leader in time"));
     }
   }
   absl::StatusOr<proto::CheckpointResult> out = *round.result;
   if (--round.waiters == 0) rounds_.erase(key);
   return out;
+}
+
+absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(
+    const std::map<uint32_t, RoundCall>& calls, const Key& key, absl::Time deadline) const {
+  const RankIdentity& identity = calls.begin()->second.instance->config().identity;
+  const bool leads = calls.count(0) > 0;
+  absl::StatusOr<proto::CheckpointReport> report = PreMerge(calls, key.first, key.second);
+  if (report.ok()) return hooks_.submit(*report, identity, leads, deadline);
+  // Broken here (e.g. peers' counts differ): tell the leader, so that ranks on other
+  // nodes get the real cause now instead of a timeout later.
+  proto::CheckpointReport failure;
+  failure.set_run_id(key.first);
+  failure.set_round(key.second);
+  failure.set_daemon(hooks_.daemon_label);
+  failure.set_aggregate_dir(identity.aggregate_dir);
+  failure.set_aggregate_timeout_s(identity.aggregate_timeout_s);
+  failure.set_failure(std::string(report.status().message()));
+  (void)hooks_.submit(failure, identity, leads, std::min(deadline, absl::Now() + absl::Seconds(5)));
+  return report.status();
 }
 
 }  // namespace zephon::daemon

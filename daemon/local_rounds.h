@@ -57,6 +57,9 @@ class LocalRounds {
 
   explicit LocalRounds(Hooks hooks) : hooks_(std::move(hooks)) {}
 
+  // Fails every round still open (daemon shutdown); later calls fail at once.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Blocks until the round is complete everywhere; see the class comment. Errors:
   // DEADLINE_EXCEEDED naming the local ranks that never called, FAILED_PRECONDITION
   // for unequal counts of peers, or the leader's error.
@@ -64,15 +67,22 @@ class LocalRounds {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  using Key = std::pair<std::string, uint64_t>;  // (run_id, round)
+
   struct Round {
+    // One deadline for the whole local round, from its first caller: every local rank
+    // gets the same outcome whatever the order they arrived in.
+    absl::Time deadline;
     std::set<uint32_t> expected;
     std::map<uint32_t, RoundCall> calls;  // by global rank
     bool submitting = false;
     std::optional<absl::StatusOr<proto::CheckpointResult>> result;
     int waiters = 0;
   };
-  using Key = std::pair<std::string, uint64_t>;  // (run_id, round)
 
+  // Pre-merges and reports to the leader; on a local failure, tells the leader too.
+  absl::StatusOr<proto::CheckpointResult> Submit(const std::map<uint32_t, RoundCall>& calls,
+                                                 const Key& key, absl::Time deadline) const;
   // Checks the local calls and builds the report (no lock held: reads instances).
   absl::StatusOr<proto::CheckpointReport> PreMerge(const std::map<uint32_t, RoundCall>& calls,
                                                    const std::string& run_id,
@@ -81,6 +91,7 @@ class LocalRounds {
   const Hooks hooks_;
   absl::Mutex mu_;
   std::map<Key, Round> rounds_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // "0-3,5,9-10": a compact, sorted rendering of a rank set for error messages.

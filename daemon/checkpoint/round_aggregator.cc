@@ -92,6 +92,10 @@ absl::StatusOr<proto::CheckpointResult> RoundAggregator::Submit(
       if (absl::Status s = round->state.CheckConsistent(report); !s.ok()) return s;
       break;
     case Round::Phase::kCollecting:
+      if (!report.failure().empty()) {  // a daemon found the round broken: fail it for all
+        Finish(round.get(), absl::FailedPreconditionError(report.failure()));
+        return round->outcome.status();
+      }
       if (absl::Status s = round->state.Apply(report); !s.ok()) {
         Finish(round.get(), s);
         return s;
