@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import ctypes
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -90,23 +90,93 @@ class Batch:
         self._check_open()
         return self._view("sample_ids")
 
-    def to_training(self, return_labels: bool = True, as_torch: bool | None = None) -> dict[str, Any]:
-        """Training inputs: ``input_ids`` = tokens[:, :-1], ``labels`` = tokens[:, 1:],
-        ``positions`` aligned with the inputs. Views (no copy); torch tensors when torch is
-        importable (or ``as_torch=True``), else numpy."""
+    def to_training(self, return_labels: bool = True, as_torch: bool | None = None, *,
+                    ignore_index: int = -100,
+                    mask_document_boundaries: bool = False,
+                    return_positions: bool = True,
+                    return_cu_seqlens: bool = False,
+                    return_num_valid_tokens: bool = False,
+                    flatten: bool = False,
+                    rename_fields: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Shapes this batch into what a language-model training step consumes.
+
+        Fields (before ``rename_fields``), for ``tokens`` of shape [B, L]:
+
+        - ``input_ids``: ``tokens[:, :-1]`` ([B, S], S = L - 1) with ``return_labels``,
+          else all of ``tokens`` ([B, L]).
+        - ``labels`` (``return_labels``): ``tokens[:, 1:]``, the next token of each input.
+          Wrap packing has no padding, so by default nothing is masked: the prediction
+          from a document's last token to the next document's first token is trained on.
+          ``mask_document_boundaries=True`` sets to ``ignore_index`` every label whose
+          target is the first token of a segment (``positions == 0``).
+        - ``positions`` (``return_positions``, when the batch has them): aligned with
+          ``input_ids``; they restart at 0 at every document segment.
+        - ``cu_seqlens`` (``return_cu_seqlens``): int32 [n + 1], the segment boundaries
+          over the flattened inputs (row-major, B*S tokens), e.g. ``[0, 4, 7, ..., B*S]``,
+          as varlen / FlexAttention document masking wants them. A boundary is at each
+          ``positions == 0`` and at the start of each row (attention never crosses rows).
+          Needs the ``positions`` field.
+        - ``num_valid_tokens`` (``return_num_valid_tokens``, needs labels): a Python int,
+          the number of labels that are not ``ignore_index``.
+        - ``ids``: the contributing :class:`SampleId` list (never renamed, never a tensor).
+
+        ``flatten=True`` reshapes [B, S] fields to [B*S]. ``rename_fields`` renames output
+        keys, e.g. ``{"input_ids": "tokens"}`` (Megatron style); unknown keys raise.
+        ``as_torch``: torch tensors (``torch.from_numpy``) when True, or when None and
+        torch is importable; numpy arrays otherwise.
+
+        Copies and views: ``input_ids``, ``labels`` and ``positions`` are read-only views
+        of the batch's shared memory (no copy; torch tensors share that memory too), so
+        they are valid only while the batch is open (copy, e.g. ``.clone()`` or a device
+        transfer, before releasing it), and must not be written to. These are copies:
+        ``labels`` when ``mask_document_boundaries`` (it is modified); ``input_ids``,
+        ``labels`` and ``positions`` when ``flatten`` and ``return_labels`` (dropping a
+        column per row makes them non-contiguous, so reshaping copies); ``cu_seqlens``
+        (computed). Unsigned token dtypes are widened to int64 in masked labels so that a
+        negative ``ignore_index`` fits.
+        """
         self._check_open()
+        if "tokens" not in self._layout:
+            raise KeyError(f"batch has no 'tokens' field; fields: {sorted(self.keys())}")
+        if return_num_valid_tokens and not return_labels:
+            raise ValueError("return_num_valid_tokens=True needs return_labels=True")
         tokens = self._view("tokens")
+        if tokens.ndim != 2:
+            raise ValueError(f"to_training needs 2-D tokens [B, L], got shape {tokens.shape}")
         positions = self._view("positions") if "positions" in self._layout else None
+        if (return_cu_seqlens or mask_document_boundaries) and positions is None:
+            raise ValueError("return_cu_seqlens and mask_document_boundaries need the "
+                             "'positions' field (pack_flat(emit_positions=True))")
         out: dict[str, Any] = {}
         if return_labels:
-            out["input_ids"] = tokens[:, :-1]
-            out["labels"] = tokens[:, 1:]
-            if positions is not None:
-                out["positions"] = positions[:, :-1]
+            inputs = tokens[:, :-1]
+            labels = tokens[:, 1:]
+            in_pos = positions[:, :-1] if positions is not None else None
+            if mask_document_boundaries:
+                boundary = positions[:, 1:] == 0
+                dtype = labels.dtype if labels.dtype.kind == "i" else np.int64
+                labels = labels.astype(dtype, copy=True)  # a copy: never write shared memory
+                labels[boundary] = ignore_index
+            out["input_ids"] = inputs
+            out["labels"] = labels
         else:
-            out["input_ids"] = tokens
-            if positions is not None:
-                out["positions"] = positions
+            inputs = tokens
+            in_pos = positions
+            out["input_ids"] = inputs
+        if return_positions and in_pos is not None:
+            out["positions"] = in_pos
+        if return_cu_seqlens:
+            rows, width = in_pos.shape
+            starts = np.flatnonzero(in_pos.reshape(-1) == 0)
+            row_starts = np.arange(rows, dtype=np.int64) * width
+            bounds = np.union1d(np.union1d(starts, row_starts), [rows * width])
+            out["cu_seqlens"] = bounds.astype(np.int32)
+        if return_num_valid_tokens:
+            out["num_valid_tokens"] = int(np.count_nonzero(out["labels"] != ignore_index))
+        if flatten:
+            for key in ("input_ids", "labels", "positions"):
+                if key in out:
+                    out[key] = out[key].reshape(-1)
         if as_torch is None:
             try:
                 import torch  # noqa: F401
@@ -118,7 +188,14 @@ class Batch:
             import warnings
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # read-only views: torch warns, does not copy
-                out = {k: torch.from_numpy(v) for k, v in out.items()}
+                out = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+                       for k, v in out.items()}
+        if rename_fields:
+            unknown = set(rename_fields) - set(out)
+            if unknown:
+                raise KeyError(f"rename_fields names {sorted(unknown)}, which this call does "
+                               f"not return; fields: {sorted(out)}")
+            out = {rename_fields.get(k, k): v for k, v in out.items()}
         out["ids"] = self.ids
         return out
 
