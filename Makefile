@@ -7,7 +7,7 @@ NATIVE  := client/python/zephon/_native
 APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
             protobuf-compiler libabsl-dev libboost-dev libspdlog-dev libfmt-dev libcli11-dev \
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd \
-            python3 python3-numpy python3-pytest
+            python3 python3-numpy python3-pytest python3-torch python3-matplotlib
 
 .PHONY: setup build demo test test-cc test-py clean
 
@@ -55,3 +55,17 @@ bench-loader: build
 	@dpkg-query -W -f='$${Status}\n' python3-torch 2>/dev/null | grep -q 'install ok installed' || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch)
 	PYTHONPATH=client/python $(PY) tests/bench/loader_bench.py $(BENCH_ARGS)
+
+# Checkpoint rounds over 4 local zephond (4-256 ranks as threads), restore time-to-first-
+# batch, checkpoint size vs canonical_replicas (docs/benchmarks.md). ~35 s on 2 cores;
+# BENCH_ARGS="--quick" for ~10 s.
+.PHONY: bench-checkpoint
+bench-checkpoint: build
+	PYTHONPATH=client/python $(PY) tests/bench/checkpoint_bench.py $(BENCH_ARGS)
+
+# Elastic-resume reproduction with the example trainers (examples/): a 4-rank run, its
+# checkpoint at step 3 resumed on 2 and 8 ranks, both trainer styles; writes
+# docs/reproducibility.md and docs/reproducibility.png. ~40 s on 2 cores.
+.PHONY: repro
+repro: build
+	PYTHONPATH=client/python $(PY) examples/repro.py --out docs

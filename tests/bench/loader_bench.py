@@ -26,6 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from zephond_process import Daemon  # noqa: E402  (one zephond helper for tests and benches)
+
 SEQ = 2049
 MBS = 8
 TOKENS_PER_BATCH = SEQ * MBS
@@ -150,36 +153,12 @@ def run_zephon_rank(corpus: Path, socket: str, threads: int, batches: int,
             "trainer_peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 
 
-class Daemon:
-    def __init__(self, workdir: Path, threads: int):
-        import zephon
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.socket = str(workdir / "zephond.sock")
-        self.proc = subprocess.Popen(
-            [zephon._native.zephond_path(), "--socket", self.socket, "--worker-threads",
-             str(threads), "--log-file", str(workdir / "zephond.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 15
-        while not os.path.exists(self.socket):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"zephond did not start; see {workdir / 'zephond.log'}")
-            time.sleep(0.02)
-        self.cpu0 = self.status()["process_cpu_s"]
+def start_daemon(workdir: Path, threads: int) -> Daemon:
+    return Daemon(workdir, extra_args=["--worker-threads", str(threads)])
 
-    def status(self) -> dict:
-        import zephon
-        return zephon.daemon_status(self.socket)
 
-    def cpu_s(self) -> float:
-        """CPU seconds since start (all threads, ns resolution, from the daemon itself)."""
-        return self.status()["process_cpu_s"] - self.cpu0
-
-    def hwm_kib(self) -> int:
-        return int(self.status()["peak_rss_bytes"]) // 1024
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=15)
+def peak_rss_kib(d: Daemon) -> int:
+    return int(d.status()["peak_rss_bytes"]) // 1024
 
 
 def child(kind: str, args: dict) -> dict:
@@ -194,12 +173,12 @@ def child(kind: str, args: dict) -> dict:
 
 
 def bench_zephon(workdir: Path, corpus: Path, threads: int, batches: int) -> dict:
-    d = Daemon(workdir / f"z{threads}", threads)
+    d = start_daemon(workdir / f"z{threads}", threads)
     try:
         r = child("zephon", {"corpus": str(corpus), "socket": d.socket, "threads": threads,
                              "batches": batches, "options": {}})
         r["loader_cpu_s"] = r.pop("daemon_window_cpu_s")
-        r["loader_peak_kib"] = d.hwm_kib()
+        r["loader_peak_kib"] = peak_rss_kib(d)
     finally:
         d.stop()
     return r
@@ -208,7 +187,8 @@ def bench_zephon(workdir: Path, corpus: Path, threads: int, batches: int) -> dic
 def bench_node(workdir: Path, corpus: Path, batches: int, shared: bool) -> dict:
     """4 ranks as 4 processes: 2 DP groups x 2 TP peers sharing an instance (shared), or
     4 per-rank pipelines (each its own instance, as if every rank ran its own loader)."""
-    d = Daemon(workdir / ("node-shared" if shared else "node-private"), threads=2)
+    d = start_daemon(workdir / ("node-shared" if shared else "node-private"), threads=2)
+    cpu0 = d.cpu_s()
     env = dict(os.environ)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2] / "client" / "python")
     procs = []
@@ -227,7 +207,7 @@ def bench_node(workdir: Path, corpus: Path, batches: int, shared: bool) -> dict:
         results = [json.loads(p.communicate(timeout=900)[0].strip().splitlines()[-1])
                    for p in procs]
         return {"trainer_cpu_s": sum(r["trainer_cpu_s"] for r in results),
-                "daemon_cpu_s": d.cpu_s(), "daemon_peak_kib": d.hwm_kib(),
+                "daemon_cpu_s": d.cpu_s() - cpu0, "daemon_peak_kib": peak_rss_kib(d),
                 "trainer_peak_kib": sum(r["trainer_peak_kib"] for r in results),
                 "wall_s": max(r["wall_s"] for r in results), "batches": batches}
     finally:

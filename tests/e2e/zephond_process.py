@@ -1,0 +1,70 @@
+"""A zephond process on a private socket and shm prefix: one simulated node.
+
+Shared by the end-to-end tests (conftest.py) and the benchmarks (tests/bench); it has no
+pytest dependency so benchmarks can import it directly.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from zephon import _native, daemon_status
+
+
+class Daemon:
+    """A zephond on a private socket and shm prefix: one simulated node."""
+
+    def __init__(self, workdir: Path, extra_args: list[str] | None = None):
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.socket = str(workdir / "zephond.sock")
+        self.log = workdir / "zephond.log"
+        self.shm_prefix = f"zt{uuid.uuid4().hex[:10]}"
+        self.extra_args = list(extra_args or [])
+        self.start()
+
+    def start(self) -> None:
+        """Starts (or, after a crash, restarts) the daemon with the same socket and prefix."""
+        binary = _native.zephond_path()
+        if not binary:
+            raise RuntimeError("zephond not built; run `make build`")
+        started_before = self._listening_lines()
+        self.proc = subprocess.Popen([binary, "--socket", self.socket, "--shm-prefix",
+                                      self.shm_prefix, "--log-file", str(self.log)]
+                                     + self.extra_args,
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=open(self.workdir / "zephond.stderr", "a"))
+        deadline = time.monotonic() + 15
+        while self._listening_lines() == started_before:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"zephond exited: {self.log.read_text()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"zephond did not start listening; see {self.log}")
+            time.sleep(0.02)
+
+    def _listening_lines(self) -> int:
+        return self.log.read_text().count("listening on") if self.log.exists() else 0
+
+    def shm_segments(self) -> list[str]:
+        return [n for n in os.listdir("/dev/shm") if n.startswith(self.shm_prefix + ".")]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def status(self) -> dict:
+        return daemon_status(self.socket)
+
+    def cpu_s(self) -> float:
+        """CPU seconds the daemon used so far (its own clock, ns resolution)."""
+        return float(self.status()["process_cpu_s"])
