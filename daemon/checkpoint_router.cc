@@ -1,3 +1,4 @@
+#include "daemon/logging.h"
 #include "daemon/checkpoint_router.h"
 
 #include <thread>
@@ -77,8 +78,10 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
     if (result.ok() || !absl::IsUnavailable(result.status()) || !identity.leader_address.empty()) {
       return result;
     }
-    spdlog::warn("run {} round {}: leader {} unreachable: {}", report.run_id(), report.round(),
-                 *address, result.status().ToString());
+    SubsystemLogger("checkpoint")->warn(
+        "run={} rank={} round {}: leader {} unreachable (trying the rendezvous again): {}",
+        report.run_id(), identity.global_rank, report.round(), *address,
+        result.status().ToString());
     dead = *address;
   }
 }

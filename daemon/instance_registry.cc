@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
+#include "daemon/logging.h"
 #include "daemon/pipeline/group_stream.h"
 #include "daemon/pipeline/lanes.h"
 #include "daemon/checkpoint/checkpoint_file.h"
@@ -19,6 +20,8 @@
 
 namespace zephon::daemon {
 namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
 
 uint32_t RoundUpToPowerOfTwo(uint32_t v) {
   uint32_t p = 1;
@@ -203,7 +206,9 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
           "the ring; it gets its own pipeline instance from the start of the stream (same "
           "batches, duplicated work). Set local_peers to the number of ranks of a DP group on "
           "this node to share one instance"));
-      spdlog::warn("{}: {}", key, out.reply.warnings(0));
+      Log()->warn("run={} instance={} rank={} ring={} gen={}: {}", run_key,
+                  running.config().instance_id, identity.global_rank,
+                  running.config().shm_name, running.ring_generation(), out.reply.warnings(0));
     } else {
       return attached;
     }
@@ -226,7 +231,9 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   out.reply.set_ring_slots(out.instance->config().geometry.slot_count);
   for (const std::string& w : identity.warnings) {
     out.reply.add_warnings(w);
-    spdlog::warn("{}: rank {}: {}", key, identity.global_rank, w);
+    Log()->warn("run={} instance={} rank={} ring={} gen={}: {}", run_key,
+                out.instance->config().instance_id, identity.global_rank,
+                out.instance->config().shm_name, out.reply.ring_generation(), w);
   }
   return out;
 }
@@ -332,7 +339,7 @@ void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
     if (instances_.empty()) idle_since_ = absl::Now();
   }
   // Destroyed outside the lock: joining the producer may take a moment.
-  if (doomed) spdlog::info("instance {}: last reader left", doomed->config().instance_id);
+  if (doomed) Log()->info("instance {}: last reader left", doomed->config().instance_id);
 }
 
 proto::StatusReply InstanceRegistry::Status() const {
@@ -344,6 +351,9 @@ proto::StatusReply InstanceRegistry::Status() const {
   reply.set_instances_created_total(created_total_);
   reply.set_pid(getpid());
   reply.set_shm_prefix(options_.shm_prefix);
+  reply.set_socket(options_.daemon_label);
+  reply.set_metrics_address(options_.metrics_address);
+  reply.set_peer_address(options_.peer_address);
   reply.set_uptime_s(absl::ToDoubleSeconds(absl::Now() - started_));
   timespec cpu{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);

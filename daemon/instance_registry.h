@@ -46,6 +46,8 @@ struct RegistryOptions {
   // Advertised host:port of this daemon's peer service (written to the rendezvous file
   // when it hosts a run's rank 0); empty = no peer service.
   std::string peer_address;
+  // Bound host:port of the Prometheus endpoint, reported by Status; empty = off.
+  std::string metrics_address;
   // Name of this daemon in logs, reports and rendezvous files.
   std::string daemon_label;
   // Node budget for the bytes of all rings together (0 = only /dev/shm's free space).

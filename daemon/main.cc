@@ -4,6 +4,9 @@
 // dead predecessor with the same prefix (no live owner can exist once we hold the
 // lock), then listen. Exits 0 on SIGTERM/SIGINT, and by itself after --idle-exit-s
 // seconds without readers when it was auto-started by a client.
+//
+// Operations: --metrics-address serves Prometheus /metrics plus /healthz and /readyz;
+// --config reads the same long flags from a TOML/INI file (the command line wins).
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -31,6 +34,10 @@
 #include "daemon/checkpoint_router.h"
 #include "daemon/daemon_lock.h"
 #include "daemon/local_rounds.h"
+#include "daemon/logging.h"
+#include "daemon/metrics/counters.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/http_server.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/instance_registry.h"
 #include "daemon/service.h"
@@ -47,10 +54,56 @@ constexpr int kExitBadFlags = 2;
 constexpr int kExitLockHeld = 3;
 constexpr int kExitEnvironment = 4;
 
+// Health: the main loop stamps this every tick; /healthz fails when it stops.
+std::atomic<int64_t> g_loop_tick_ms{0};
+// Readiness: lock held, stale segments swept, gRPC listening, not shutting down.
+std::atomic<bool> g_ready{false};
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+zephon::metrics::HttpResponse ServeHttp(const std::string& target,
+                                        const zephon::daemon::InstanceRegistry& registry) {
+  const std::string path = target.substr(0, target.find('?'));
+  zephon::metrics::HttpResponse out;
+  if (path == "/metrics") {
+    out.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    out.body = zephon::metrics::RenderPrometheusText(zephon::metrics::CollectDaemonMetrics(
+        registry.Status(), zephon::metrics::DaemonCounters::Get(),
+        zephon::metrics::ReadProcessStats()));
+  } else if (path == "/healthz") {
+    const int64_t tick = g_loop_tick_ms.load();
+    const bool alive = tick > 0 && NowMs() - tick < 5000;
+    out.status = alive ? 200 : 503;
+    out.body = alive ? "ok\n" : "main loop not running\n";
+  } else if (path == "/readyz") {
+    const bool ready = g_ready.load();
+    out.status = ready ? 200 : 503;
+    out.body = ready ? "ready\n" : "not ready\n";
+  } else {
+    out.status = 404;
+    out.body = "not found: try /metrics, /healthz or /readyz\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"zephond: Zephon's per-node data-loading daemon"};
+  app.footer(
+      "Config file: --config FILE reads `key = value` lines (TOML or INI) whose keys are the "
+      "long flag names without the leading --, e.g. `metrics-address = \"0.0.0.0:9464\"` or "
+      "`worker-threads = 4`; flags given on the command line override the file, and an "
+      "unknown key is an error (exit 2).\n"
+      "Metrics: GET /metrics (Prometheus text), /healthz (200 while the main loop runs), "
+      "/readyz (200 once serving, 503 while shutting down) on --metrics-address.\n"
+      "Exit codes: 0 clean, 2 bad flags, 3 another zephond holds the socket, 4 environment.");
+  app.set_config("--config", "", "Read flags from this TOML/INI file (see below)");
+  app.allow_config_extras(CLI::config_extras_mode::error);
   std::string socket_path = zephon::DefaultSocketPath();
   std::string shm_prefix;
   std::string log_file;
@@ -102,7 +155,13 @@ int main(int argc, char** argv) {
                  "producer thread). Default: half the cores")
       ->capture_default_str();
   app.add_option("--log-file", log_file, "Log to this file instead of stderr");
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical, off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  std::string metrics_address = "127.0.0.1:0";
+  app.add_option("--metrics-address", metrics_address,
+                 "host:port of the Prometheus endpoint (/metrics, /healthz, /readyz); port 0 "
+                 "= any free port (see the log or `status`); empty disables it")
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -111,15 +170,19 @@ int main(int argc, char** argv) {
   }
 
   try {
-    // stderr when no file is given: journald and kubectl logs collect it.
-    spdlog::set_default_logger(log_file.empty() ? spdlog::stderr_color_mt("zephond")
-                                                : spdlog::basic_logger_mt("zephond", log_file));
+    // stderr when no file is given: journald and kubectl logs collect it. One sink,
+    // one named logger per subsystem.
+    spdlog::sink_ptr sink;
+    if (log_file.empty()) {
+      sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    } else {
+      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file);
+    }
+    zephon::daemon::InstallLoggers(sink, spdlog::level::from_str(log_level));
   } catch (const spdlog::spdlog_ex& e) {
     std::fprintf(stderr, "zephond: cannot open --log-file %s: %s\n", log_file.c_str(), e.what());
     return kExitEnvironment;
   }
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::flush_on(spdlog::level::info);
   if (shm_prefix.empty()) shm_prefix = zephon::DefaultShmPrefix(socket_path);
 
   std::error_code ec;
@@ -177,10 +240,13 @@ int main(int argc, char** argv) {
   }
   zephon::checkpoint::RoundAggregator aggregator;
   zephon::checkpoint::PeerService peer_service(&aggregator);
+  // Status for `zephonctl status --address host:port`, with the peer credentials.
+  zephon::daemon::PeerStatusService peer_status_service;
   grpc::ServerBuilder peer_builder;
   int peer_port = 0;
   peer_builder.AddListeningPort(peer_address, *server_credentials, &peer_port);
   peer_builder.RegisterService(&peer_service);
+  peer_builder.RegisterService(&peer_status_service);
   std::unique_ptr<grpc::Server> peer_server = peer_builder.BuildAndStart();
   if (peer_server == nullptr || peer_port == 0) {
     spdlog::error("cannot listen for peers on --peer-address={}", peer_address);
@@ -197,8 +263,31 @@ int main(int argc, char** argv) {
   }
   options.peer_address = advertise_address;
   options.daemon_label = socket_path;
+  spdlog::get("peer")->info("peer service (checkpoints, Status) bound to {} (advertised "
+                            "as {}, {})", peer_address, advertise_address,
+                            peer_tls.cert_file.empty() ? "insecure" : "TLS");
+
+  std::unique_ptr<zephon::metrics::MetricsServer> metrics_server;
+  if (!metrics_address.empty()) {
+    absl::StatusOr<std::unique_ptr<zephon::metrics::MetricsServer>> created =
+        zephon::metrics::MetricsServer::Create(metrics_address);
+    if (!created.ok()) {
+      spdlog::get("metrics")->error("{}", created.status().ToString());
+      return absl::IsInvalidArgument(created.status()) ? kExitBadFlags : kExitEnvironment;
+    }
+    metrics_server = *std::move(created);
+    options.metrics_address = metrics_server->address();
+  }
 
   zephon::daemon::InstanceRegistry registry(options);
+  peer_status_service.Bind(&registry);
+  if (metrics_server != nullptr) {
+    metrics_server->Start([&registry](const std::string& target) {
+      return ServeHttp(target, registry);
+    });
+    spdlog::get("metrics")->info("metrics on http://{}/metrics (/healthz, /readyz)",
+                                 metrics_server->address());
+  }
   zephon::daemon::CheckpointRouter router(&aggregator, *channel_credentials);
   zephon::daemon::LocalRounds::Hooks hooks;
   hooks.daemon_label = socket_path;
@@ -208,7 +297,12 @@ int main(int argc, char** argv) {
   hooks.submit = [&router](const zephon::proto::CheckpointReport& report,
                            const zephon::daemon::RankIdentity& identity, bool leads,
                            absl::Time deadline) {
-    return router.Submit(report, identity, leads, deadline);
+    const absl::Time begun = absl::Now();
+    absl::StatusOr<zephon::proto::CheckpointResult> result =
+        router.Submit(report, identity, leads, deadline);
+    zephon::metrics::DaemonCounters::Get().CountCheckpointRound(
+        result.ok() && report.failure().empty(), absl::ToDoubleSeconds(absl::Now() - begun));
+    return result;
   };
   zephon::daemon::LocalRounds rounds(std::move(hooks));
   zephon::daemon::ZephonService service(&registry, &rounds);
@@ -233,8 +327,11 @@ int main(int argc, char** argv) {
                getpid(), socket_path, shm_prefix,
                idle_exit_s > 0 ? std::to_string(idle_exit_s) + " s" : "off", worker_threads);
 
+  g_loop_tick_ms.store(NowMs());
+  g_ready.store(true);
   // The timer: producer heartbeats, reservation expiry, idle exit.
   while (!g_stop.load()) {
+    g_loop_tick_ms.store(NowMs());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     registry.Tick();
     if (idle_exit_s > 0 && absl::Now() - registry.idle_since() > absl::Seconds(idle_exit_s)) {
@@ -242,6 +339,7 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  g_ready.store(false);
   spdlog::info("shutting down");
   // Order: refuse new work and close rings, then fail checkpoint rounds still open
   // (locally and for remote followers), so no handler keeps the servers waiting.
@@ -264,12 +362,15 @@ int main(int argc, char** argv) {
   if (!servers_down.load()) {
     spdlog::warn("gRPC handlers still busy after 5 s (a checkpoint round waiting on its "
                  "leader); exiting without them");
+    if (metrics_server != nullptr) metrics_server->Stop();
     registry.CloseAll();
     unlink(socket_path.c_str());
     spdlog::shutdown();
     _exit(0);
   }
   stopper.join();
+  g_loop_tick_ms.store(0);
+  if (metrics_server != nullptr) metrics_server->Stop();  // within ~100 ms
   registry.CloseAll();
   worker_pool->Shutdown();  // Runs what instances left queued (skipped: they are cancelled).
   unlink(socket_path.c_str());

@@ -10,9 +10,17 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "daemon/logging.h"
+#include "daemon/metrics/counters.h"
 
 namespace zephon::daemon {
 namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
+std::shared_ptr<spdlog::logger> RingLog() { return SubsystemLogger("ring"); }
+
+// Window of the delivered-rate samples in Status.
+constexpr absl::Duration kRateWindow = absl::Seconds(10);
 
 // How long one Loan waits before re-checking for shutdown.
 constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
@@ -96,7 +104,7 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
     std::reverse(instance->reserved_.begin(), instance->reserved_.end());
   }
   instance->producer_ = std::thread([p = instance.get()] { p->ProduceLoop(); });
-  spdlog::info("instance {}: created ring {} ({} slots x {} bytes, {} lanes {}), "
+  Log()->info("instance {}: created ring {} ({} slots x {} bytes, {} lanes {}), "
                "materialize parallelism {} (queue {}), holding {} reader slot(s) for local peers",
                instance->config_.instance_id, instance->config_.shm_name,
                instance->config_.geometry.slot_count,
@@ -124,7 +132,7 @@ PipelineInstance::~PipelineInstance() {
   writer_->Close();
   if (producer_.joinable()) producer_.join();
   (void)writer_->Unlink();
-  spdlog::info("instance {}: closed ring {} after {} batches", config_.instance_id,
+  Log()->info("instance {}: closed ring {} after {} batches", config_.instance_id,
                config_.shm_name, produced_.load());
 }
 
@@ -162,7 +170,8 @@ void PipelineInstance::ProduceLoop() {
     }
     if (stop_.load()) return;
     if (!failed.ok()) {
-      spdlog::error("instance {}: pipeline failed: {}", config_.instance_id, failed.ToString());
+      Log()->error("{}: pipeline failed: {}", Where(), failed.ToString());
+      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kPipeline);
       writer_->Poison(-1, absl::StrCat("pipeline error in zephond: ", failed.message()));
       return;
     }
@@ -172,7 +181,7 @@ void PipelineInstance::ProduceLoop() {
         published = writer_->PublishEndOfStream(kLoanPoll);
       }
       if (published.ok()) {
-        spdlog::info("instance {}: end of data after {} batches", config_.instance_id,
+        Log()->info("instance {}: end of data after {} batches", config_.instance_id,
                      produced_.load());
       }
       return;
@@ -185,8 +194,8 @@ void PipelineInstance::ProduceLoop() {
     if (stop_.load()) return;
     if (!slot.ok()) {
       if (!absl::IsCancelled(slot.status())) {
-        spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
-                      slot.status().ToString());
+        RingLog()->error("{}: loan failed: {}", Where(), slot.status().ToString());
+        metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kRing);
       }
       return;
     }
@@ -194,8 +203,8 @@ void PipelineInstance::ProduceLoop() {
         plan ? WritePlan(*plan, emit_positions, batches_->datasets(), &*slot)
              : WriteBatch(*batch, emit_positions, &*slot);
     if (!written.ok()) {
-      spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
-                    written.ToString());
+      RingLog()->error("{}: batch write failed: {}", Where(), written.ToString());
+      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kRing);
       writer_->Poison(-1, absl::StrCat("zephond could not write a batch: ", written.message()));
       return;
     }
@@ -206,15 +215,16 @@ void PipelineInstance::ProduceLoop() {
         plan ? progress_->Record(seq, plan->lane, plan->lane_batch_index, plan->end)
              : progress_->Record(seq, batch->lane, batch->lane_batch_index, batch->end);
     if (!recorded.ok()) {  // an engine invariant broke: checkpoints would be wrong
-      spdlog::error("instance {}: {}", config_.instance_id, recorded.ToString());
+      Log()->error("{}: {}", Where(), recorded.ToString());
+      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kPipeline);
       writer_->Poison(-1, absl::StrCat("zephond lost track of lane progress: ",
                                        recorded.message()));
       return;
     }
     if (absl::Status published = writer_->Publish(std::move(*slot)); !published.ok()) {
       if (!absl::IsCancelled(published)) {
-        spdlog::error("instance {}: ring {}: {}", config_.instance_id, config_.shm_name,
-                      published.ToString());
+        RingLog()->error("{}: publish failed: {}", Where(), published.ToString());
+        metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kRing);
       }
       return;
     }
@@ -243,7 +253,7 @@ absl::Status PipelineInstance::AttachReader(uint32_t global_rank, int64_t pid,
   reply->set_canonical_replicas(config_.identity.canonical_replicas);
   reply->set_dp_degree(config_.identity.dp_degree);
   reply->set_dp_group_id(config_.identity.dp_group_id);
-  spdlog::info("instance {}: rank {} (pid {}) attached as reader {} of ring {}",
+  Log()->info("instance {}: rank {} (pid {}) attached as reader {} of ring {}",
                config_.instance_id, global_rank, pid, lease.index, config_.shm_name);
   return absl::OkStatus();
 }
@@ -256,16 +266,16 @@ void PipelineInstance::DetachReader(uint32_t reader_index, bool died) {
   ranks_.erase(ranks_.begin() + (it - attached_.begin()));
   attached_.erase(it);
   if (died) {
-    spdlog::warn("instance {}: rank {} (reader {}) lost its connection without detaching; "
-                 "poisoning ring {}",
-                 config_.instance_id, rank, reader_index, config_.shm_name);
+    Log()->warn("{} rank={}: reader {} lost its connection without detaching; poisoning "
+                "the ring", Where(), rank, reader_index);
+    metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kReaderDied);
     writer_->MarkReaderDead(reader_index, static_cast<int32_t>(rank),
                             absl::StrCat("rank ", rank, " of instance ", config_.instance_id,
                                          " died (its connection to zephond closed without "
                                          "a detach); its DP-group peers cannot continue"));
   } else {
     writer_->DetachReader(reader_index);
-    spdlog::info("instance {}: rank {} (reader {}) detached", config_.instance_id, rank,
+    Log()->info("instance {}: rank {} (reader {}) detached", config_.instance_id, rank,
                  reader_index);
   }
 }
@@ -303,20 +313,44 @@ void PipelineInstance::Tick(absl::Time now) {
   // a batch just before publishing it.
   const uint64_t released = std::min(writer_->MinGatingConsumed(), progress_->recorded());
   if (absl::Status folded = progress_->FoldBelow(released); !folded.ok()) {
-    spdlog::warn("instance {}: {}", config_.instance_id, folded.ToString());
+    Log()->warn("{}: {}", Where(), folded.ToString());
   }
+  const uint64_t delivered = Delivered();
   absl::MutexLock lock(&mu_);
+  delivered_samples_.emplace_back(now, delivered);
+  while (delivered_samples_.size() > 2 && now - delivered_samples_[1].first >= kRateWindow) {
+    delivered_samples_.pop_front();
+  }
   if (!reserved_.empty() && now - created_ > config_.join_timeout) {
-    spdlog::warn("instance {}: {} expected local peer(s) did not attach within {}; no longer "
-                 "holding the start of the stream for them (a later peer gets its own "
-                 "instance from the start)",
-                 config_.instance_id, reserved_.size(), absl::FormatDuration(config_.join_timeout));
+    Log()->warn("{}: {} expected local peer(s) did not attach within {}; no longer "
+                "holding the start of the stream for them (a later peer gets its own "
+                "instance from the start)",
+                Where(), reserved_.size(), absl::FormatDuration(config_.join_timeout));
     for (uint32_t index : reserved_) writer_->ReleaseReservation(index);
     reserved_.clear();
   }
 }
 
 uint64_t PipelineInstance::ring_bytes() const { return writer_->total_bytes(); }
+
+uint64_t PipelineInstance::ring_generation() const { return writer_->generation(); }
+
+std::string PipelineInstance::Where() const {
+  return absl::StrCat("run=", config_.run_key, " instance=", config_.instance_id,
+                      " ring=", config_.shm_name, " gen=", writer_->generation());
+}
+
+uint64_t PipelineInstance::Delivered() const {
+  const uint64_t published = writer_->published();
+  uint64_t delivered = published;
+  bool any = false;
+  for (const shm::ReaderInfo& r : writer_->Readers()) {
+    if (r.state != shm::ReaderState::kAttached) continue;
+    delivered = any ? std::min(delivered, r.consumed) : r.consumed;
+    any = true;
+  }
+  return std::min(delivered, published);
+}
 
 proto::InstanceStatus PipelineInstance::Status() const {
   proto::InstanceStatus s;
@@ -331,8 +365,28 @@ proto::InstanceStatus PipelineInstance::Status() const {
   s.set_produced(produced_.load());
   s.set_canonical_replicas(config_.identity.canonical_replicas);
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
+  const uint64_t produced = produced_.load();
+  const uint64_t published = writer_->published();
+  const uint64_t delivered = Delivered();
+  s.set_delivered(delivered);
+  s.set_ring_occupancy(published - delivered);
+  s.set_ring_generation(writer_->generation());
+  s.set_readers_attached(static_cast<uint32_t>(attached_readers()));
+  const exec::OrderedStageStats stage = batches_->stats();
+  s.set_materialize_in_flight(stage.in_flight);
+  s.set_materialize_buffered(stage.buffered);
+  {
+    absl::MutexLock lock(&mu_);
+    if (delivered_samples_.size() >= 2) {
+      const auto& [t0, d0] = delivered_samples_.front();
+      const auto& [t1, d1] = delivered_samples_.back();
+      const double seconds = absl::ToDoubleSeconds(t1 - t0);
+      if (seconds > 0 && d1 >= d0) s.set_delivered_per_s(static_cast<double>(d1 - d0) / seconds);
+    }
+  }
   for (const shm::ReaderInfo& r : writer_->Readers()) {
     proto::ReaderStatus* rs = s.add_readers();
+    rs->set_lag(produced > r.consumed ? produced - r.consumed : 0);
     rs->set_reader_index(r.index);
     rs->set_global_rank(r.rank < 0 ? 0 : r.rank);
     rs->set_delivered(r.consumed);

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -111,6 +112,7 @@ class PipelineInstance {
   // ring) and this instance's threads. First line "instance <id>".
   std::string Explain() const;
   uint64_t ring_bytes() const;
+  uint64_t ring_generation() const;
   // Effective materialize parallelism (1 = inline on the producer thread).
   uint32_t parallelism() const { return batches_->parallelism(); }
 
@@ -118,6 +120,11 @@ class PipelineInstance {
   PipelineInstance(InstanceConfig config, std::unique_ptr<exec::ParallelBatches> batches,
                    std::unique_ptr<shm::RingWriter> writer);
   void ProduceLoop();
+  // Batches every attached reader released (min released cursor); `published` when
+  // no reader is attached.
+  uint64_t Delivered() const;
+  // "run=... instance=... ring=... gen=...": the context every warning and error names.
+  std::string Where() const;
 
   // Constant after construction.
   const InstanceConfig config_;
@@ -133,6 +140,8 @@ class PipelineInstance {
   std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // reader slots held for peers
   std::vector<uint32_t> attached_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> ranks_ ABSL_GUARDED_BY(mu_);     // global rank per attached_
+  // (tick time, delivered) over the last ~10 s, for the delivered rate in Status.
+  std::deque<std::pair<absl::Time, uint64_t>> delivered_samples_ ABSL_GUARDED_BY(mu_);
 
   // Written by the producer thread, read by status.
   std::atomic<uint64_t> produced_{0};

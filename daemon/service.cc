@@ -5,8 +5,15 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/logging.h"
+#include "daemon/metrics/counters.h"
 
 namespace zephon::daemon {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("rpc"); }
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
@@ -24,10 +31,14 @@ grpc::Status ZephonService::Attach(
   }
   absl::StatusOr<Attachment> attachment = registry_->Attach(first.attach());
   if (!attachment.ok()) {
-    spdlog::warn("attach refused (pid {}): {}", first.attach().client_pid(),
-                 attachment.status().ToString());
+    Log()->warn("attach refused (pid {}, rank {}, run '{}'): {}", first.attach().client_pid(),
+                first.attach().rank().global_rank(), first.attach().rank().run_id(),
+                attachment.status().ToString());
+    metrics::DaemonCounters::Get().CountAttach(false);
+    metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kAttach);
     return ToGrpcStatus(attachment.status());
   }
+  metrics::DaemonCounters::Get().CountAttach(true);
   proto::AttachServerMessage reply;
   *reply.mutable_attached() = attachment->reply;
   // A client that gave up before it got the reply never read a batch: detach it
@@ -65,13 +76,16 @@ grpc::Status ZephonService::Checkpoint(grpc::ServerContext*,
   call.round = request->round();
   call.global_rank = request->global_rank();
   call.delivered = request->delivered();
+  const std::shared_ptr<PipelineInstance> call_instance = *instance;
   call.instance = *std::move(instance);
   const absl::Time deadline =
       absl::Now() + absl::Seconds(config.identity.aggregate_timeout_s);
   absl::StatusOr<proto::CheckpointResult> result = rounds_->Participate(std::move(call), deadline);
   if (!result.ok()) {
-    spdlog::warn("checkpoint of rank {} ({}) round {} failed: {}", request->global_rank(),
-                 request->instance_id(), request->round(), result.status().ToString());
+    SubsystemLogger("checkpoint")->warn(
+        "run={} instance={} rank={} ring={} gen={}: checkpoint round {} failed: {}",
+        config.run_key, request->instance_id(), request->global_rank(), config.shm_name,
+        call_instance->ring_generation(), request->round(), result.status().ToString());
     return ToGrpcStatus(result.status());
   }
   *reply = *std::move(result);
@@ -89,6 +103,20 @@ grpc::Status ZephonService::Explain(grpc::ServerContext*, const proto::ExplainRe
 grpc::Status ZephonService::Status(grpc::ServerContext*, const proto::StatusRequest*,
                                    proto::StatusReply* reply) {
   *reply = registry_->Status();
+  return grpc::Status::OK;
+}
+
+}  // namespace zephon::daemon
+
+namespace zephon::daemon {
+
+grpc::Status PeerStatusService::Status(grpc::ServerContext*, const proto::StatusRequest*,
+                                       proto::StatusReply* reply) {
+  const InstanceRegistry* registry = registry_.load();
+  if (registry == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "zephond is starting");
+  }
+  *reply = registry->Status();
   return grpc::Status::OK;
 }
 

@@ -7,6 +7,8 @@
 #ifndef ZEPHON_DAEMON_SERVICE_H_
 #define ZEPHON_DAEMON_SERVICE_H_
 
+#include <atomic>
+
 #include "daemon/instance_registry.h"
 #include "daemon/local_rounds.h"
 #include "proto/zephon.grpc.pb.h"
@@ -35,6 +37,22 @@ class ZephonService final : public proto::Zephon::Service {
  private:
   InstanceRegistry* const registry_;
   LocalRounds* const rounds_;
+};
+
+// The Status RPC alone, for the TCP peer server: `zephonctl status --address host:port`
+// asks a peer daemon with the peer credentials. Every other RPC answers UNIMPLEMENTED.
+// The registry is bound after the peer server starts (the registry needs its port);
+// until then Status answers UNAVAILABLE.
+class PeerStatusService final : public proto::Zephon::Service {
+ public:
+  // REQUIRES: `registry` outlives the service's server.
+  void Bind(const InstanceRegistry* registry) { registry_.store(registry); }
+
+  grpc::Status Status(grpc::ServerContext* context, const proto::StatusRequest* request,
+                      proto::StatusReply* reply) override;
+
+ private:
+  std::atomic<const InstanceRegistry*> registry_{nullptr};
 };
 
 }  // namespace zephon::daemon

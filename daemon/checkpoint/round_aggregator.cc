@@ -1,3 +1,4 @@
+#include "daemon/logging.h"
 #include "daemon/checkpoint/round_aggregator.h"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include "daemon/checkpoint/round_state.h"
 
 namespace zephon::checkpoint {
+
+using ::zephon::daemon::SubsystemLogger;
 namespace {
 
 std::string DescribeRound(const std::string& run_id, uint64_t round) {
@@ -148,7 +151,7 @@ void RoundAggregator::Complete(Round* round) {
                                             path.status().message())));
     return;
   }
-  spdlog::info("{} complete: {} ranks, {} lanes, {} batches, {} bytes{}{}", round->Describe(),
+  SubsystemLogger("checkpoint")->info("{} complete: {} ranks, {} lanes, {} batches, {} bytes{}{}", round->Describe(),
                state.ranks_size(), state.lanes_size(), state.total_batches(), bytes.size(),
                path->empty() ? "" : " -> ", *path);
   proto::CheckpointResult result;
@@ -159,7 +162,7 @@ void RoundAggregator::Complete(Round* round) {
 
 void RoundAggregator::Finish(Round* round, absl::StatusOr<proto::CheckpointResult> outcome) {
   if (round->phase == Round::Phase::kDone) return;
-  if (!outcome.ok()) spdlog::warn("{}", std::string(outcome.status().message()));
+  if (!outcome.ok()) SubsystemLogger("checkpoint")->warn("{}", std::string(outcome.status().message()));
   round->outcome = std::move(outcome);
   round->phase = Round::Phase::kDone;
   round->finished_at = absl::Now();

@@ -1,0 +1,119 @@
+#include "daemon/metrics/daemon_metrics.h"
+
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace zephon::metrics {
+namespace {
+
+MetricFamily Family(const char* name, const char* type, const char* help) {
+  MetricFamily f;
+  f.name = name;
+  f.type = type;
+  f.help = help;
+  return f;
+}
+
+Labels InstanceLabels(const proto::InstanceStatus& s) {
+  return {{"instance", s.instance_id()},
+          {"run", s.run_id()},
+          {"dp_group", std::to_string(s.dp_group_id())}};
+}
+
+}  // namespace
+
+ProcessStats ReadProcessStats(const std::string& shm_dir) {
+  ProcessStats p;
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  p.cpu_seconds = static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long size = 0, resident = 0;
+    if (std::fscanf(f, "%llu %llu", &size, &resident) == 2) {
+      p.resident_bytes = resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    }
+    std::fclose(f);
+  }
+  struct statvfs vfs {};
+  if (statvfs(shm_dir.c_str(), &vfs) == 0) {
+    p.shm_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  }
+  return p;
+}
+
+std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
+                                               const DaemonCounters& counters,
+                                               const ProcessStats& process) {
+  MetricFamily produced = Family("zephon_batches_produced_total", "counter",
+                                 "Batches published into the instance's ring.");
+  MetricFamily delivered = Family("zephon_batches_delivered_total", "counter",
+                                  "Batches released by every attached reader (min cursor).");
+  MetricFamily occupancy = Family("zephon_ring_occupancy", "gauge",
+                                  "Published batches not yet released by every reader.");
+  MetricFamily slots = Family("zephon_ring_slots", "gauge", "Slots of the instance's ring.");
+  MetricFamily bytes = Family("zephon_ring_bytes", "gauge", "Bytes of the instance's ring.");
+  MetricFamily readers = Family("zephon_readers_attached", "gauge",
+                                "Ranks attached to the instance.");
+  MetricFamily lag = Family("zephon_reader_lag_batches", "gauge",
+                            "Batches produced but not yet released by this reader.");
+  MetricFamily in_flight = Family("zephon_materialize_in_flight", "gauge",
+                                  "Batches queued or running on the worker pool.");
+  MetricFamily buffered = Family("zephon_materialize_buffered", "gauge",
+                                 "Materialized batches waiting for their turn in order.");
+  for (const proto::InstanceStatus& s : status.instances()) {
+    const Labels labels = InstanceLabels(s);
+    produced.Add(labels, static_cast<double>(s.produced()));
+    delivered.Add(labels, static_cast<double>(s.delivered()));
+    occupancy.Add(labels, static_cast<double>(s.ring_occupancy()));
+    slots.Add(labels, s.ring_slots());
+    bytes.Add(labels, static_cast<double>(s.ring_bytes()));
+    readers.Add(labels, s.readers_attached());
+    in_flight.Add(labels, s.materialize_in_flight());
+    buffered.Add(labels, s.materialize_buffered());
+    for (const proto::ReaderStatus& r : s.readers()) {
+      if (r.state() != "attached") continue;
+      Labels reader = labels;
+      reader.emplace_back("rank", std::to_string(r.global_rank()));
+      lag.Add(std::move(reader), static_cast<double>(r.lag()));
+    }
+  }
+  std::vector<MetricFamily> out = {produced, delivered, occupancy, slots,   bytes,
+                                   readers,  lag,       in_flight, buffered};
+
+  out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")
+                    .Add({}, status.instances_size()));
+  out.push_back(Family("zephon_worker_threads", "gauge", "Threads of the shared worker pool.")
+                    .Add({}, status.worker_threads()));
+  out.push_back(Family("zephon_checkpoint_rounds_total", "counter",
+                       "Local checkpoint rounds this daemon reported, by result.")
+                    .Add({{"result", "ok"}}, static_cast<double>(counters.rounds_ok()))
+                    .Add({{"result", "error"}}, static_cast<double>(counters.rounds_error())));
+  MetricFamily round_seconds = Family("zephon_checkpoint_round_seconds", "histogram",
+                                      "Time from the local set being complete to the "
+                                      "leader's answer.");
+  counters.round_seconds().AppendTo({}, &round_seconds);
+  out.push_back(round_seconds);
+  out.push_back(Family("zephon_attach_total", "counter", "Attach requests, by result.")
+                    .Add({{"result", "ok"}}, static_cast<double>(counters.attach_ok()))
+                    .Add({{"result", "refused"}}, static_cast<double>(counters.attach_refused())));
+  MetricFamily errors = Family("zephon_errors_total", "counter", "Errors, by kind.");
+  for (int k = 0; k < static_cast<int>(ErrorKind::kCount); ++k) {
+    const auto kind = static_cast<ErrorKind>(k);
+    errors.Add({{"kind", ErrorKindName(kind)}}, static_cast<double>(counters.errors(kind)));
+  }
+  out.push_back(errors);
+  out.push_back(Family("zephon_process_cpu_seconds_total", "counter",
+                       "CPU seconds used by zephond (all threads).")
+                    .Add({}, process.cpu_seconds));
+  out.push_back(Family("zephon_resident_memory_bytes", "gauge",
+                       "Resident set of zephond (includes touched ring pages).")
+                    .Add({}, static_cast<double>(process.resident_bytes)));
+  out.push_back(Family("zephon_shm_free_bytes", "gauge", "Free bytes of /dev/shm.")
+                    .Add({}, static_cast<double>(process.shm_free_bytes)));
+  return out;
+}
+
+}  // namespace zephon::metrics

@@ -1,0 +1,93 @@
+#include "daemon/metrics/prometheus_text.h"
+
+#include <gtest/gtest.h>
+
+#include "daemon/metrics/daemon_metrics.h"
+
+namespace zephon::metrics {
+namespace {
+
+TEST(PrometheusTextTest, RendersHelpTypeAndLabeledSamples) {
+  MetricFamily f;
+  f.name = "zephon_batches_produced_total";
+  f.help = "Batches published.";
+  f.type = "counter";
+  f.Add({{"instance", "r1/dp2/g0#1"}, {"run", "r1"}}, 1234567);
+  f.Add({}, 0.5);
+  EXPECT_EQ(RenderPrometheusText({f}),
+            "# HELP zephon_batches_produced_total Batches published.\n"
+            "# TYPE zephon_batches_produced_total counter\n"
+            "zephon_batches_produced_total{instance=\"r1/dp2/g0#1\",run=\"r1\"} 1234567\n"
+            "zephon_batches_produced_total 0.5\n");
+}
+
+TEST(PrometheusTextTest, EscapesLabelValuesAndHelp) {
+  MetricFamily f;
+  f.name = "m";
+  f.help = "a\\b\nc";
+  f.type = "gauge";
+  f.Add({{"l", "q\"\\\n"}}, 1);
+  EXPECT_EQ(RenderPrometheusText({f}),
+            "# HELP m a\\\\b\\nc\n# TYPE m gauge\nm{l=\"q\\\"\\\\\\n\"} 1\n");
+}
+
+TEST(PrometheusTextTest, FamilyWithoutSamplesKeepsItsHeader) {
+  MetricFamily f;
+  f.name = "zephon_ring_slots";
+  f.help = "Slots.";
+  f.type = "gauge";
+  EXPECT_EQ(RenderPrometheusText({f}), "# HELP zephon_ring_slots Slots.\n# TYPE zephon_ring_slots gauge\n");
+}
+
+TEST(PrometheusTextTest, HistogramIsCumulativeWithInfSumAndCount) {
+  Histogram h({0.1, 1});
+  h.Observe(0.05);
+  h.Observe(0.5);
+  h.Observe(3);
+  MetricFamily f;
+  f.name = "zephon_checkpoint_round_seconds";
+  f.help = "Rounds.";
+  f.type = "histogram";
+  h.AppendTo({}, &f);
+  EXPECT_EQ(RenderPrometheusText({f}),
+            "# HELP zephon_checkpoint_round_seconds Rounds.\n"
+            "# TYPE zephon_checkpoint_round_seconds histogram\n"
+            "zephon_checkpoint_round_seconds_bucket{le=\"0.1\"} 1\n"
+            "zephon_checkpoint_round_seconds_bucket{le=\"1\"} 2\n"
+            "zephon_checkpoint_round_seconds_bucket{le=\"+Inf\"} 3\n"
+            "zephon_checkpoint_round_seconds_sum 3.55\n"
+            "zephon_checkpoint_round_seconds_count 3\n");
+}
+
+TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
+  proto::StatusReply status;
+  proto::InstanceStatus* s = status.add_instances();
+  s->set_instance_id("r1/dp1/g0/abcd#1");
+  s->set_run_id("r1");
+  s->set_dp_group_id(0);
+  s->set_produced(10);
+  s->set_delivered(7);
+  s->set_ring_occupancy(3);
+  s->set_ring_slots(8);
+  s->set_readers_attached(1);
+  proto::ReaderStatus* r = s->add_readers();
+  r->set_global_rank(3);
+  r->set_state("attached");
+  r->set_lag(3);
+  ProcessStats process;
+  process.shm_free_bytes = 4096;
+  const std::string text =
+      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters::Get(), process));
+  const std::string labels = "{instance=\"r1/dp1/g0/abcd#1\",run=\"r1\",dp_group=\"0\"";
+  EXPECT_NE(text.find("zephon_batches_produced_total" + labels + "} 10\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_batches_delivered_total" + labels + "} 7\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_ring_slots" + labels + "} 8\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_reader_lag_batches" + labels + ",rank=\"3\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("zephon_shm_free_bytes 4096\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE zephon_errors_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_instances 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zephon::metrics
