@@ -26,6 +26,7 @@ build: setup
 	@mkdir -p $(NATIVE)
 	@install -m 0755 bazel-bin/client/libzephon_c.so $(NATIVE)/libzephon_c.so
 	@install -m 0755 bazel-bin/daemon/zephond $(NATIVE)/zephond
+	@install -m 0755 bazel-bin/client/zephonctl/zephonctl $(NATIVE)/zephonctl
 	@echo "built: $(NATIVE)/{libzephon_c.so,zephond}"
 
 demo: build
