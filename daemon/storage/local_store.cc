@@ -1,0 +1,231 @@
+#include "daemon/storage/local_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace zephon::storage {
+namespace {
+
+// "<what> '<path>': <strerror>", with the errno mapped to a canonical code.
+absl::Status PathError(int err, absl::string_view what, const std::string& path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " '", path, "'"));
+}
+
+// Closes the fd on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  // Closes now, reporting the error (close can report a deferred write error).
+  int Close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+absl::Status MkdirAll(const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("'", dir, "' is not a directory"));
+  }
+  const size_t slash = dir.rfind('/');
+  if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(MkdirAll(dir.substr(0, slash)));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return PathError(errno, "cannot create directory", dir);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ObjectInfo> StatFile(const std::string& path, const std::string& key) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return PathError(errno, "cannot stat object", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("object path '", path, "' is not a regular file"));
+  }
+  ObjectInfo info;
+  info.key = key;
+  info.size = static_cast<uint64_t>(st.st_size);
+  info.mtime = absl::TimeFromTimespec(st.st_mtim);
+  return info;
+}
+
+// Reads up to `length` bytes at `offset`; stops early only at end of file.
+absl::StatusOr<std::string> ReadAt(int fd, const std::string& path, uint64_t offset,
+                                   uint64_t length) {
+  std::string out(length, '\0');
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, out.data() + done, length - done, offset + done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return PathError(errno, "cannot read object", path);
+    }
+    if (n == 0) break;
+    done += static_cast<uint64_t>(n);
+  }
+  out.resize(done);
+  return out;
+}
+
+// Appends every regular file under `dir` (key prefix `key_dir`, "" or ending in '/')
+// whose key starts with `prefix`. Missing directories contribute nothing.
+absl::Status Walk(const std::string& dir, const std::string& key_dir,
+                  const std::string& prefix, std::vector<ObjectInfo>* out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT || errno == ENOTDIR) return absl::OkStatus();
+    return PathError(errno, "cannot list directory", dir);
+  }
+  std::vector<std::string> names;
+  errno = 0;
+  while (struct dirent* e = ::readdir(d)) {
+    const absl::string_view name = e->d_name;
+    if (name == "." || name == ".." || absl::StartsWith(name, kLocalTempPrefix)) continue;
+    names.emplace_back(name);
+  }
+  const int read_errno = errno;
+  ::closedir(d);
+  if (read_errno != 0) return PathError(read_errno, "cannot list directory", dir);
+  for (const std::string& name : names) {
+    const std::string key = key_dir + name;
+    const std::string path = dir + "/" + name;
+    // Prune subtrees that cannot contain a match: key/ must be a prefix of `prefix`
+    // or have `prefix` as its prefix.
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // raced with a Delete
+      return PathError(errno, "cannot stat", path);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      const std::string sub = key + "/";
+      if (absl::StartsWith(sub, prefix) || absl::StartsWith(prefix, sub)) {
+        RETURN_IF_ERROR(Walk(path, sub, prefix, out));
+      }
+    } else if (S_ISREG(st.st_mode) && absl::StartsWith(key, prefix)) {
+      out->push_back(ObjectInfo{key, static_cast<uint64_t>(st.st_size),
+                                absl::TimeFromTimespec(st.st_mtim)});
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& root) {
+  if (root.empty()) return absl::InvalidArgumentError("local store root is empty");
+  std::string trimmed = root;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  RETURN_IF_ERROR(MkdirAll(trimmed));
+  if (trimmed == "/") trimmed.clear();  // PathOf adds the '/'
+  return std::unique_ptr<LocalStore>(new LocalStore(std::move(trimmed)));
+}
+
+absl::StatusOr<std::string> LocalStore::Get(const std::string& key) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  return GetRange(key, 0, UINT64_MAX);
+}
+
+absl::StatusOr<std::string> LocalStore::GetRange(const std::string& key, uint64_t offset,
+                                                 uint64_t length) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const std::string path = PathOf(key);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return PathError(errno, "cannot open object", path);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return PathError(errno, "cannot stat object", path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("object path '", path, "' is not a regular file"));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset > size) {
+    return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is past the end of '",
+                                              path, "' (", size, " bytes)"));
+  }
+  return ReadAt(fd.get(), path, offset, std::min(length, size - offset));
+}
+
+absl::Status LocalStore::Put(const std::string& key, std::string_view bytes) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const std::string path = PathOf(key);
+  const size_t slash = path.rfind('/');
+  const std::string dir = path.substr(0, slash);
+  RETURN_IF_ERROR(MkdirAll(dir));
+
+  std::string tmp = absl::StrCat(dir, "/", kLocalTempPrefix, path.substr(slash + 1), ".XXXXXX");
+  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  if (fd.get() < 0) return PathError(errno, "cannot create temp file for", path);
+  auto fail = [&tmp](int err, absl::string_view what) {
+    ::unlink(tmp.c_str());
+    return PathError(err, what, tmp);
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail(errno, "cannot write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd.get(), 0644) != 0) return fail(errno, "cannot chmod");
+  if (::fsync(fd.get()) != 0) return fail(errno, "cannot fsync");
+  if (fd.Close() != 0) return fail(errno, "cannot close");
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return PathError(err, absl::StrCat("cannot rename '", tmp, "' to"), path);
+  }
+  // Make the rename itself durable.
+  Fd dir_fd(::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0) return PathError(errno, "cannot open directory", dir);
+  if (::fsync(dir_fd.get()) != 0) return PathError(errno, "cannot fsync directory", dir);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> LocalStore::List(const std::string& prefix) {
+  std::vector<ObjectInfo> out;
+  RETURN_IF_ERROR(Walk(root_.empty() ? "/" : root_, "", prefix, &out));
+  std::sort(out.begin(), out.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+absl::Status LocalStore::Delete(const std::string& key) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const std::string path = PathOf(key);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return PathError(errno, "cannot delete object", path);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ObjectInfo> LocalStore::Head(const std::string& key) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  return StatFile(PathOf(key), key);
+}
+
+}  // namespace zephon::storage

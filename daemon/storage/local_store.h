@@ -1,0 +1,58 @@
+// LocalStore: ObjectStore over a local (or network-mounted POSIX) directory. Key "a/b"
+// is the file <root>/a/b; parent directories are created on Put.
+//
+// Atomicity: Put writes a temp file in the destination directory, fsyncs it, renames it
+// over the destination and fsyncs the directory, so after a crash a key holds either
+// its old or its new bytes. Temp files are named ".zephon-tmp.<name>.XXXXXX"; they are
+// removed on every error path and List skips them.
+//
+// Errors carry the filesystem path and errno text. Thread-safety: thread-safe (no
+// mutable state; the filesystem serializes).
+#ifndef ZEPHON_DAEMON_STORAGE_LOCAL_STORE_H_
+#define ZEPHON_DAEMON_STORAGE_LOCAL_STORE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/storage/object_store.h"
+
+namespace zephon::storage {
+
+// Prefix of in-flight Put temp files; never a valid object name to List.
+inline constexpr char kLocalTempPrefix[] = ".zephon-tmp.";
+
+class LocalStore final : public ObjectStore {
+ public:
+  // Opens (creating with mkdir -p if missing) the directory `root`. INVALID_ARGUMENT if
+  // `root` is empty; FAILED_PRECONDITION if it exists but is not a directory; the errno
+  // mapping of mkdir otherwise.
+  static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& root);
+
+  LocalStore(const LocalStore&) = delete;
+  LocalStore& operator=(const LocalStore&) = delete;
+
+  const std::string& root() const { return root_; }
+
+  absl::StatusOr<std::string> Get(const std::string& key) override;
+  absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
+                                       uint64_t length) override;
+  absl::Status Put(const std::string& key, std::string_view bytes) override;
+  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override;
+  absl::Status Delete(const std::string& key) override;
+  absl::StatusOr<ObjectInfo> Head(const std::string& key) override;
+
+ private:
+  explicit LocalStore(std::string root) : root_(std::move(root)) {}
+
+  std::string PathOf(const std::string& key) const { return root_ + "/" + key; }
+
+  const std::string root_;  // no trailing '/' (except the root directory "/")
+};
+
+}  // namespace zephon::storage
+
+#endif  // ZEPHON_DAEMON_STORAGE_LOCAL_STORE_H_

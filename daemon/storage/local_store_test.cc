@@ -1,0 +1,186 @@
+#include "daemon/storage/local_store.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace zephon::storage {
+namespace {
+
+// Every directory entry name under `dir`, recursively, relative to it.
+void AllEntries(const std::string& dir, const std::string& rel, std::vector<std::string>* out) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (struct dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    out->push_back(rel + name);
+    AllEntries(dir + "/" + name, rel + name + "/", out);
+  }
+  closedir(d);
+}
+
+class LocalStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = getenv("TEST_TMPDIR");
+    std::string templ = absl::StrCat(tmp ? tmp : "/tmp", "/local_store_XXXXXX");
+    ASSERT_NE(mkdtemp(templ.data()), nullptr);
+    root_ = templ + "/store";  // Open creates it
+    auto store = LocalStore::Open(root_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(store).value();
+  }
+
+  std::string root_;
+  std::unique_ptr<LocalStore> store_;
+};
+
+TEST_F(LocalStoreTest, PutThenGetRoundTripsAndCreatesParents) {
+  ASSERT_TRUE(store_->Put("ckpt/round-1/rank0.bin", "hello world").ok());
+  auto got = store_->Get("ckpt/round-1/rank0.bin");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "hello world");
+  struct stat st;
+  EXPECT_EQ(stat((root_ + "/ckpt/round-1/rank0.bin").c_str(), &st), 0);
+}
+
+TEST_F(LocalStoreTest, PutReplacesWholeObject) {
+  ASSERT_TRUE(store_->Put("k", "a long first value").ok());
+  ASSERT_TRUE(store_->Put("k", "short").ok());
+  EXPECT_EQ(*store_->Get("k"), "short");
+  ASSERT_TRUE(store_->Put("empty", "").ok());
+  EXPECT_EQ(*store_->Get("empty"), "");
+}
+
+TEST_F(LocalStoreTest, BinaryBytesSurvive) {
+  const std::string bytes("a\0b\xff\n", 5);
+  ASSERT_TRUE(store_->Put("bin", bytes).ok());
+  EXPECT_EQ(*store_->Get("bin"), bytes);
+}
+
+TEST_F(LocalStoreTest, GetRangeTruncatesAtEndAndRejectsPastEnd) {
+  ASSERT_TRUE(store_->Put("r", "0123456789").ok());
+  EXPECT_EQ(*store_->GetRange("r", 0, 4), "0123");
+  EXPECT_EQ(*store_->GetRange("r", 3, 4), "3456");
+  EXPECT_EQ(*store_->GetRange("r", 8, 100), "89");
+  EXPECT_EQ(*store_->GetRange("r", 10, 5), "");
+  EXPECT_EQ(*store_->GetRange("r", 2, 0), "");
+  auto past = store_->GetRange("r", 11, 1);
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(absl::StrContains(past.status().message(), root_ + "/r")) << past.status();
+}
+
+TEST_F(LocalStoreTest, HeadReportsSizeAndMtime) {
+  const absl::Time before = absl::Now() - absl::Seconds(5);
+  ASSERT_TRUE(store_->Put("a/b", "12345").ok());
+  auto info = store_->Head("a/b");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->key, "a/b");
+  EXPECT_EQ(info->size, 5u);
+  EXPECT_GT(info->mtime, before);
+  EXPECT_LT(info->mtime, absl::Now() + absl::Seconds(5));
+}
+
+TEST_F(LocalStoreTest, ListIsRecursiveSortedAndPrefixFiltered) {
+  for (const char* k : {"run/b/2", "run/a/1", "run/a/10", "runner/x", "other/y", "top"}) {
+    ASSERT_TRUE(store_->Put(k, k).ok());
+  }
+  auto keys = [](const std::vector<ObjectInfo>& infos) {
+    std::vector<std::string> out;
+    for (const auto& i : infos) out.push_back(i.key);
+    return out;
+  };
+  auto all = store_->List("");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(keys(*all), (std::vector<std::string>{"other/y", "run/a/1", "run/a/10",
+                                                  "run/b/2", "runner/x", "top"}));
+  EXPECT_EQ(keys(*store_->List("run/")),
+            (std::vector<std::string>{"run/a/1", "run/a/10", "run/b/2"}));
+  EXPECT_EQ(keys(*store_->List("run")),
+            (std::vector<std::string>{"run/a/1", "run/a/10", "run/b/2", "runner/x"}));
+  EXPECT_EQ(keys(*store_->List("run/a/1")), (std::vector<std::string>{"run/a/1", "run/a/10"}));
+  EXPECT_EQ((*store_->List("run/a/1"))[0].size, 7u);
+  auto none = store_->List("nothing/here/");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST_F(LocalStoreTest, DeleteRemovesAndIsIdempotent) {
+  ASSERT_TRUE(store_->Put("d/x", "1").ok());
+  ASSERT_TRUE(store_->Delete("d/x").ok());
+  EXPECT_EQ(store_->Get("d/x").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_->Delete("d/x").ok());
+  EXPECT_TRUE(store_->List("d/")->empty());
+}
+
+TEST_F(LocalStoreTest, AtomicPutLeavesNoTempFile) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store_->Put("dir/obj", std::string(1000 * (i + 1), 'x')).ok());
+  }
+  std::vector<std::string> entries;
+  AllEntries(root_, "", &entries);
+  EXPECT_EQ(entries, (std::vector<std::string>{"dir", "dir/obj"}));
+}
+
+TEST_F(LocalStoreTest, ListSkipsInFlightTempFiles) {
+  ASSERT_TRUE(store_->Put("real", "1").ok());
+  const std::string tmp = absl::StrCat(root_, "/", kLocalTempPrefix, "real.AbC123");
+  FILE* f = fopen(tmp.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  auto all = store_->List("");
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].key, "real");
+}
+
+TEST_F(LocalStoreTest, FailedPutCleansUpAndKeepsOldObject) {
+  // A directory sits where the object should go: rename fails, temp file is removed.
+  ASSERT_TRUE(store_->Put("blocker/child", "x").ok());
+  auto st = store_->Put("blocker", "y");
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(absl::StrContains(st.message(), root_ + "/blocker")) << st;
+  std::vector<std::string> entries;
+  AllEntries(root_, "", &entries);
+  EXPECT_EQ(entries, (std::vector<std::string>{"blocker", "blocker/child"}));
+  EXPECT_EQ(*store_->Get("blocker/child"), "x");
+}
+
+TEST_F(LocalStoreTest, ErrorsNameThePath) {
+  auto missing = store_->Get("no/such/key");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), root_ + "/no/such/key"))
+      << missing.status();
+  auto head = store_->Head("nope");
+  EXPECT_EQ(head.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(head.status().message(), root_ + "/nope")) << head.status();
+  auto range = store_->GetRange("nope", 0, 1);
+  EXPECT_EQ(range.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(range.status().message(), root_ + "/nope"));
+}
+
+TEST_F(LocalStoreTest, RejectsInvalidKeys) {
+  for (const char* bad : {"", "/abs", "a//b", "a/../b", "..", "./x", "a/"}) {
+    EXPECT_EQ(store_->Put(bad, "x").code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(store_->Get(bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST_F(LocalStoreTest, OpenRejectsAFileAsRoot) {
+  ASSERT_TRUE(store_->Put("plain", "x").ok());
+  auto st = LocalStore::Open(root_ + "/plain");
+  EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(st.status().message(), root_ + "/plain"));
+}
+
+}  // namespace
+}  // namespace zephon::storage

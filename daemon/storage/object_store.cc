@@ -1,0 +1,88 @@
+#include "daemon/storage/object_store.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "daemon/storage/local_store.h"
+
+namespace zephon::storage {
+namespace {
+
+constexpr char kS3Scheme[] = "s3://";
+constexpr char kFileScheme[] = "file://";
+
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+}  // namespace
+
+absl::Status ValidateKey(const std::string& key) {
+  if (key.empty()) return absl::InvalidArgumentError("object key is empty");
+  if (key.front() == '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("object key '", key, "' must be relative (no leading '/')"));
+  }
+  for (absl::string_view segment : absl::StrSplit(key, '/')) {
+    if (segment.empty() || segment == "." || segment == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "object key '", key, "' has an empty, '.' or '..' path segment"));
+    }
+  }
+  if (key.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("object key '", key, "' contains NUL"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<S3Location> ParseS3Url(const std::string& url) {
+  if (!absl::StartsWith(url, kS3Scheme)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", url, "' is not an s3:// URL (expected s3://bucket/prefix)"));
+  }
+  absl::string_view rest = absl::string_view(url).substr(sizeof(kS3Scheme) - 1);
+  const size_t slash = rest.find('/');
+  S3Location loc;
+  loc.bucket = std::string(rest.substr(0, slash));
+  if (slash != absl::string_view::npos) loc.key = std::string(rest.substr(slash + 1));
+  if (loc.bucket.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", url, "' names no bucket (expected s3://bucket/prefix)"));
+  }
+  const std::string& b = loc.bucket;
+  bool chars_ok = true;
+  for (char c : b) chars_ok = chars_ok && (IsLowerAlnum(c) || c == '.' || c == '-');
+  if (b.size() < 3 || b.size() > 63 || !chars_ok || !IsLowerAlnum(b.front()) ||
+      !IsLowerAlnum(b.back())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", url, "': bucket name '", b,
+        "' is invalid (3-63 chars of a-z, 0-9, '.', '-'; starting and ending with a "
+        "letter or digit)"));
+  }
+  return loc;
+}
+
+absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url) {
+  if (url.empty()) return absl::InvalidArgumentError("store URL is empty");
+  if (absl::StartsWith(url, kS3Scheme)) {
+    RETURN_IF_ERROR(ParseS3Url(url).status());
+    return absl::UnimplementedError(
+        absl::StrCat("s3:// support is not built yet (issue 8): '", url, "'"));
+  }
+  std::string path = url;
+  if (absl::StartsWith(url, kFileScheme)) {
+    path = url.substr(sizeof(kFileScheme) - 1);
+    if (path.empty() || path.front() != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", url, "': file:// URLs need an absolute path (file:///abs/dir)"));
+    }
+  } else if (url.find("://") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", url, "': unsupported URL scheme (use a path, file:// or s3://)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> store, LocalStore::Open(path));
+  return std::unique_ptr<ObjectStore>(std::move(store));
+}
+
+}  // namespace zephon::storage

@@ -1,0 +1,87 @@
+// ObjectStore: the one storage interface behind aggregate_dir (checkpoints, rendezvous
+// files) and dataset readers. A store is a flat namespace of keys ("a/b/c.bin") mapping
+// to immutable byte strings, as in S3: a Put replaces a whole object atomically, and
+// readers see either the old or the new bytes, never a mix.
+//
+// Implementations: LocalStore (local_store.h) for plain paths and file:// URLs. s3://
+// (issue 8) is parsed but not built yet: OpenStore returns UNIMPLEMENTED for it.
+//
+// Keys are '/'-separated, relative (no leading '/'), with no empty, "." or ".."
+// segments; every method rejects other keys with INVALID_ARGUMENT.
+//
+// Thread-safety: implementations are thread-safe; concurrent Puts to one key leave one
+// of the written values (last rename wins), never a torn object.
+#ifndef ZEPHON_DAEMON_STORAGE_OBJECT_STORE_H_
+#define ZEPHON_DAEMON_STORAGE_OBJECT_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace zephon::storage {
+
+struct ObjectInfo {
+  std::string key;     // relative to the store root, as passed to Get
+  uint64_t size = 0;   // bytes
+  absl::Time mtime;    // last modification (local: file mtime; S3: Last-Modified)
+};
+
+class ObjectStore {
+ public:
+  virtual ~ObjectStore() = default;
+
+  // The whole object. NOT_FOUND if `key` does not exist; other errors name the object.
+  virtual absl::StatusOr<std::string> Get(const std::string& key) = 0;
+
+  // Bytes [offset, offset + length) of the object, truncated at its end (so fewer
+  // than `length` bytes come back only at the end). OUT_OF_RANGE if offset > size;
+  // offset == size gives "". NOT_FOUND if `key` does not exist.
+  virtual absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
+                                               uint64_t length) = 0;
+
+  // Creates or atomically replaces the whole object. On error the previous object (if
+  // any) is unchanged and no partial object is visible.
+  virtual absl::Status Put(const std::string& key, std::string_view bytes) = 0;
+
+  // Every object whose key starts with `prefix` (a plain string prefix, as in S3; ""
+  // lists everything), sorted by key. An empty result is OK, not NOT_FOUND.
+  virtual absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
+
+  // Removes the object. Deleting a missing key is OK (idempotent, as in S3).
+  virtual absl::Status Delete(const std::string& key) = 0;
+
+  // Size and mtime without reading the bytes. NOT_FOUND if `key` does not exist.
+  virtual absl::StatusOr<ObjectInfo> Head(const std::string& key) = 0;
+};
+
+// Opens the store rooted at `url`:
+//   "/abs/dir", "rel/dir", "file:///abs/dir" -> LocalStore (the directory is created if
+//                                               missing)
+//   "s3://bucket[/prefix]"                    -> UNIMPLEMENTED (issue 8), after the URL
+//                                               is validated with ParseS3Url
+// Any other "scheme://" is INVALID_ARGUMENT, as is "".
+absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url);
+
+struct S3Location {
+  std::string bucket;
+  std::string key;  // the part after "bucket/"; may be "" (the bucket root)
+};
+
+// "s3://bucket/prefix/x" -> {"bucket", "prefix/x"}; "s3://bucket" and "s3://bucket/"
+// -> {"bucket", ""}. INVALID_ARGUMENT (quoting the URL) when the scheme is not s3://
+// or the bucket name breaks S3's rules (3-63 chars of [a-z0-9.-], starting and ending
+// with a letter or digit).
+absl::StatusOr<S3Location> ParseS3Url(const std::string& url);
+
+// OK iff `key` is a valid object key (see the file comment). The message names `key`.
+absl::Status ValidateKey(const std::string& key);
+
+}  // namespace zephon::storage
+
+#endif  // ZEPHON_DAEMON_STORAGE_OBJECT_STORE_H_

@@ -1,0 +1,64 @@
+#include "daemon/storage/object_store.h"
+
+#include <stdlib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/storage/local_store.h"
+#include "gtest/gtest.h"
+
+namespace zephon::storage {
+namespace {
+
+std::string TempDir() {
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string templ = absl::StrCat(tmp ? tmp : "/tmp", "/object_store_XXXXXX");
+  return mkdtemp(templ.data()) ? templ : "";
+}
+
+TEST(ParseS3Url, SplitsBucketAndKey) {
+  auto loc = ParseS3Url("s3://my-bucket/prefix/x");
+  ASSERT_TRUE(loc.ok()) << loc.status();
+  EXPECT_EQ(loc->bucket, "my-bucket");
+  EXPECT_EQ(loc->key, "prefix/x");
+  EXPECT_EQ(ParseS3Url("s3://bucket")->key, "");
+  EXPECT_EQ(ParseS3Url("s3://bucket/")->key, "");
+  EXPECT_EQ(ParseS3Url("s3://a.b-c/k/")->key, "k/");
+}
+
+TEST(ParseS3Url, RejectsBadUrlsWithClearErrors) {
+  for (const char* bad : {"http://bucket/x", "s3:/bucket", "s3://", "s3:///x", "s3://ab/x",
+                          "s3://Bucket/x", "s3://bucket_1/x", "s3://-bucket/x"}) {
+    auto loc = ParseS3Url(bad);
+    EXPECT_EQ(loc.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(loc.status().message(), bad)) << loc.status();
+  }
+}
+
+TEST(OpenStore, S3IsNotBuiltYet) {
+  auto store = OpenStore("s3://bucket/prefix");
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(store.status().message(),
+                                "s3:// support is not built yet (issue 8)"));
+  EXPECT_EQ(OpenStore("s3://B/x").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(OpenStore, PlainPathAndFileUrlOpenTheSameLocalStore) {
+  const std::string dir = TempDir();
+  ASSERT_FALSE(dir.empty());
+  auto by_path = OpenStore(dir + "/agg");
+  ASSERT_TRUE(by_path.ok()) << by_path.status();
+  ASSERT_TRUE((*by_path)->Put("x/y", "v").ok());
+  auto by_url = OpenStore("file://" + dir + "/agg/");
+  ASSERT_TRUE(by_url.ok()) << by_url.status();
+  EXPECT_EQ(*(*by_url)->Get("x/y"), "v");
+}
+
+TEST(OpenStore, RejectsEmptyAndUnknownSchemes) {
+  EXPECT_EQ(OpenStore("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("gs://bucket/x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("file://relative").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zephon::storage
