@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "daemon/storage/local_store.h"
+#include "daemon/storage/s3_store.h"
 
 namespace zephon::storage {
 namespace {
@@ -66,9 +67,8 @@ absl::StatusOr<S3Location> ParseS3Url(const std::string& url) {
 absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url) {
   if (url.empty()) return absl::InvalidArgumentError("store URL is empty");
   if (absl::StartsWith(url, kS3Scheme)) {
-    RETURN_IF_ERROR(ParseS3Url(url).status());
-    return absl::UnimplementedError(
-        absl::StrCat("s3:// support is not built yet (issue 8): '", url, "'"));
+    ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store, S3Store::OpenUrl(url));
+    return std::unique_ptr<ObjectStore>(std::move(store));
   }
   std::string path = url;
   if (absl::StartsWith(url, kFileScheme)) {

@@ -3,8 +3,8 @@
 // to immutable byte strings, as in S3: a Put replaces a whole object atomically, and
 // readers see either the old or the new bytes, never a mix.
 //
-// Implementations: LocalStore (local_store.h) for plain paths and file:// URLs. s3://
-// (issue 8) is parsed but not built yet: OpenStore returns UNIMPLEMENTED for it.
+// Implementations: LocalStore (local_store.h) for plain paths and file:// URLs, S3Store
+// (s3_store.h) for s3:// URLs.
 //
 // Keys are '/'-separated, relative (no leading '/'), with no empty, "." or ".."
 // segments; every method rejects other keys with INVALID_ARGUMENT.
@@ -63,8 +63,9 @@ class ObjectStore {
 // Opens the store rooted at `url`:
 //   "/abs/dir", "rel/dir", "file:///abs/dir" -> LocalStore (the directory is created if
 //                                               missing)
-//   "s3://bucket[/prefix]"                    -> UNIMPLEMENTED (issue 8), after the URL
-//                                               is validated with ParseS3Url
+//   "s3://bucket[/prefix]"                    -> S3Store::OpenUrl (endpoint, region and
+//                                               credentials from the environment;
+//                                               FAILED_PRECONDITION without credentials)
 // Any other "scheme://" is INVALID_ARGUMENT, as is "".
 absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url);
 

@@ -35,11 +35,16 @@ TEST(ParseS3Url, RejectsBadUrlsWithClearErrors) {
   }
 }
 
-TEST(OpenStore, S3IsNotBuiltYet) {
+TEST(OpenStore, S3UrlOpensAnS3StoreWhenCredentialsAreSet) {
+  setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
   auto store = OpenStore("s3://bucket/prefix");
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(absl::StrContains(store.status().message(),
-                                "s3:// support is not built yet (issue 8)"));
+  EXPECT_TRUE(store.ok()) << store.status();
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  auto no_creds = OpenStore("s3://bucket/prefix");
+  EXPECT_EQ(no_creds.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(no_creds.status().message(), "AWS_ACCESS_KEY_ID"));
   EXPECT_EQ(OpenStore("s3://B/x").status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -1,0 +1,401 @@
+#include "daemon/storage/s3_store.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "daemon/storage/s3_xml.h"
+
+namespace zephon::storage {
+
+struct S3Store::Request {
+  std::string op;        // "GET", "PUT", "HEAD", "DELETE" (the HTTP method)
+  std::string full_key;  // bucket key ("" for bucket-level requests such as List)
+  HeaderList query;      // unencoded
+  HeaderList headers;    // extra headers to sign and send (e.g. range)
+  std::string_view body;
+};
+
+struct S3Store::Response {
+  long status = 0;
+  std::string body;
+  HeaderList headers;  // lowercase names, trimmed values
+  int attempts = 0;
+};
+
+namespace {
+
+constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+
+std::string GetEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+size_t WriteBody(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(data, size * n);
+  return size * n;
+}
+
+size_t WriteHeader(char* data, size_t size, size_t n, void* user) {
+  absl::string_view line(data, size * n);
+  const size_t colon = line.find(':');
+  if (colon != absl::string_view::npos) {
+    static_cast<HeaderList*>(user)->emplace_back(
+        absl::AsciiStrToLower(line.substr(0, colon)),
+        std::string(absl::StripAsciiWhitespace(line.substr(colon + 1))));
+  }
+  return size * n;
+}
+
+struct UploadCursor {
+  std::string_view data;
+  size_t pos = 0;
+};
+
+size_t ReadBody(char* buf, size_t size, size_t n, void* user) {
+  auto* cur = static_cast<UploadCursor*>(user);
+  const size_t take = std::min(size * n, cur->data.size() - cur->pos);
+  std::copy_n(cur->data.data() + cur->pos, take, buf);
+  cur->pos += take;
+  return take;
+}
+
+// Transport errors that cannot get better by retrying.
+bool Permanent(CURLcode code) {
+  return code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_URL_MALFORMAT ||
+         code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CERTPROBLEM ||
+         code == CURLE_SSL_CACERT_BADFILE || code == CURLE_OUT_OF_MEMORY;
+}
+
+bool Retryable(long status) { return status >= 500 || status == 429; }
+
+std::string HeaderValue(const HeaderList& headers, absl::string_view name) {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return "";
+}
+
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
+  static std::once_flag curl_once;
+  std::call_once(curl_once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+
+  RETURN_IF_ERROR(ParseS3Url(absl::StrCat("s3://", o.bucket)).status());
+  while (!o.prefix.empty() && o.prefix.back() == '/') o.prefix.pop_back();
+  if (!o.prefix.empty()) RETURN_IF_ERROR(ValidateKey(o.prefix));
+  if (o.region.empty()) o.region = GetEnv("AWS_REGION");
+  if (o.region.empty()) o.region = GetEnv("AWS_DEFAULT_REGION");
+  if (o.region.empty()) o.region = "us-east-1";
+  if (o.endpoint.empty()) o.endpoint = GetEnv("AWS_ENDPOINT_URL");
+  const bool custom_endpoint = !o.endpoint.empty();
+  if (!custom_endpoint) o.endpoint = absl::StrCat("https://s3.", o.region, ".amazonaws.com");
+  if (!o.path_style.has_value()) o.path_style = custom_endpoint;
+
+  std::string scheme;
+  absl::string_view rest = o.endpoint;
+  if (absl::ConsumePrefix(&rest, "http://")) {
+    scheme = "http";
+  } else if (absl::ConsumePrefix(&rest, "https://")) {
+    scheme = "https";
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "S3 endpoint '", o.endpoint, "' must start with http:// or https://"));
+  }
+  absl::ConsumeSuffix(&rest, "/");
+  if (rest.empty() || rest.find_first_of("/?#@ ") != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "S3 endpoint '", o.endpoint, "' must be scheme://host[:port] (no path)"));
+  }
+  if (o.max_attempts < 1 || o.list_page_size < 1 || o.list_page_size > 1000 ||
+      o.connect_timeout <= absl::ZeroDuration() ||
+      o.request_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "S3Options: max_attempts >= 1, list_page_size in 1..1000 and positive timeouts "
+        "are required");
+  }
+  if (o.credentials.access_key.empty()) {
+    o.credentials.access_key = GetEnv("AWS_ACCESS_KEY_ID");
+    o.credentials.secret_key = GetEnv("AWS_SECRET_ACCESS_KEY");
+    o.credentials.session_token = GetEnv("AWS_SESSION_TOKEN");
+  }
+  if (o.credentials.access_key.empty() || o.credentials.secret_key.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no AWS credentials for s3://", o.bucket,
+        ": set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (~/.aws/credentials is not "
+        "read yet)"));
+  }
+  std::string host(rest);
+  return std::unique_ptr<S3Store>(new S3Store(std::move(o), std::move(scheme), std::move(host)));
+}
+
+absl::StatusOr<std::unique_ptr<S3Store>> S3Store::OpenUrl(const std::string& url) {
+  ASSIGN_OR_RETURN(S3Location loc, ParseS3Url(url));
+  S3Options options;
+  options.bucket = std::move(loc.bucket);
+  options.prefix = std::move(loc.key);
+  return Open(std::move(options));
+}
+
+std::string S3Store::FullKey(const std::string& key) const {
+  return options_.prefix.empty() ? key : absl::StrCat(options_.prefix, "/", key);
+}
+
+std::string S3Store::Describe(const std::string& full_key) const {
+  return absl::StrCat("s3://", options_.bucket, "/", full_key);
+}
+
+absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
+  const bool path_style = *options_.path_style;
+  const std::string host = path_style ? host_ : absl::StrCat(options_.bucket, ".", host_);
+  std::string path = path_style ? absl::StrCat("/", options_.bucket) : "";
+  if (!req.full_key.empty() || !path_style) absl::StrAppend(&path, "/", req.full_key);
+
+  SigV4Request sreq;
+  sreq.method = req.op;
+  sreq.path = path;
+  sreq.query = req.query;
+  sreq.payload_sha256_hex = Sha256Hex(absl::string_view(req.body.data(), req.body.size()));
+  sreq.headers = req.headers;
+  sreq.headers.emplace_back("host", host);
+  sreq.headers.emplace_back("x-amz-content-sha256", sreq.payload_sha256_hex);
+  const std::string now =
+      absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone());
+  ASSIGN_OR_RETURN(SigV4Signature sig,
+                   SignV4(sreq, options_.region, "s3", options_.credentials, now));
+
+  std::string url = absl::StrCat(scheme_, "://", host, AwsUriEncode(path, true));
+  std::vector<std::string> params;
+  for (const auto& [k, v] : req.query) {
+    params.push_back(absl::StrCat(AwsUriEncode(k, false), "=", AwsUriEncode(v, false)));
+  }
+  if (!params.empty()) absl::StrAppend(&url, "?", absl::StrJoin(params, "&"));
+
+  std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
+  if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+  std::unique_ptr<curl_slist, SlistDeleter> headers;
+  auto add_header = [&headers](const std::string& line) {
+    headers.reset(curl_slist_append(headers.release(), line.c_str()));
+  };
+  for (const auto& [k, v] : sig.headers) add_header(absl::StrCat(k, ": ", v));
+  add_header(absl::StrCat("Authorization: ", sig.authorization));
+  add_header("Expect:");  // no 100-continue round trip on PUT
+
+  Response resp;
+  UploadCursor upload{req.body, 0};
+  CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &WriteBody);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp.body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &WriteHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &resp.headers);
+  if (req.op == "PUT") {
+    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, &ReadBody);
+    curl_easy_setopt(c, CURLOPT_READDATA, &upload);
+    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+  } else if (req.op == "HEAD") {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (req.op != "GET") {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.op.c_str());
+  }
+  const CURLcode code = curl_easy_perform(c);
+  if (code != CURLE_OK) {
+    const std::string what = absl::StrCat(
+        req.op, " ", Describe(req.full_key), " via ", options_.endpoint, ": ",
+        curl_easy_strerror(code));
+    if (code == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
+    if (Permanent(code)) return absl::InvalidArgumentError(what);
+    return absl::UnavailableError(what);
+  }
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
+  return resp;
+}
+
+absl::StatusOr<S3Store::Response> S3Store::Send(const Request& req) const {
+  absl::Duration backoff = options_.initial_backoff;
+  absl::Status last;
+  for (int attempt = 1;; ++attempt) {
+    absl::StatusOr<Response> resp = SendOnce(req);
+    const bool retry =
+        resp.ok() ? Retryable(resp->status)
+                  : (absl::IsUnavailable(resp.status()) ||
+                     absl::IsDeadlineExceeded(resp.status()));
+    if (!retry || attempt >= options_.max_attempts) {
+      if (resp.ok()) {
+        resp->attempts = attempt;
+        return resp;
+      }
+      if (attempt == 1 || !retry) return resp.status();
+      return absl::Status(resp.status().code(),
+                          absl::StrCat(resp.status().message(), " (after ", attempt,
+                                       " attempts)"));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+absl::Status S3Store::HttpError(const Request& req, const Response& resp) const {
+  std::string detail = ParseS3Error(resp.body);
+  const std::string s3_code = XmlElementText(resp.body, "Code", nullptr);
+  if (detail.empty()) detail = resp.body.substr(0, 200);
+  std::string msg = absl::StrCat("S3 ", req.op, " ", Describe(req.full_key), " (bucket '",
+                                 options_.bucket, "', endpoint ", options_.endpoint,
+                                 "): HTTP ", resp.status);
+  if (!detail.empty()) absl::StrAppend(&msg, " ", detail);
+  if (resp.attempts > 1) absl::StrAppend(&msg, " (after ", resp.attempts, " attempts)");
+  const long s = resp.status;
+  if (s == 404 && s3_code == "NoSuchBucket") {
+    return absl::FailedPreconditionError(
+        absl::StrCat(msg, " [bucket '", options_.bucket, "' does not exist]"));
+  }
+  if (s == 404) return absl::NotFoundError(msg);
+  if (s == 401) return absl::UnauthenticatedError(msg);
+  if (s == 403) return absl::PermissionDeniedError(msg);
+  if (s == 416) return absl::OutOfRangeError(msg);
+  if (s >= 500 || s == 429) return absl::UnavailableError(msg);
+  if (s == 400) return absl::InvalidArgumentError(msg);
+  return absl::FailedPreconditionError(msg);
+}
+
+absl::StatusOr<std::string> S3Store::Get(const std::string& key) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const Request req{"GET", FullKey(key), {}, {}, {}};
+  ASSIGN_OR_RETURN(Response resp, Send(req));
+  if (resp.status != 200) return HttpError(req, resp);
+  return std::move(resp.body);
+}
+
+absl::StatusOr<std::string> S3Store::GetRange(const std::string& key, uint64_t offset,
+                                              uint64_t length) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  auto empty_or_out_of_range = [&]() -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(ObjectInfo info, Head(key));
+    if (offset > info.size) {
+      return absl::OutOfRangeError(absl::StrCat("range offset ", offset, " is past the end of ",
+                                                Describe(FullKey(key)), " (", info.size,
+                                                " bytes)"));
+    }
+    return std::string();
+  };
+  if (length == 0) return empty_or_out_of_range();
+  const uint64_t last = length - 1 > UINT64_MAX - offset ? UINT64_MAX : offset + length - 1;
+  const Request req{
+      "GET", FullKey(key), {}, {{"range", absl::StrCat("bytes=", offset, "-", last)}}, {}};
+  ASSIGN_OR_RETURN(Response resp, Send(req));
+  if (resp.status == 206) return std::move(resp.body);
+  if (resp.status == 416) return empty_or_out_of_range();
+  if (resp.status == 200) {  // the server ignored Range: cut locally
+    if (offset > resp.body.size()) return empty_or_out_of_range();
+    return resp.body.substr(offset, length);
+  }
+  return HttpError(req, resp);
+}
+
+absl::Status S3Store::Put(const std::string& key, std::string_view bytes) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const Request req{"PUT", FullKey(key), {}, {}, bytes};
+  ASSIGN_OR_RETURN(Response resp, Send(req));
+  if (resp.status != 200) return HttpError(req, resp);
+  return absl::OkStatus();
+}
+
+absl::Status S3Store::Delete(const std::string& key) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const Request req{"DELETE", FullKey(key), {}, {}, {}};
+  ASSIGN_OR_RETURN(Response resp, Send(req));
+  if (resp.status == 200 || resp.status == 204) return absl::OkStatus();
+  if (resp.status == 404 && XmlElementText(resp.body, "Code", nullptr) == "NoSuchKey") {
+    return absl::OkStatus();  // idempotent
+  }
+  return HttpError(req, resp);
+}
+
+absl::StatusOr<ObjectInfo> S3Store::Head(const std::string& key) {
+  RETURN_IF_ERROR(ValidateKey(key));
+  const Request req{"HEAD", FullKey(key), {}, {}, {}};
+  ASSIGN_OR_RETURN(Response resp, Send(req));
+  if (resp.status != 200) return HttpError(req, resp);
+  ObjectInfo info;
+  info.key = key;
+  const std::string length = HeaderValue(resp.headers, "content-length");
+  if (!absl::SimpleAtoi(length, &info.size)) {
+    return absl::InternalError(absl::StrCat("S3 HEAD ", Describe(req.full_key),
+                                            ": bad Content-Length '", length, "'"));
+  }
+  const std::string modified = HeaderValue(resp.headers, "last-modified");
+  const time_t t = curl_getdate(modified.c_str(), nullptr);
+  info.mtime = t == -1 ? absl::InfinitePast() : absl::FromTimeT(t);
+  return info;
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
+  const std::string root = options_.prefix.empty() ? "" : options_.prefix + "/";
+  const std::string full_prefix = root + prefix;
+  std::vector<ObjectInfo> out;
+  std::string token;
+  for (;;) {
+    Request req{"GET", "", {{"list-type", "2"},
+                             {"max-keys", absl::StrCat(options_.list_page_size)}},
+                {}, {}};
+    if (!full_prefix.empty()) req.query.emplace_back("prefix", full_prefix);
+    if (!token.empty()) req.query.emplace_back("continuation-token", token);
+    absl::StatusOr<Response> resp_or = Send(req);
+    absl::Status err = resp_or.status();
+    if (err.ok() && resp_or->status != 200) err = HttpError(req, *resp_or);
+    if (!err.ok()) {
+      return absl::Status(err.code(), absl::StrCat(err.message(), " (listing prefix '",
+                                                   full_prefix, "')"));
+    }
+    Response& resp = *resp_or;
+    absl::StatusOr<ListPage> page = ParseListObjectsV2(resp.body);
+    if (!page.ok()) {
+      return absl::InternalError(absl::StrCat("S3 list s3://", options_.bucket, "/",
+                                              full_prefix, ": ", page.status().message()));
+    }
+    for (ObjectInfo& info : page->objects) {
+      if (!absl::StartsWith(info.key, full_prefix)) continue;
+      info.key.erase(0, root.size());
+      out.push_back(std::move(info));
+    }
+    if (!page->truncated) break;
+    if (page->next_continuation_token.empty() || page->next_continuation_token == token) {
+      return absl::InternalError(absl::StrCat(
+          "S3 list s3://", options_.bucket, "/", full_prefix,
+          ": truncated page without a new NextContinuationToken"));
+    }
+    token = std::move(page->next_continuation_token);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+}  // namespace zephon::storage

@@ -1,0 +1,109 @@
+// S3Store: ObjectStore over the S3 REST API (AWS S3 or a compatible server such as
+// MinIO or s3rver), speaking HTTP(S) through libcurl with AWS Signature V4 (sigv4.h).
+// One store is one bucket plus an optional key prefix ("s3://bucket/prefix" roots the
+// store at "prefix/"); keys passed to its methods are relative to that root.
+//
+// Configuration (S3Options; empty fields fall back to the environment):
+//   endpoint     AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com
+//   region       AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1
+//   credentials  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN. The shared
+//                ~/.aws/credentials file, profiles and instance metadata are NOT read
+//                yet (a later change); with no credentials, Open fails.
+//   addressing   path-style (http://host/bucket/key) or virtual-host style
+//                (http://bucket.host/key); by default path-style iff a custom endpoint
+//                is set.
+//
+// Semantics: Put is one PUT of the whole object, so readers see the old or the new
+// object, never a mix (S3's own atomicity). Every request is signed with
+// x-amz-content-sha256 = SHA-256 of the payload. Each attempt has a connect timeout and
+// a total timeout; connection errors, timeouts, HTTP 5xx and 429 are retried with
+// exponential backoff up to max_attempts, so no call blocks longer than about
+// max_attempts * (request_timeout + backoff).
+//
+// Errors name the operation, bucket, key, HTTP status and S3's error Code and Message:
+//   404 NoSuchKey -> NOT_FOUND; NoSuchBucket -> FAILED_PRECONDITION (not NOT_FOUND, so a
+//   missing bucket is never mistaken for a missing key); 403 -> PERMISSION_DENIED;
+//   other 4xx -> INVALID_ARGUMENT / FAILED_PRECONDITION; 5xx and connection errors after
+//   the last attempt -> UNAVAILABLE; timeouts -> DEADLINE_EXCEEDED.
+//
+// Thread-safety: thread-safe (immutable after Open; one libcurl easy handle per call).
+#ifndef ZEPHON_DAEMON_STORAGE_S3_STORE_H_
+#define ZEPHON_DAEMON_STORAGE_S3_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/storage/object_store.h"
+#include "daemon/storage/sigv4.h"
+
+namespace zephon::storage {
+
+struct S3Options {
+  std::string bucket;  // required; S3 naming rules as in ParseS3Url
+  std::string prefix;  // store root inside the bucket; "" or "a/b" ('/' added)
+  std::string endpoint;  // "http://127.0.0.1:4568"; "" -> environment / AWS default
+  std::string region;    // "" -> environment / us-east-1
+  std::optional<bool> path_style;  // unset -> path-style iff a custom endpoint is used
+  SigV4Credentials credentials;    // empty access_key -> environment
+  absl::Duration connect_timeout = absl::Seconds(5);
+  absl::Duration request_timeout = absl::Seconds(60);  // per attempt, whole transfer
+  int max_attempts = 4;                                 // >= 1
+  absl::Duration initial_backoff = absl::Milliseconds(100);  // doubles per retry
+  int list_page_size = 1000;  // ListObjectsV2 max-keys, 1..1000
+};
+
+class S3Store final : public ObjectStore {
+ public:
+  // Fills unset options from the environment and validates them. INVALID_ARGUMENT for a
+  // bad bucket, prefix, endpoint or limit; FAILED_PRECONDITION when no credentials are
+  // configured. Does not contact the server.
+  static absl::StatusOr<std::unique_ptr<S3Store>> Open(S3Options options);
+
+  // Open for "s3://bucket[/prefix]" with every other option from the environment.
+  static absl::StatusOr<std::unique_ptr<S3Store>> OpenUrl(const std::string& url);
+
+  S3Store(const S3Store&) = delete;
+  S3Store& operator=(const S3Store&) = delete;
+
+  const S3Options& options() const { return options_; }
+
+  absl::StatusOr<std::string> Get(const std::string& key) override;
+  absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
+                                       uint64_t length) override;
+  absl::Status Put(const std::string& key, std::string_view bytes) override;
+  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override;
+  absl::Status Delete(const std::string& key) override;
+  absl::StatusOr<ObjectInfo> Head(const std::string& key) override;
+
+ private:
+  struct Request;
+  struct Response;
+
+  S3Store(S3Options options, std::string scheme, std::string host)
+      : options_(std::move(options)), scheme_(std::move(scheme)), host_(std::move(host)) {}
+
+  // Sends `request` with retries; any HTTP status comes back as a Response, transport
+  // failures after the last attempt as UNAVAILABLE / DEADLINE_EXCEEDED.
+  absl::StatusOr<Response> Send(const Request& request) const;
+  absl::StatusOr<Response> SendOnce(const Request& request) const;
+  // The Status for a non-2xx `response` to `request`.
+  absl::Status HttpError(const Request& request, const Response& response) const;
+
+  std::string FullKey(const std::string& key) const;
+  std::string Describe(const std::string& full_key) const;  // "s3://bucket/key"
+
+  const S3Options options_;  // all fields resolved
+  const std::string scheme_;  // "http" or "https"
+  const std::string host_;    // "host[:port]" of the endpoint
+};
+
+}  // namespace zephon::storage
+
+#endif  // ZEPHON_DAEMON_STORAGE_S3_STORE_H_

@@ -1,0 +1,57 @@
+#include "daemon/storage/s3_xml.h"
+
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace zephon::storage {
+namespace {
+
+TEST(XmlUnescape, DecodesNamedAndNumericEntities) {
+  EXPECT_EQ(XmlUnescape("a&amp;b&lt;c&gt;d&quot;e&apos;f"), "a&b<c>d\"e'f");
+  EXPECT_EQ(XmlUnescape("&#65;&#x42;&#xe9;"), "AB\xc3\xa9");
+  EXPECT_EQ(XmlUnescape("x &unknown; & y &#xZZ;"), "x &unknown; & y &#xZZ;");
+}
+
+TEST(ParseListObjectsV2, ReadsEntriesAndContinuation) {
+  const char* xml =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
+      "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<Name>b</Name><Prefix>p/</Prefix><KeyCount>2</KeyCount><MaxKeys>2</MaxKeys>"
+      "<IsTruncated>true</IsTruncated><NextContinuationToken>t&amp;1</NextContinuationToken>"
+      "<Contents><Key>p/a&amp;b.bin</Key><LastModified>2024-01-02T03:04:05.000Z"
+      "</LastModified><ETag>&quot;x&quot;</ETag><Size>12</Size></Contents>"
+      "<Contents><Key>p/c</Key><LastModified>bad</LastModified><Size>0</Size></Contents>"
+      "</ListBucketResult>";
+  auto page = ParseListObjectsV2(xml);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->objects.size(), 2u);
+  EXPECT_EQ(page->objects[0].key, "p/a&b.bin");
+  EXPECT_EQ(page->objects[0].size, 12u);
+  EXPECT_EQ(page->objects[0].mtime, absl::FromUnixSeconds(1704164645));
+  EXPECT_EQ(page->objects[1].mtime, absl::InfinitePast());
+  EXPECT_TRUE(page->truncated);
+  EXPECT_EQ(page->next_continuation_token, "t&1");
+}
+
+TEST(ParseListObjectsV2, RejectsOtherDocumentsAndBadSizes) {
+  EXPECT_FALSE(ParseListObjectsV2("<Error><Code>X</Code></Error>").ok());
+  EXPECT_FALSE(ParseListObjectsV2(
+                   "<ListBucketResult><Contents><Key>k</Key><Size>x</Size></Contents>"
+                   "</ListBucketResult>")
+                   .ok());
+  auto empty = ParseListObjectsV2("<ListBucketResult><IsTruncated>false</IsTruncated>"
+                                  "</ListBucketResult>");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->objects.empty());
+  EXPECT_FALSE(empty->truncated);
+}
+
+TEST(ParseS3Error, JoinsCodeAndMessage) {
+  EXPECT_EQ(ParseS3Error("<Error><Code>NoSuchBucket</Code><Message>The specified bucket "
+                         "does not exist</Message><BucketName>b</BucketName></Error>"),
+            "NoSuchBucket: The specified bucket does not exist");
+  EXPECT_EQ(ParseS3Error("<ListBucketResult/>"), "");
+}
+
+}  // namespace
+}  // namespace zephon::storage

@@ -1,0 +1,242 @@
+"""S3Store (daemon/storage/s3_store.h) against a real S3-protocol server.
+
+Runs s3rver (npm, tests/s3/node_modules; `make setup-s3`) on loopback and drives
+bazel-bin/daemon/storage/s3_tool, cross-checking bytes with the AWS SDK for JavaScript
+(s3client.mjs). Skips when s3rver or node is not installed.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+S3RVER = os.path.join(HERE, "node_modules", ".bin", "s3rver")
+CLIENT = os.path.join(HERE, "s3client.mjs")
+TOOL = os.path.join(ROOT, "bazel-bin", "daemon", "storage", "s3_tool")
+BUCKET = "zephon-test"
+
+pytestmark = [
+    pytest.mark.skipif(not os.path.exists(S3RVER),
+                       reason="s3rver not installed: run `make setup-s3` "
+                              "(npm install --prefix tests/s3)"),
+    pytest.mark.skipif(shutil.which("node") is None, reason="node (Node.js) not found"),
+    pytest.mark.skipif(not os.path.exists(TOOL),
+                       reason="s3_tool not built: run `bazel build //daemon/storage:s3_tool`"),
+]
+
+# Tight limits so that failure cases finish fast: 3 attempts, 1 s connect, 3 s total.
+FAST_FAIL = ["--attempts=3", "--connect-timeout-ms=1000", "--timeout-ms=3000"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, proc, timeout_s=20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"s3rver exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"s3rver did not listen on port {port} within {timeout_s}s")
+
+
+class Server:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="zephon-s3rver-")
+        self.port = free_port()
+        self.log = open(os.path.join(self.dir, "s3rver.log"), "wb")
+        # s3rver 3.7 encrypts ListObjectsV2 continuation tokens with DES, which Node 17+
+        # (OpenSSL 3) only offers through the legacy provider.
+        env = {**os.environ, "NODE_OPTIONS": "--openssl-legacy-provider"}
+        self.proc = subprocess.Popen(
+            [S3RVER, "-d", os.path.join(self.dir, "data"), "-a", "127.0.0.1",
+             "-p", str(self.port), "--silent", "--configure-bucket", BUCKET],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        wait_listening(self.port, self.proc)
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def server(monkeypatch):
+    srv = Server()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", srv.endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "S3RVER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "S3RVER")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    yield srv
+    srv.stop()
+
+
+def tool(*args, env=None, timeout=60):
+    return subprocess.run([TOOL, *args], capture_output=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def node(*args):
+    r = subprocess.run(["node", CLIENT, *args], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout.decode()
+
+
+def test_put_with_s3_tool_reads_back_identically_with_aws_sdk(server, tmp_path):
+    data = os.urandom(300_000) + b"\x00tail"
+    src, back = tmp_path / "src.bin", tmp_path / "back.bin"
+    src.write_bytes(data)
+    key = "ckpt/step 3/shard&0.bin"  # space and '&' exercise URI and XML escaping
+    r = tool("put", str(src), f"s3://{BUCKET}/{key}")
+    assert r.returncode == 0, r.stderr.decode()
+    node("get", BUCKET, key, str(back))
+    assert back.read_bytes() == data
+    r = tool("head", f"s3://{BUCKET}/{key}")
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout.decode().split("\t")[0] == str(len(data))
+
+
+def test_aws_sdk_object_reads_with_get_and_range(server, tmp_path):
+    data = bytes(range(256)) * 40
+    src = tmp_path / "src.bin"
+    src.write_bytes(data)
+    node("put", BUCKET, "data/tokens.bin", str(src))
+    url = f"s3://{BUCKET}/data/tokens.bin"
+    r = tool("get", url, "-")
+    assert r.returncode == 0 and r.stdout == data, r.stderr.decode()
+    r = tool("range", url, "1000", "300", "-")
+    assert r.returncode == 0 and r.stdout == data[1000:1300], r.stderr.decode()
+    r = tool("range", url, str(len(data) - 10), "100", "-")  # truncated at the end
+    assert r.returncode == 0 and r.stdout == data[-10:], r.stderr.decode()
+    r = tool("range", url, str(len(data)), "5", "-")  # offset == size -> ""
+    assert r.returncode == 0 and r.stdout == b"", r.stderr.decode()
+    r = tool("range", url, str(len(data) + 1), "5", "-")
+    assert r.returncode == 1 and b"OUT_OF_RANGE" in r.stderr
+    r = tool("get", f"s3://{BUCKET}/data/missing.bin", "-")
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert "NOT_FOUND" in err and "data/missing.bin" in err and "HTTP 404" in err
+    assert "NoSuchKey" in err
+
+
+def test_list_pages_through_continuation_tokens_and_delete(server, tmp_path):
+    src = tmp_path / "x"
+    keys = [f"run/{i:03d}.bin" for i in range(30)]
+    for i, key in enumerate(keys):
+        src.write_bytes(b"x" * i)
+        r = tool("put", str(src), f"s3://{BUCKET}/{key}")
+        assert r.returncode == 0, r.stderr.decode()
+    node("put", BUCKET, "other/outside.bin", str(src))
+    r = tool("--page-size=7", "list", f"s3://{BUCKET}/run/")  # 5 pages
+    assert r.returncode == 0, r.stderr.decode()
+    rows = [line.split("\t") for line in r.stdout.decode().splitlines()]
+    assert [row[2] for row in rows] == keys
+    assert [int(row[0]) for row in rows] == list(range(30))
+    assert all(row[1].startswith("20") for row in rows)  # a real LastModified
+    assert node("list", BUCKET, "run/").split() == keys
+
+    r = tool("delete", f"s3://{BUCKET}/run/007.bin")
+    assert r.returncode == 0, r.stderr.decode()
+    r = tool("delete", f"s3://{BUCKET}/run/007.bin")  # idempotent
+    assert r.returncode == 0, r.stderr.decode()
+    r = tool("--page-size=7", "list", f"s3://{BUCKET}/run/")
+    listed = [line.split("\t")[2] for line in r.stdout.decode().splitlines()]
+    assert listed == [k for k in keys if k != "run/007.bin"]
+    assert subprocess.run(["node", CLIENT, "head", BUCKET, "run/007.bin"]).returncode == 3
+
+
+def test_bad_credentials_fail_with_the_http_status(server):
+    # s3rver checks the access key id but does not verify V4 signatures (its
+    # authentication middleware says "Signature version 4 calculation is
+    # unimplemented"), so a wrong *secret* is accepted there; SignV4 itself is pinned to
+    # AWS's published vectors in //daemon/storage:sigv4_test. A wrong key id is rejected.
+    r = tool("list", f"s3://{BUCKET}/", env={"AWS_ACCESS_KEY_ID": "NOT-S3RVER"})
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert "PERMISSION_DENIED" in err and "HTTP 403" in err and "InvalidAccessKeyId" in err
+    assert BUCKET in err and "prefix ''" in err
+    r = tool("list", f"s3://{BUCKET}/", env={"AWS_ACCESS_KEY_ID": ""})
+    assert r.returncode == 1 and b"AWS_ACCESS_KEY_ID" in r.stderr
+
+
+def test_missing_bucket_is_named_in_the_error(server):
+    r = tool("get", "s3://no-such-bucket-zephon/x.bin", "-")
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert "no-such-bucket-zephon" in err and "NoSuchBucket" in err and "HTTP 404" in err
+    assert "FAILED_PRECONDITION" in err  # never NOT_FOUND: a bucket is not a key
+
+
+def test_stopped_server_fails_fast_instead_of_hanging(server, tmp_path):
+    src = tmp_path / "x"
+    src.write_bytes(b"before the crash")
+    assert tool("put", str(src), f"s3://{BUCKET}/k").returncode == 0
+    server.proc.kill()
+    server.proc.wait()
+    start = time.monotonic()
+    r = tool(*FAST_FAIL, "get", f"s3://{BUCKET}/k", "-", timeout=30)
+    elapsed = time.monotonic() - start
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert "UNAVAILABLE" in err and f"s3://{BUCKET}/k" in err and "after 3 attempts" in err
+    assert elapsed < 15, elapsed
+
+
+def test_unresponsive_server_times_out(monkeypatch):
+    # A listener that accepts connections and never answers: every attempt must end at
+    # the total timeout and the call must give up after the bounded attempts.
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        lsock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(lsock.accept()[0])
+            except OSError:
+                pass
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{lsock.getsockname()[1]}")
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "S3RVER")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "S3RVER")
+        start = time.monotonic()
+        r = tool("--attempts=2", "--timeout-ms=1000", "get", f"s3://{BUCKET}/k", "-",
+                 timeout=30)
+        elapsed = time.monotonic() - start
+        assert r.returncode == 1
+        err = r.stderr.decode()
+        assert "DEADLINE_EXCEEDED" in err and "after 2 attempts" in err, err
+        assert 1.5 < elapsed < 10, elapsed
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        lsock.close()
