@@ -57,19 +57,6 @@ absl::Status ErrnoError(int err, const char* what, const std::string& path) {
   return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
 }
 
-// write(2) until done; EINTR-safe.
-int WriteAll(int fd, std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return 0;
-}
-
 }  // namespace
 
 std::string EncodeCheckpoint(const proto::CheckpointState& state) {
@@ -144,44 +131,6 @@ absl::StatusOr<proto::CheckpointState> DecodeCheckpoint(std::string_view bytes) 
                      " but the payload says ", state.format_version()));
   }
   return state;
-}
-
-absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
-  const std::filesystem::path target(path);
-  if (path.empty() || !target.has_filename()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot write \"", path,
-                                                   "\": not a file path"));
-  }
-  std::filesystem::path dir = target.parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return ErrnoError(ec.value(), "cannot create directory", dir.string());
-
-  std::string tmp =
-      (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return ErrnoError(errno, "cannot create a temporary file in", dir.string());
-  auto fail = [&](int err, const char* what) {
-    ::unlink(tmp.c_str());
-    return ErrnoError(err, what, path);
-  };
-  int err = 0;
-  if (::fchmod(fd, 0644) != 0) err = errno;
-  if (err == 0) err = WriteAll(fd, bytes);
-  if (err == 0 && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err != 0) return fail(err, "cannot write");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno, "cannot rename into");
-
-  // Make the rename durable. The new file is complete either way, so a failure here is
-  // reported but the file stays.
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return ErrnoError(errno, "cannot open directory for fsync", dir.string());
-  err = ::fsync(dir_fd) != 0 ? errno : 0;
-  ::close(dir_fd);
-  if (err != 0) return ErrnoError(err, "cannot fsync directory", dir.string());
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

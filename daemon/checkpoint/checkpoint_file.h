@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "proto/checkpoint.pb.h"
 
 namespace zephon::checkpoint {
@@ -44,12 +45,8 @@ std::string EncodeCheckpoint(const proto::CheckpointState& state);
 //                       malformed header or payload (the file is damaged: use another).
 absl::StatusOr<proto::CheckpointState> DecodeCheckpoint(std::string_view bytes);
 
-// Replaces `path` with `bytes` atomically: creates missing parent directories, writes a
-// temporary file in the same directory, fsyncs it, renames it over `path`, fsyncs the
-// directory. On any error the temporary file is removed and `path` is untouched (the
-// old content, or absent). Errors name the path and the failing step; the code follows
-// errno (NOT_FOUND, PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full disk, ...).
-absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+// Checkpoint and rendezvous files are written with the shared atomic writer.
+using ::zephon::WriteFileAtomically;
 
 // Whole-file read. NOT_FOUND / PERMISSION_DENIED / ... naming the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/atomic_file.h"
 #include "common/status_macros.h"
 
 namespace zephon::storage {
@@ -32,12 +33,6 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
-  // Closes now, reporting the error (close can report a deferred write error).
-  int Close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
 
  private:
   int fd_;
@@ -170,40 +165,7 @@ absl::StatusOr<std::string> LocalStore::GetRange(const std::string& key, uint64_
 
 absl::Status LocalStore::Put(const std::string& key, std::string_view bytes) {
   RETURN_IF_ERROR(ValidateKey(key));
-  const std::string path = PathOf(key);
-  const size_t slash = path.rfind('/');
-  const std::string dir = path.substr(0, slash);
-  RETURN_IF_ERROR(MkdirAll(dir));
-
-  std::string tmp = absl::StrCat(dir, "/", kLocalTempPrefix, path.substr(slash + 1), ".XXXXXX");
-  Fd fd(::mkostemp(tmp.data(), O_CLOEXEC));
-  if (fd.get() < 0) return PathError(errno, "cannot create temp file for", path);
-  auto fail = [&tmp](int err, absl::string_view what) {
-    ::unlink(tmp.c_str());
-    return PathError(err, what, tmp);
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(errno, "cannot write");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd.get(), 0644) != 0) return fail(errno, "cannot chmod");
-  if (::fsync(fd.get()) != 0) return fail(errno, "cannot fsync");
-  if (fd.Close() != 0) return fail(errno, "cannot close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return PathError(err, absl::StrCat("cannot rename '", tmp, "' to"), path);
-  }
-  // Make the rename itself durable.
-  Fd dir_fd(::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() < 0) return PathError(errno, "cannot open directory", dir);
-  if (::fsync(dir_fd.get()) != 0) return PathError(errno, "cannot fsync directory", dir);
-  return absl::OkStatus();
+  return WriteFileAtomically(PathOf(key), bytes);
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> LocalStore::List(const std::string& prefix) {

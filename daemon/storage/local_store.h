@@ -18,12 +18,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/atomic_file.h"
 #include "daemon/storage/object_store.h"
 
 namespace zephon::storage {
 
-// Prefix of in-flight Put temp files; never a valid object name to List.
-inline constexpr char kLocalTempPrefix[] = ".zephon-tmp.";
+// Prefix of in-flight Put temp files (WriteFileAtomically's); List skips them.
+inline constexpr const char* kLocalTempPrefix = kAtomicTempPrefix;
 
 class LocalStore final : public ObjectStore {
  public:
