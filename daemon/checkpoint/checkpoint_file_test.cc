@@ -10,18 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "daemon/checkpoint/round_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::checkpoint {
 namespace {
 
-// True when `status`'s message contains `text` (gtest prints the status otherwise).
-::testing::AssertionResult MessageHas(const absl::Status& status, const std::string& text) {
-  if (std::string(status.message()).find(text) != std::string::npos) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << status << " lacks \"" << text << "\"";
-}
+using testing::MessageHas;
 
 proto::CheckpointState SampleState() {
   proto::CheckpointState state;
@@ -55,13 +50,7 @@ proto::CheckpointState SampleState() {
   return state;
 }
 
-// A fresh empty directory under the test's temp dir.
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/ckptXXXXXX";
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+std::string MakeTempDir() { return testing::MakeTempDir("ckpt"); }
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;

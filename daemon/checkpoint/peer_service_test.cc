@@ -32,12 +32,7 @@ using testing::MessageHas;
 using testing::RunShape;
 using Result = absl::StatusOr<proto::CheckpointResult>;
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/peerXXXXXX";
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+std::string MakeTempDir() { return testing::MakeTempDir("peer"); }
 
 absl::Time In(absl::Duration d) { return absl::Now() + d; }
 

@@ -7,17 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/checkpoint/checkpoint_file.h"
+#include "daemon/checkpoint/round_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::checkpoint {
 namespace {
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/rdvXXXXXX";
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+std::string MakeTempDir() { return testing::MakeTempDir("rdv"); }
 
 TEST(RendezvousTest, CheckpointPathHasEightDigitRound) {
   EXPECT_EQ(CheckpointPath("/agg", "run-1", 7), "/agg/run-1/checkpoint-00000007.zckpt");

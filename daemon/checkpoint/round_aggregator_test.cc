@@ -23,12 +23,7 @@ using testing::MessageHas;
 using testing::RunShape;
 using Result = absl::StatusOr<proto::CheckpointResult>;
 
-std::string MakeTempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/aggXXXXXX";
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+std::string MakeTempDir() { return testing::MakeTempDir("agg"); }
 
 absl::Time In(absl::Duration d) { return absl::Now() + d; }
 

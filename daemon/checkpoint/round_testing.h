@@ -1,4 +1,5 @@
-// Test helpers: CheckpointReports of a synthetic run. Test-only.
+// Test helpers for daemon/checkpoint: CheckpointReports of a synthetic run, status
+// message matching and scratch directories. Test-only.
 //
 // The run has world_size ranks in DP groups of `ranks_per_group` consecutive ranks
 // (tensor-parallel peers); group g owns lanes [g * lanes_per_group, (g+1) *
@@ -6,7 +7,10 @@
 #ifndef ZEPHON_DAEMON_CHECKPOINT_ROUND_TESTING_H_
 #define ZEPHON_DAEMON_CHECKPOINT_ROUND_TESTING_H_
 
+#include <stdlib.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -73,6 +77,14 @@ inline ::testing::AssertionResult MessageHas(const absl::Status& status,
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure() << status << " lacks \"" << text << "\"";
+}
+
+// A fresh empty directory under the test's temp dir, named after `tag`.
+inline std::string MakeTempDir(const std::string& tag) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/" + tag + "XXXXXX";
+  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+  return tmpl;
 }
 
 }  // namespace zephon::checkpoint::testing
