@@ -53,6 +53,14 @@ absl::Status MkdirAll(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// Objects are replaced by rename, so a new version has a new inode or mtime.
+std::string LocalVersion(const struct stat& st) {
+  return absl::StrCat(st.st_size, "-",
+                      absl::ToInt64Nanoseconds(absl::TimeFromTimespec(st.st_mtim) -
+                                               absl::UnixEpoch()),
+                      "-", st.st_ino);
+}
+
 absl::StatusOr<ObjectInfo> StatFile(const std::string& path, const std::string& key) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return PathError(errno, "cannot stat object", path);
@@ -64,6 +72,7 @@ absl::StatusOr<ObjectInfo> StatFile(const std::string& path, const std::string& 
   info.key = key;
   info.size = static_cast<uint64_t>(st.st_size);
   info.mtime = absl::TimeFromTimespec(st.st_mtim);
+  info.version = LocalVersion(st);
   return info;
 }
 
@@ -121,7 +130,7 @@ absl::Status Walk(const std::string& dir, const std::string& key_dir,
       }
     } else if (S_ISREG(st.st_mode) && absl::StartsWith(key, prefix)) {
       out->push_back(ObjectInfo{key, static_cast<uint64_t>(st.st_size),
-                                absl::TimeFromTimespec(st.st_mtim)});
+                                absl::TimeFromTimespec(st.st_mtim), LocalVersion(st)});
     }
   }
   return absl::OkStatus();

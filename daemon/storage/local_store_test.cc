@@ -90,6 +90,20 @@ TEST_F(LocalStoreTest, HeadReportsSizeAndMtime) {
   EXPECT_LT(info->mtime, absl::Now() + absl::Seconds(5));
 }
 
+TEST_F(LocalStoreTest, VersionChangesWhenTheObjectIsReplaced) {
+  ASSERT_TRUE(store_->Put("v", "one").ok());
+  auto first = store_->Head("v");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(first->version.empty());
+  EXPECT_EQ(store_->Head("v")->version, first->version);  // stable while unchanged
+  ASSERT_TRUE(store_->Put("v", "two").ok());  // same size, new inode (rename)
+  EXPECT_NE(store_->Head("v")->version, first->version);
+  auto listed = store_->List("v");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].version, store_->Head("v")->version);
+}
+
 TEST_F(LocalStoreTest, ListIsRecursiveSortedAndPrefixFiltered) {
   for (const char* k : {"run/b/2", "run/a/1", "run/a/10", "runner/x", "other/y", "top"}) {
     ASSERT_TRUE(store_->Put(k, k).ok());

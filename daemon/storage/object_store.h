@@ -30,6 +30,9 @@ struct ObjectInfo {
   std::string key;     // relative to the store root, as passed to Get
   uint64_t size = 0;   // bytes
   absl::Time mtime;    // last modification (local: file mtime; S3: Last-Modified)
+  // A token that changes whenever the object's bytes change (S3: the ETag without
+  // quotes; local: "<size>-<mtime ns>-<inode>"). Caches key on it; "" when unknown.
+  std::string version;
 };
 
 class ObjectStore {

@@ -353,6 +353,8 @@ absl::StatusOr<ObjectInfo> S3Store::Head(const std::string& key) {
   const std::string modified = HeaderValue(resp.headers, "last-modified");
   const time_t t = curl_getdate(modified.c_str(), nullptr);
   info.mtime = t == -1 ? absl::InfinitePast() : absl::FromTimeT(t);
+  info.version = std::string(absl::StripSuffix(
+      absl::StripPrefix(HeaderValue(resp.headers, "etag"), "\""), "\""));
   return info;
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/utf8.h"
 #include "absl/time/time.h"
 
@@ -121,6 +122,8 @@ absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml) {
         !absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", mtime, &info.mtime, &err)) {
       info.mtime = absl::InfinitePast();
     }
+    info.version = std::string(absl::StripSuffix(
+        absl::StripPrefix(XmlElementText(entry, "ETag", nullptr), "\""), "\""));
     page.objects.push_back(std::move(info));
   }
   // IsTruncated and NextContinuationToken appear only at the top level.

@@ -28,7 +28,9 @@ TEST(ParseListObjectsV2, ReadsEntriesAndContinuation) {
   EXPECT_EQ(page->objects[0].key, "p/a&b.bin");
   EXPECT_EQ(page->objects[0].size, 12u);
   EXPECT_EQ(page->objects[0].mtime, absl::FromUnixSeconds(1704164645));
+  EXPECT_EQ(page->objects[0].version, "x");
   EXPECT_EQ(page->objects[1].mtime, absl::InfinitePast());
+  EXPECT_EQ(page->objects[1].version, "");
   EXPECT_TRUE(page->truncated);
   EXPECT_EQ(page->next_continuation_token, "t&1");
 }
