@@ -6,8 +6,9 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "daemon/checkpoint/peer_service.h"
-#include "daemon/checkpoint/rendezvous.h"
+#include "daemon/checkpoint/aggregate_dir.h"
 
 namespace zephon::daemon {
 namespace {
@@ -18,6 +19,14 @@ constexpr absl::Duration kNewLeaderGrace = absl::Seconds(5);
 constexpr absl::Duration kRendezvousPoll = absl::Milliseconds(100);
 constexpr int kSameLeaderAttempts = 4;
 constexpr absl::Duration kRetryPause = absl::Milliseconds(250);
+constexpr size_t kMaxCachedClients = 16;
+
+// Errors of the rendezvous read that may clear up by waiting: the leader has not written
+// the file yet, or the store is briefly unreachable. Anything else (refused credentials,
+// a missing bucket, a damaged file) will not, and is reported at once.
+bool WorthPolling(const absl::Status& s) {
+  return absl::IsNotFound(s) || absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
 
 }  // namespace
 
@@ -30,11 +39,36 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& ide
         "this run has no aggregate_dir and no leader_address: the daemon of global_rank 0 "
         "cannot be found");
   }
+  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
+                   checkpoint::AggregateDir::Open(identity.aggregate_dir));
+  const std::string cache_key = absl::StrCat(identity.aggregate_dir, "\n", identity.run_id);
   absl::Status last;
   while (true) {
-    absl::StatusOr<std::string> address =
-        checkpoint::ReadLeader(identity.aggregate_dir, identity.run_id);
-    if (address.ok() && *address != not_this) return address;
+    absl::StatusOr<std::string> address = aggregate->ReadLeader(identity.run_id);
+    if (address.ok() && *address != not_this) {
+      absl::MutexLock lock(&mu_);
+      known_leaders_[cache_key] = *address;
+      return address;
+    }
+    if (!address.ok() && !absl::IsNotFound(address.status()) &&
+        WorthPolling(address.status())) {
+      // The store is unreachable (an object store outage): the leader found by an
+      // earlier round still leads unless it stops answering, so keep checkpointing.
+      absl::MutexLock lock(&mu_);
+      auto it = known_leaders_.find(cache_key);
+      if (it != known_leaders_.end() && it->second != not_this) {
+        SubsystemLogger("checkpoint")->warn(
+            "run={} rank={}: cannot read the rendezvous file ({}); using the last known "
+            "leader {}",
+            identity.run_id, identity.global_rank, address.status().ToString(), it->second);
+        return it->second;
+      }
+    }
+    if (!address.ok() && !WorthPolling(address.status())) {
+      return absl::Status(address.status().code(),
+                          absl::StrCat("cannot find the leader of run ", identity.run_id,
+                                       ": ", address.status().message()));
+    }
     last = address.ok() ? absl::UnavailableError(absl::StrCat(
                               "the leader recorded in the rendezvous file (", *address,
                               ") is unreachable"))
@@ -45,6 +79,20 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& ide
   return absl::DeadlineExceededError(absl::StrCat(
       "cannot reach the leader of run ", identity.run_id, " (the zephond hosting global_rank "
       "0): ", last.message()));
+}
+
+absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> CheckpointRouter::ClientFor(
+    const std::string& address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = clients_.find(address);
+  if (it != clients_.end()) return it->second;
+  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::PeerClient> client,
+                   checkpoint::PeerClient::Connect(address, credentials_));
+  // A run has one leader at a time; a handful of past ones is plenty to remember.
+  if (clients_.size() >= kMaxCachedClients) clients_.clear();
+  std::shared_ptr<const checkpoint::PeerClient> shared = std::move(client);
+  clients_.emplace(address, shared);
+  return shared;
 }
 
 absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
@@ -63,8 +111,7 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
       }
       return address.status();
     }
-    absl::StatusOr<std::unique_ptr<checkpoint::PeerClient>> client =
-        checkpoint::PeerClient::Connect(*address, credentials_);
+    absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> client = ClientFor(*address);
     if (!client.ok()) return client.status();
     // A brief connection failure is not a dead leader: retry the same address a few
     // times before looking for another one.

@@ -3,16 +3,23 @@
 // The daemon hosting global_rank 0 leads: its report goes straight to the in-process
 // RoundAggregator. Every other daemon finds the leader through the rank option
 // `leader_address` or the rendezvous file aggregate_dir/<run_id>/leader (waiting for it
-// to appear until the deadline), and reports over the peer gRPC service. Thread-safe.
+// to appear until the deadline; aggregate_dir may be a directory or s3://), and reports
+// over the peer gRPC service. One gRPC channel per leader address is kept and reused, so a
+// round costs one RPC, not a connection setup. Thread-safe.
 #ifndef ZEPHON_DAEMON_CHECKPOINT_ROUTER_H_
 #define ZEPHON_DAEMON_CHECKPOINT_ROUTER_H_
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
 #include "daemon/identity.h"
 #include "proto/checkpoint.pb.h"
@@ -32,12 +39,24 @@ class CheckpointRouter {
 
  private:
   // The leader's address: the explicit option, else the rendezvous file (polled until it
-  // exists or the deadline). `not_this` skips an address already found dead.
+  // exists or the deadline; a store error that waiting cannot fix is returned at once;
+  // while the store is unreachable, the address last read for the run).
+  // `not_this` skips an address already found dead.
   absl::StatusOr<std::string> FindLeader(const RankIdentity& identity, absl::Time deadline,
                                          const std::string& not_this) const;
 
+  // The cached client for `address` (created on first use).
+  absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> ClientFor(
+      const std::string& address) const;
+
   checkpoint::RoundAggregator* const aggregator_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  mutable absl::Mutex mu_;
+  mutable std::map<std::string, std::shared_ptr<const checkpoint::PeerClient>> clients_
+      ABSL_GUARDED_BY(mu_);
+  // aggregate_dir + "\n" + run_id -> the leader address last read from its rendezvous
+  // file; used only while the store cannot be read.
+  mutable std::map<std::string, std::string> known_leaders_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zephon::daemon

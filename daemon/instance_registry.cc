@@ -14,7 +14,7 @@
 #include "daemon/pipeline/group_stream.h"
 #include "daemon/pipeline/lanes.h"
 #include "daemon/checkpoint/checkpoint_file.h"
-#include "daemon/checkpoint/rendezvous.h"
+#include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/pipeline/spec.h"
 #include "shm/ring_layout.h"
 
@@ -147,9 +147,13 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
       !options_.peer_address.empty()) {
     // This daemon hosts rank 0: it leads the run's checkpoint rounds, and followers find
     // it through the rendezvous file. Written first and outside the registry lock (it
-    // may sit on a slow shared filesystem); a stale file naming us is harmless.
-    RETURN_IF_ERROR(checkpoint::WriteLeader(identity.aggregate_dir, identity.run_id,
-                                            options_.peer_address, options_.daemon_label));
+    // may sit on a slow shared filesystem or object store); a stale file naming us is
+    // harmless. A store that refuses the write (bad credentials, missing bucket) fails
+    // the attach here, naming the object, instead of stalling the first checkpoint.
+    ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
+                     checkpoint::AggregateDir::Open(identity.aggregate_dir));
+    RETURN_IF_ERROR(aggregate->WriteLeader(identity.run_id, options_.peer_address,
+                                           options_.daemon_label));
   }
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(spec, identity.dp_degree));

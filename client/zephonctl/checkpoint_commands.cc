@@ -1,7 +1,5 @@
 #include "client/zephonctl/checkpoint_commands.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -18,22 +16,22 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "client/zephonctl/exit_codes.h"
 #include "client/zephonctl/output.h"
 #include "daemon/checkpoint/checkpoint_file.h"
-#include "daemon/checkpoint/rendezvous.h"
+#include "daemon/checkpoint/aggregate_dir.h"
+#include "common/status_macros.h"
 
 namespace zephon::ctl {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr absl::string_view kFilePrefix = "checkpoint-";
-constexpr absl::string_view kFileSuffix = ".zckpt";
-
-// One file read and decoded: the verdict is "ok" or the decoder's reason.
+// One checkpoint read and decoded: the verdict is "ok" or the reader's/decoder's reason.
 struct Checked {
-  std::string path;
+  std::string path;  // a file path or an s3:// URL
   uint64_t size_bytes = 0;
   int64_t mtime_unix_ms = 0;
   absl::StatusOr<proto::CheckpointState> state = absl::UnknownError("unread");
@@ -44,31 +42,21 @@ struct Checked {
   }
 };
 
-Checked Check(const std::string& path) {
+Checked Decoded(std::string path, const storage::ObjectInfo& info,
+                const absl::StatusOr<std::string>& bytes) {
   Checked checked;
-  checked.path = path;
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0) {
-    checked.size_bytes = static_cast<uint64_t>(st.st_size);
-    checked.mtime_unix_ms =
-        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
-  }
-  absl::StatusOr<std::string> bytes = checkpoint::ReadFile(path);
+  checked.path = std::move(path);
+  checked.size_bytes = info.size;
+  checked.mtime_unix_ms = absl::ToUnixMillis(info.mtime);
   checked.state = bytes.ok() ? checkpoint::DecodeCheckpoint(*bytes)
                              : absl::StatusOr<proto::CheckpointState>(bytes.status());
   return checked;
 }
 
-// The round in "checkpoint-00000007.zckpt", or nullopt for other names.
-std::optional<uint64_t> RoundFromName(const std::string& name) {
-  if (!absl::StartsWith(name, kFilePrefix) || !absl::EndsWith(name, kFileSuffix)) {
-    return std::nullopt;
-  }
-  const std::string digits =
-      name.substr(kFilePrefix.size(), name.size() - kFilePrefix.size() - kFileSuffix.size());
-  uint64_t round = 0;
-  if (digits.empty() || !absl::SimpleAtoi(digits, &round)) return std::nullopt;
-  return round;
+Checked Check(const std::string& location) {
+  absl::StatusOr<checkpoint::LocatedObject> object = checkpoint::ReadLocation(location);
+  if (!object.ok()) return Decoded(location, {}, object.status());
+  return Decoded(location, object->info, object->bytes);
 }
 
 struct RunListing {
@@ -77,47 +65,62 @@ struct RunListing {
   std::vector<std::pair<uint64_t, Checked>> files;  // by round
 };
 
+bool IsLocal(const std::string& aggregate_dir) {
+  return aggregate_dir.find("://") == std::string::npos ||
+         absl::StartsWith(aggregate_dir, "file://");
+}
+
+// Opens aggregate_dir for reading: a local directory must already exist (opening would
+// create it, and a typo should be an error, not a new empty directory).
+absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> OpenForReading(
+    const std::string& aggregate_dir) {
+  if (IsLocal(aggregate_dir)) {
+    std::error_code ec;
+    const std::string path(absl::StripPrefix(aggregate_dir, "file://"));
+    if (!fs::is_directory(path, ec)) {
+      return absl::NotFoundError(absl::StrCat(aggregate_dir, " is not a directory"));
+    }
+  }
+  return checkpoint::AggregateDir::Open(aggregate_dir);
+}
+
 absl::StatusOr<std::vector<RunListing>> ListRuns(const std::string& aggregate_dir,
                                                  const std::string& only_run) {
-  std::error_code ec;
-  if (!fs::is_directory(aggregate_dir, ec)) {
-    return absl::NotFoundError(absl::StrCat(aggregate_dir, " is not a directory"));
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> agg, OpenForReading(aggregate_dir));
+  ASSIGN_OR_RETURN(std::vector<checkpoint::RunEntry> entries, agg->ListRuns());
   std::vector<RunListing> runs;
-  for (const fs::directory_entry& entry : fs::directory_iterator(aggregate_dir, ec)) {
-    if (!entry.is_directory()) continue;
-    const std::string run_id = entry.path().filename().string();
-    if (!only_run.empty() && run_id != only_run) continue;
+  for (checkpoint::RunEntry& entry : entries) {
+    if (!only_run.empty() && entry.run_id != only_run) continue;
     RunListing run;
-    run.run_id = run_id;
-    if (absl::StatusOr<std::string> leader = checkpoint::ReadLeader(aggregate_dir, run_id);
-        leader.ok()) {
-      run.leader = *leader;
+    run.run_id = entry.run_id;
+    if (entry.has_leader) {
+      absl::StatusOr<std::string> leader = agg->ReadLeader(entry.run_id);
+      run.leader = leader.ok() ? *leader : absl::StrCat("(", leader.status().message(), ")");
     }
-    std::error_code inner;
-    for (const fs::directory_entry& file : fs::directory_iterator(entry.path(), inner)) {
-      const std::optional<uint64_t> round = RoundFromName(file.path().filename().string());
-      if (!round.has_value() || !file.is_regular_file()) continue;
-      Checked checked = Check(file.path().string());
+    for (checkpoint::CheckpointObject& object : entry.checkpoints) {
+      Checked checked = Decoded(object.location, object.info,
+                                agg->ReadCheckpoint(entry.run_id, object.round));
       // A file that decodes but belongs elsewhere was copied or renamed: say so.
-      if (checked.ok() && (checked.state->run_id() != run_id || checked.state->round() != *round)) {
+      if (checked.ok() &&
+          (checked.state->run_id() != entry.run_id || checked.state->round() != object.round)) {
         checked.state = absl::DataLossError(absl::StrCat(
             "misplaced: the file holds run ", checked.state->run_id(), " round ",
             checked.state->round()));
       }
-      run.files.emplace_back(*round, std::move(checked));
+      run.files.emplace_back(object.round, std::move(checked));
     }
-    std::sort(run.files.begin(), run.files.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
     runs.push_back(std::move(run));
   }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list ", aggregate_dir, ": ", ec.message()));
-  std::sort(runs.begin(), runs.end(),
-            [](const RunListing& a, const RunListing& b) { return a.run_id < b.run_id; });
   if (!only_run.empty() && runs.empty()) {
     return absl::NotFoundError(absl::StrCat("no run ", only_run, " under ", aggregate_dir));
   }
   return runs;
+}
+
+// The base name of a path or URL, for the FILE column.
+std::string BaseName(const std::string& location) {
+  const size_t slash = location.rfind('/');
+  return slash == std::string::npos ? location : location.substr(slash + 1);
 }
 
 int RunLs(const std::string& aggregate_dir, const std::string& run, bool json) {
@@ -155,7 +158,7 @@ int RunLs(const std::string& aggregate_dir, const std::string& run, bool json) {
     Table table({"ROUND", "SIZE", "MTIME", "VERDICT", "FILE"});
     for (const auto& [round, c] : r.files) {
       table.AddRow({absl::StrCat(round), HumanBytes(c.size_bytes), FormatUnixMs(c.mtime_unix_ms),
-                    c.verdict(), fs::path(c.path).filename().string()});
+                    c.verdict(), BaseName(c.path)});
     }
     if (table.empty()) {
       std::cout << "  no checkpoints\n";
@@ -237,11 +240,66 @@ int RunVerify(const std::vector<std::string>& paths) {
   return kExitOk;
 }
 
+// Deletes the run's checkpoints older than its `keep_last` newest good ones. Counting
+// only checkpoints that decode with a good checksum means damaged files can never push
+// the last good ones out; damaged files newer than those are left for inspection.
+int RunPrune(const std::string& aggregate_dir, const std::string& run, int keep_last,
+             bool dry_run) {
+  if (keep_last < 1) {
+    std::cerr << "zephonctl checkpoint prune: --keep-last must be >= 1 (got " << keep_last
+              << "): the newest good checkpoint is never deleted\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::vector<RunListing>> runs = ListRuns(aggregate_dir, run);
+  if (!runs.ok()) {
+    std::cerr << "zephonctl checkpoint prune: " << runs.status().message() << "\n";
+    return kExitFailed;
+  }
+  const RunListing& listing = runs->front();
+  // Newest first: keep until `keep_last` good ones were seen, then delete the rest.
+  std::vector<const std::pair<uint64_t, Checked>*> doomed;
+  int good = 0;
+  for (auto it = listing.files.rbegin(); it != listing.files.rend(); ++it) {
+    if (good >= keep_last) {
+      doomed.push_back(&*it);
+    } else if (it->second.ok()) {
+      ++good;
+    }
+  }
+  if (doomed.empty()) {
+    std::cout << "nothing to prune: run " << run << " has " << listing.files.size()
+              << " checkpoint(s), " << good << " good\n";
+    return kExitOk;
+  }
+  absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> agg = OpenForReading(aggregate_dir);
+  if (!agg.ok()) {
+    std::cerr << "zephonctl checkpoint prune: " << agg.status().message() << "\n";
+    return kExitFailed;
+  }
+  int failed = 0;
+  for (const auto* entry : doomed) {
+    if (dry_run) {
+      std::cout << "would delete " << entry->second.path << "\n";
+      continue;
+    }
+    if (absl::Status s = (*agg)->DeleteCheckpoint(run, entry->first); !s.ok()) {
+      ++failed;
+      std::cerr << "cannot delete " << entry->second.path << ": " << s.message() << "\n";
+    } else {
+      std::cout << "deleted " << entry->second.path << "\n";
+    }
+  }
+  std::cout << (dry_run ? "would keep " : "kept ") << listing.files.size() - doomed.size()
+            << " checkpoint(s) of run " << run << " (" << good << " good)\n";
+  return failed == 0 ? kExitOk : kExitFailed;
+}
+
 }  // namespace
 
 void AddCheckpointCommands(CLI::App& app, int* exit_code) {
   CLI::App* checkpoint = app.add_subcommand(
-      "checkpoint", "List, inspect and verify merged checkpoint files (offline)");
+      "checkpoint",
+      "List, inspect, verify and prune merged checkpoints in a directory or s3:// (offline)");
   checkpoint->require_subcommand(1);
 
   struct LsArgs {
@@ -251,7 +309,9 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
   auto ls_args = std::make_shared<LsArgs>();
   CLI::App* ls = checkpoint->add_subcommand(
       "ls", "Runs under AGG_DIR and their checkpoint files (round, size, mtime, verdict)");
-  ls->add_option("AGG_DIR", ls_args->aggregate_dir, "The runs' aggregate_dir")->required();
+  ls->add_option("AGG_DIR", ls_args->aggregate_dir,
+                 "The runs' aggregate_dir: a directory or s3://bucket/prefix")
+      ->required();
   ls->add_option("--run", ls_args->run, "Only this run_id");
   ls->add_flag("--json", ls_args->json, "Print JSON");
   ls->callback([=] { *exit_code = RunLs(ls_args->aggregate_dir, ls_args->run, ls_args->json); });
@@ -263,14 +323,33 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
   auto inspect_args = std::make_shared<InspectArgs>();
   CLI::App* inspect = checkpoint->add_subcommand(
       "inspect", "Decode one checkpoint: run, round, spec, topology, per-lane progress, ranks");
-  inspect->add_option("FILE", inspect_args->file, "A .zckpt file")->required();
+  inspect->add_option("FILE", inspect_args->file, "A .zckpt file path or s3:// URL")->required();
   inspect->add_flag("--json", inspect_args->json, "Print JSON (the CheckpointState)");
   inspect->callback([=] { *exit_code = RunInspect(inspect_args->file, inspect_args->json); });
+
+  struct PruneArgs {
+    std::string aggregate_dir, run;
+    int keep_last = 0;
+    bool dry_run = false;
+  };
+  auto prune_args = std::make_shared<PruneArgs>();
+  CLI::App* prune = checkpoint->add_subcommand(
+      "prune", "Delete a run's checkpoints older than its newest N good ones");
+  prune->add_option("AGG_DIR", prune_args->aggregate_dir, "The run's aggregate_dir")->required();
+  prune->add_option("--run", prune_args->run, "The run_id")->required();
+  prune->add_option("--keep-last", prune_args->keep_last,
+                    "How many of the newest good (checksum-verified) checkpoints to keep")
+      ->required();
+  prune->add_flag("--dry-run", prune_args->dry_run, "Only print what would be deleted");
+  prune->callback([=] {
+    *exit_code = RunPrune(prune_args->aggregate_dir, prune_args->run, prune_args->keep_last,
+                          prune_args->dry_run);
+  });
 
   auto verify_files = std::make_shared<std::vector<std::string>>();
   CLI::App* verify = checkpoint->add_subcommand(
       "verify", "Check files decode with a good checksum; exit 0 only if all do");
-  verify->add_option("FILE", *verify_files, "Checkpoint files")->required();
+  verify->add_option("FILE", *verify_files, "Checkpoint file paths or s3:// URLs")->required();
   verify->callback([=] { *exit_code = RunVerify(*verify_files); });
 }
 

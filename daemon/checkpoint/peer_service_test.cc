@@ -19,7 +19,7 @@
 #include "absl/time/clock.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/peer_credentials.h"
-#include "daemon/checkpoint/rendezvous.h"
+#include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_aggregator.h"
 #include "daemon/checkpoint/round_testing.h"
 #include "gtest/gtest.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/checkpoint/checkpoint_file.h"
-#include "daemon/checkpoint/rendezvous.h"
+#include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_state.h"
 
 namespace zephon::checkpoint {
@@ -141,7 +141,9 @@ void RoundAggregator::Complete(Round* round) {
   if (!dir.empty()) {
     // Other rounds proceed while this one writes; its submitters keep waiting.
     mu_.Unlock();
-    path = WriteCheckpointFile(dir, round->run_id, round->number, bytes);
+    absl::StatusOr<std::unique_ptr<AggregateDir>> agg = AggregateDir::Open(dir);
+    path = agg.ok() ? (*agg)->WriteCheckpoint(round->run_id, round->number, bytes)
+                    : absl::StatusOr<std::string>(agg.status());
     mu_.Lock();
   }
   if (!path.ok()) {

@@ -11,7 +11,7 @@
 
 #include "absl/time/clock.h"
 #include "daemon/checkpoint/checkpoint_file.h"
-#include "daemon/checkpoint/rendezvous.h"
+#include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_testing.h"
 #include "gtest/gtest.h"
 

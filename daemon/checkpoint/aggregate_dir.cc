@@ -1,0 +1,230 @@
+#include "daemon/checkpoint/aggregate_dir.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "daemon/identity.h"
+
+namespace zephon::checkpoint {
+namespace {
+
+constexpr char kLeaderName[] = "leader";
+constexpr absl::string_view kCheckpointPrefix = "checkpoint-";
+constexpr absl::string_view kCheckpointSuffix = ".zckpt";
+
+std::string LeaderKey(const std::string& run_id) { return absl::StrCat(run_id, "/", kLeaderName); }
+
+std::string CheckpointKey(const std::string& run_id, uint64_t round) {
+  return absl::StrFormat("%s/checkpoint-%08u.zckpt", run_id, round);
+}
+
+// The round of "checkpoint-00000007.zckpt"; nullopt for any other name.
+std::optional<uint64_t> RoundOfName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kCheckpointPrefix) ||
+      !absl::ConsumeSuffix(&name, kCheckpointSuffix) || name.empty()) {
+    return std::nullopt;
+  }
+  for (char c : name) {
+    if (c < '0' || c > '9') return std::nullopt;
+  }
+  uint64_t round = 0;
+  if (!absl::SimpleAtoi(name, &round)) return std::nullopt;
+  return round;
+}
+
+bool HasNewline(const std::string& s) { return s.find_first_of("\r\n") != std::string::npos; }
+
+absl::Status WithContext(const absl::Status& s, absl::string_view context) {
+  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+}
+
+bool IsUrl(const std::string& location) { return location.find("://") != std::string::npos; }
+
+}  // namespace
+
+absl::Status ValidateRunLocation(const std::string& aggregate_dir, const std::string& run_id) {
+  if (aggregate_dir.empty()) {
+    return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
+  }
+  if (!daemon::IsValidRunId(run_id) || run_id == "." || run_id == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run_id='", run_id,
+                     "' cannot name a directory: expected 1 to 128 characters from "
+                     "[A-Za-z0-9._-], not \".\" or \"..\""));
+  }
+  return absl::OkStatus();
+}
+
+std::string JoinLocation(const std::string& aggregate_dir, const std::string& key) {
+  absl::string_view dir = aggregate_dir;
+  while (dir.size() > 1 && dir.back() == '/' && !absl::EndsWith(dir, "://")) dir.remove_suffix(1);
+  if (dir == "/" || absl::EndsWith(dir, "://")) return absl::StrCat(dir, key);
+  return absl::StrCat(dir, "/", key);
+}
+
+std::string CheckpointPath(const std::string& aggregate_dir, const std::string& run_id,
+                           uint64_t round) {
+  return JoinLocation(aggregate_dir, CheckpointKey(run_id, round));
+}
+
+absl::StatusOr<std::unique_ptr<AggregateDir>> AggregateDir::Open(
+    const std::string& aggregate_dir) {
+  if (aggregate_dir.empty()) {
+    return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
+  }
+  absl::StatusOr<std::unique_ptr<storage::ObjectStore>> store = storage::OpenStore(aggregate_dir);
+  if (!store.ok()) {
+    return WithContext(store.status(), absl::StrCat("aggregate_dir '", aggregate_dir, "'"));
+  }
+  return std::make_unique<AggregateDir>(aggregate_dir, *std::move(store));
+}
+
+absl::StatusOr<std::string> AggregateDir::WriteCheckpoint(const std::string& run_id,
+                                                          uint64_t round,
+                                                          std::string_view bytes) {
+  RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
+  RETURN_IF_ERROR(store_->Put(CheckpointKey(run_id, round), bytes));
+  return CheckpointPath(location_, run_id, round);
+}
+
+absl::StatusOr<std::string> AggregateDir::ReadCheckpoint(const std::string& run_id,
+                                                         uint64_t round) {
+  RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
+  absl::StatusOr<std::string> bytes = store_->Get(CheckpointKey(run_id, round));
+  if (absl::IsNotFound(bytes.status())) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint of round ", round, " at ",
+                                            CheckpointPath(location_, run_id, round)));
+  }
+  return bytes;
+}
+
+absl::Status AggregateDir::DeleteCheckpoint(const std::string& run_id, uint64_t round) {
+  RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
+  return store_->Delete(CheckpointKey(run_id, round));
+}
+
+absl::Status AggregateDir::WriteLeader(const std::string& run_id, const std::string& address,
+                                       const std::string& label) {
+  RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
+  if (address.empty() || HasNewline(address) || HasNewline(label)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("leader address '", address, "' / daemon label '", label,
+                     "': the address must be non-empty and neither may contain a newline"));
+  }
+  absl::Status written = store_->Put(
+      LeaderKey(run_id),
+      absl::StrCat("address=", address, "\npid=", ::getpid(), "\ndaemon=", label, "\n"));
+  if (!written.ok()) {
+    return WithContext(written, absl::StrCat("cannot write the leader file of run '", run_id,
+                                             "' under aggregate_dir ", location_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> AggregateDir::ReadLeader(const std::string& run_id) {
+  RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
+  const std::string where = JoinLocation(location_, LeaderKey(run_id));
+  absl::StatusOr<std::string> text = store_->Get(LeaderKey(run_id));
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "no leader file at ", where, " (the zephond hosting global_rank 0 of run '", run_id,
+        "' has not started it yet)"));
+  }
+  if (!text.ok()) {
+    return WithContext(text.status(), absl::StrCat("cannot read the leader file ", where));
+  }
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    if (absl::ConsumePrefix(&line, "address=") && !line.empty()) return std::string(line);
+  }
+  return absl::DataLossError(absl::StrCat("leader file ", where, " has no address= line"));
+}
+
+absl::StatusOr<std::vector<CheckpointObject>> AggregateDir::ListCheckpoints(
+    const std::string& run_id) {
+  RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
+  ASSIGN_OR_RETURN(std::vector<storage::ObjectInfo> objects,
+                   store_->List(absl::StrCat(run_id, "/", kCheckpointPrefix)));
+  std::vector<CheckpointObject> out;
+  for (storage::ObjectInfo& info : objects) {
+    absl::string_view name = info.key;
+    if (!absl::ConsumePrefix(&name, absl::StrCat(run_id, "/"))) continue;
+    const std::optional<uint64_t> round = RoundOfName(name);
+    if (!round.has_value()) continue;
+    out.push_back(CheckpointObject{*round, JoinLocation(location_, info.key), std::move(info)});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CheckpointObject& a, const CheckpointObject& b) { return a.round < b.round; });
+  return out;
+}
+
+absl::StatusOr<std::vector<RunEntry>> AggregateDir::ListRuns() {
+  ASSIGN_OR_RETURN(std::vector<storage::ObjectInfo> objects, store_->List(""));
+  std::map<std::string, RunEntry> runs;
+  for (storage::ObjectInfo& info : objects) {
+    const std::vector<std::string> parts = absl::StrSplit(info.key, '/');
+    if (parts.size() != 2 || !ValidateRunLocation(location_, parts[0]).ok()) continue;
+    const std::optional<uint64_t> round = RoundOfName(parts[1]);
+    if (parts[1] != kLeaderName && !round.has_value()) continue;
+    RunEntry& run = runs[parts[0]];
+    run.run_id = parts[0];
+    if (round.has_value()) {
+      run.checkpoints.push_back(
+          CheckpointObject{*round, JoinLocation(location_, info.key), std::move(info)});
+    } else {
+      run.has_leader = true;
+    }
+  }
+  std::vector<RunEntry> out;
+  for (auto& [id, run] : runs) {
+    std::sort(run.checkpoints.begin(), run.checkpoints.end(),
+              [](const CheckpointObject& a, const CheckpointObject& b) {
+                return a.round < b.round;
+              });
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
+  std::string root;
+  std::string key;
+  if (IsUrl(location) && !absl::StartsWith(location, "file://")) {
+    ASSIGN_OR_RETURN(storage::S3Location s3, storage::ParseS3Url(location));
+    if (s3.key.empty() || absl::EndsWith(s3.key, "/")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", location, "' names a prefix, not an object"));
+    }
+    root = absl::StrCat("s3://", s3.bucket);
+    key = s3.key;
+  } else {
+    std::string path(absl::StripPrefix(location, "file://"));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("no such file: ", path));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+    }
+    const size_t slash = path.rfind('/');
+    root = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+    key = slash == std::string::npos ? path : path.substr(slash + 1);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::ObjectStore> store, storage::OpenStore(root));
+  LocatedObject out;
+  ASSIGN_OR_RETURN(out.info, store->Head(key));
+  ASSIGN_OR_RETURN(out.bytes, store->Get(key));
+  return out;
+}
+
+}  // namespace zephon::checkpoint

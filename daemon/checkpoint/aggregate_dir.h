@@ -1,0 +1,121 @@
+// AggregateDir: a run's shared files under aggregate_dir, which is a local (or
+// network-mounted) directory or an object-store prefix ("s3://bucket/prefix"). Every
+// access goes through one storage::ObjectStore, so both behave alike:
+//
+//   <run_id>/leader                      who leads the run's checkpoint rounds
+//   <run_id>/checkpoint-00000007.zckpt   merged checkpoint of round 7 (8+ digits)
+//
+// The leader file is text, one key=value per line:
+//   address=<host:port>\npid=<pid>\ndaemon=<label>\n
+// Readers need only `address`; unknown keys are ignored, so fields can be added.
+//
+// Atomicity: every file is written whole by ObjectStore::Put (local: temp file + fsync +
+// rename; S3: one PUT carrying Content-MD5), so a reader never sees a partial checkpoint
+// and a failed write leaves nothing (or the previous object) behind. Checkpoint files
+// also carry their own CRC (checkpoint_file.h).
+//
+// Thread-safety: thread-safe (the store is; no other mutable state).
+#ifndef ZEPHON_DAEMON_CHECKPOINT_AGGREGATE_DIR_H_
+#define ZEPHON_DAEMON_CHECKPOINT_AGGREGATE_DIR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/storage/object_store.h"
+
+namespace zephon::checkpoint {
+
+// OK when aggregate_dir is non-empty and run_id is a safe single path component
+// ([A-Za-z0-9._-]{1,128}, not "." or ".."); else INVALID_ARGUMENT naming the value.
+absl::Status ValidateRunLocation(const std::string& aggregate_dir, const std::string& run_id);
+
+// "<aggregate_dir>/<key>" with aggregate_dir's trailing '/' dropped: a filesystem path
+// or a URL ("s3://bucket/prefix/run/leader"), as errors and results name objects.
+std::string JoinLocation(const std::string& aggregate_dir, const std::string& key);
+
+// <aggregate_dir>/<run_id>/checkpoint-<round, 8 digits>.zckpt (more digits past 10^8).
+// REQUIRES: ValidateRunLocation(...) is OK.
+std::string CheckpointPath(const std::string& aggregate_dir, const std::string& run_id,
+                           uint64_t round);
+
+// One checkpoint object of a run, as listed.
+struct CheckpointObject {
+  uint64_t round = 0;
+  std::string location;  // JoinLocation(aggregate_dir, key)
+  storage::ObjectInfo info;
+};
+
+// One run found under aggregate_dir.
+struct RunEntry {
+  std::string run_id;
+  bool has_leader = false;
+  std::vector<CheckpointObject> checkpoints;  // by round, ascending
+};
+
+class AggregateDir {
+ public:
+  // Opens the store at `aggregate_dir` (storage::OpenStore: a local directory, created
+  // if missing, or s3://...). INVALID_ARGUMENT for an empty or malformed location;
+  // FAILED_PRECONDITION when an s3:// location has no credentials. Errors are prefixed
+  // with "aggregate_dir '<location>'". Does not contact a remote store.
+  static absl::StatusOr<std::unique_ptr<AggregateDir>> Open(const std::string& aggregate_dir);
+
+  // Over an already-open store (tests; `location` names it in results and errors).
+  AggregateDir(std::string location, std::unique_ptr<storage::ObjectStore> store)
+      : location_(std::move(location)), store_(std::move(store)) {}
+
+  AggregateDir(const AggregateDir&) = delete;
+  AggregateDir& operator=(const AggregateDir&) = delete;
+
+  const std::string& location() const { return location_; }
+
+  // Writes `bytes` whole as the run's checkpoint of `round` and returns its location.
+  // INVALID_ARGUMENT for a bad run_id; otherwise the store's errors (naming the object).
+  absl::StatusOr<std::string> WriteCheckpoint(const std::string& run_id, uint64_t round,
+                                              std::string_view bytes);
+
+  // The bytes of the run's checkpoint of `round`; NOT_FOUND naming it when absent.
+  absl::StatusOr<std::string> ReadCheckpoint(const std::string& run_id, uint64_t round);
+
+  // Removes the run's checkpoint of `round` (absent is OK).
+  absl::Status DeleteCheckpoint(const std::string& run_id, uint64_t round);
+
+  // (Re)writes the run's leader file with this process's pid. INVALID_ARGUMENT for a bad
+  // run_id or an address/label with a newline or an empty address.
+  absl::Status WriteLeader(const std::string& run_id, const std::string& address,
+                           const std::string& label);
+
+  // The leader's address from the run's leader file. NOT_FOUND naming the file when
+  // there is none yet (the leader has not started the run: retry until a deadline);
+  // DATA_LOSS when it has no address line; other store errors as they come (a missing
+  // bucket or a refused credential is not NOT_FOUND, so pollers can stop early).
+  absl::StatusOr<std::string> ReadLeader(const std::string& run_id);
+
+  // The run's checkpoint objects, by round. Keys under the run that are not
+  // checkpoint-<digits>.zckpt are ignored. An unknown run gives an empty list.
+  absl::StatusOr<std::vector<CheckpointObject>> ListCheckpoints(const std::string& run_id);
+
+  // Every run with a leader file or a checkpoint, by run_id. One listing of the store.
+  absl::StatusOr<std::vector<RunEntry>> ListRuns();
+
+ private:
+  const std::string location_;
+  const std::unique_ptr<storage::ObjectStore> store_;
+};
+
+// Reads a checkpoint named by a filesystem path or an s3:// URL (zephonctl inspect and
+// verify): the object's bytes and its ObjectInfo. NOT_FOUND / store errors naming it.
+struct LocatedObject {
+  std::string bytes;
+  storage::ObjectInfo info;
+};
+absl::StatusOr<LocatedObject> ReadLocation(const std::string& location);
+
+}  // namespace zephon::checkpoint
+
+#endif  // ZEPHON_DAEMON_CHECKPOINT_AGGREGATE_DIR_H_
