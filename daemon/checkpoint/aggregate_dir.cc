@@ -222,8 +222,10 @@ absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<storage::ObjectStore> store, storage::OpenStore(root));
   LocatedObject out;
-  ASSIGN_OR_RETURN(out.info, store->Head(key));
+  // GET first: its error names S3's reason (a HEAD's 404 has no body to say NoSuchKey
+  // or NoSuchBucket).
   ASSIGN_OR_RETURN(out.bytes, store->Get(key));
+  ASSIGN_OR_RETURN(out.info, store->Head(key));
   return out;
 }
 

@@ -147,7 +147,12 @@ void RoundAggregator::Complete(Round* round) {
     mu_.Lock();
   }
   if (!path.ok()) {
-    Finish(round, absl::Status(path.status().code(),
+    // The store being unreachable fails the round; it must not read as UNAVAILABLE, which
+    // followers take to mean "the leader itself is unreachable, look for another one".
+    const absl::StatusCode code = absl::IsUnavailable(path.status())
+                                      ? absl::StatusCode::kAborted
+                                      : path.status().code();
+    Finish(round, absl::Status(code,
                                absl::StrCat(round->Describe(),
                                             ": cannot write the merged checkpoint: ",
                                             path.status().message())));

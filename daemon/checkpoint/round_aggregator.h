@@ -8,8 +8,9 @@
 //     submitter gets the identical {bytes, path};
 //   - failed: a check failed (the error names what and who), the round's deadline
 //     passed (DEADLINE_EXCEEDED listing the missing ranks/lanes), a submitter gave up
-//     (its own deadline or cancellation), the file write failed, or Shutdown(). Nothing
-//     is written for a failed round.
+//     (its own deadline or cancellation), the file write failed (an unreachable store
+//     reads ABORTED, never UNAVAILABLE, which followers take for "leader unreachable"),
+//     or Shutdown(). Nothing is written for a failed round.
 // The round's deadline is the arrival of its first report + that report's
 // aggregate_timeout_s (default 180 s). Rounds of different runs, and different rounds
 // of one run, are independent.

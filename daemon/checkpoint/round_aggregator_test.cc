@@ -188,6 +188,27 @@ TEST(RoundAggregatorTest, FailedWriteFailsTheRoundForEveryone) {
   }
 }
 
+TEST(RoundAggregatorTest, UnreachableStoreFailsTheRoundAsAbortedNotUnavailable) {
+  // Port 1 on loopback refuses connections: the S3 store is down. Followers must not
+  // read the outcome as UNAVAILABLE ("the leader is unreachable, find another").
+  setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1", 1);
+  setenv("AWS_ACCESS_KEY_ID", "key", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+  RunShape shape;
+  shape.aggregate_dir = "s3://zephon-test/agg";
+  RoundAggregator agg;
+  const std::vector<Result> results =
+      SubmitAll(&agg, {MakeReport(shape, "node-a", {0, 1, 2}), MakeReport(shape, "node-b", {3, 4, 5})});
+  unsetenv("AWS_ENDPOINT_URL");
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  for (const Result& r : results) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+    EXPECT_TRUE(MessageHas(r.status(), "s3://zephon-test/agg/run-1/checkpoint-00000000.zckpt"))
+        << r.status();
+  }
+}
+
 TEST(RoundAggregatorTest, RunsAndRoundsAreIndependent) {
   RunShape x;
   x.run_id = "run-x";

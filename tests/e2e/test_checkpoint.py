@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import zephon
-from conftest import Daemon
+from zephond_process import Daemon
 
 C = 8
 STEPS = 6

@@ -12,18 +12,14 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon, pipeline
-
-ROOT = Path(__file__).resolve().parents[2]
-CANDIDATES = [ROOT / "bazel-bin/client/zephonctl/zephonctl",
-              ROOT / "client/python/zephon/_native/zephonctl"]
-
+from zephond_process import zephonctl_path
 
 @pytest.fixture(scope="module")
 def zephonctl() -> str:
-    for path in CANDIDATES:
-        if path.exists():
-            return str(path)
-    pytest.fail("zephonctl not built: bazel build //client/zephonctl:zephonctl")
+    try:
+        return zephonctl_path()
+    except RuntimeError as e:
+        pytest.fail(str(e))
 
 
 def ctl(binary: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -145,6 +141,45 @@ def test_checkpoint_ls_inspect_verify(zephonctl, corpus, daemon, tmp_path):
     doc = json.loads(ctl(zephonctl, "checkpoint", "ls", str(agg), "--json").stdout)
     verdicts = {c["round"]: c["ok"] for c in doc["runs"][0]["checkpoints"]}
     assert verdicts == {0: True, 1: False}
+
+
+def test_checkpoint_prune_keeps_the_newest_good_ones(zephonctl, corpus, daemon, tmp_path):
+    agg = tmp_path / "agg"
+    pipe = pipeline(corpus, daemon.socket, canonical_replicas=2, world_size=1, global_rank=0,
+                    run_id="prune-run", aggregate_dir=str(agg))
+    it = iter(pipe)
+    states = []
+    for _ in range(4):  # rounds 0..3
+        next(it)
+        states.append(pipe.checkpoint())
+    pipe.close()
+    run_dir = agg / "prune-run"
+    name = "checkpoint-{:08d}.zckpt".format
+    # Round 3 (the newest) is damaged: it must not count as one of the kept good ones.
+    (run_dir / name(3)).write_bytes(states[3][:-5])
+
+    dry = ctl(zephonctl, "checkpoint", "prune", str(agg), "--run", "prune-run",
+              "--keep-last", "2", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"would delete {run_dir / name(0)}" in dry.stdout
+    assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == [name(r) for r in range(4)]
+
+    pruned = ctl(zephonctl, "checkpoint", "prune", str(agg), "--run", "prune-run",
+                 "--keep-last", "2")
+    assert pruned.returncode == 0, pruned.stderr
+    # Kept: the two newest good rounds (1, 2) and the damaged newer one (3).
+    assert sorted(p.name for p in run_dir.glob("checkpoint-*")) == [name(r) for r in (1, 2, 3)]
+    again = ctl(zephonctl, "checkpoint", "prune", str(agg), "--run", "prune-run",
+                "--keep-last", "2")
+    assert again.returncode == 0 and "nothing to prune" in again.stdout
+
+    assert ctl(zephonctl, "checkpoint", "prune", str(agg), "--run", "prune-run",
+               "--keep-last", "0").returncode == 2
+    missing = ctl(zephonctl, "checkpoint", "prune", str(agg), "--run", "nope", "--keep-last", "1")
+    assert missing.returncode == 1 and "no run nope" in missing.stderr
+    absent = ctl(zephonctl, "checkpoint", "ls", str(tmp_path / "typo"))
+    assert absent.returncode == 1 and "is not a directory" in absent.stderr
+    assert not (tmp_path / "typo").exists()  # reading never creates the directory
 
 
 def test_shm_ls_and_gc(zephonctl, corpus, tmp_path):

@@ -15,6 +15,18 @@ from pathlib import Path
 from zephon import _native, daemon_status
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def zephonctl_path() -> str:
+    """The zephonctl binary: Bazel's output, else the copy `make build` installs."""
+    for path in (ROOT / "bazel-bin/client/zephonctl/zephonctl",
+                 ROOT / "client/python/zephon/_native/zephonctl"):
+        if path.exists():
+            return str(path)
+    raise RuntimeError("zephonctl not built: bazel build //client/zephonctl:zephonctl")
+
+
 class Daemon:
     """A zephond on a private socket and shm prefix: one simulated node."""
 
