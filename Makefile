@@ -37,14 +37,26 @@ test-cc: build
 	$(BAZEL) test //...
 
 # S3 protocol test server (s3rver) and reference client (@aws-sdk/client-s3) for tests/s3,
-# pinned by tests/s3/package-lock.json. Tolerant: without npm (or the registry) tests/s3
-# skips instead of failing.
+# pinned by tests/s3/package-lock.json. Without npm, root installs Debian's npm (which
+# pulls Debian's nodejs). Tolerant: without root, apt or the registry, tests/s3 skips
+# instead of failing.
 setup-s3:
-	@if command -v npm >/dev/null 2>&1; then \
+	@if ! command -v npm >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	    command -v apt-get >/dev/null 2>&1; then \
+	  if command -v node >/dev/null 2>&1 && ! dpkg-query -W -f='$${Status}\n' nodejs 2>/dev/null | \
+	      grep -q 'install ok installed'; then \
+	    echo "note: node at $$(command -v node) is not Debian's; installing Debian's npm anyway"; \
+	  fi; \
+	  echo "installing npm (Debian) for tests/s3"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; } || \
+	    echo "warning: apt-get install npm failed (no network or no Debian mirror?)"; \
+	fi; \
+	if command -v npm >/dev/null 2>&1; then \
 	  npm install --no-audit --no-fund --prefix tests/s3 || \
 	    echo "warning: npm install --prefix tests/s3 failed; tests/s3 will be skipped"; \
 	else \
-	  echo "warning: npm not found; tests/s3 (S3 store against s3rver) will be skipped"; \
+	  echo "warning: npm not found (as root, 'make setup-s3' installs it: apt-get install npm);" \
+	    "tests/s3 (S3 store against s3rver) will be skipped"; \
 	fi
 
 test-py: build setup-s3

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "daemon/storage/aws_config.h"
 #include "daemon/storage/s3_xml.h"
 
 namespace zephon::storage {
@@ -81,6 +82,34 @@ bool Permanent(CURLcode code) {
 
 bool Retryable(long status) { return status >= 500 || status == 429; }
 
+// S3's answers to a body that arrived different from what the client hashed: corrupted
+// in transit (or by a middlebox). S3 stores nothing; a resend can succeed.
+bool IsDigestMismatch(long status, absl::string_view s3_code) {
+  return status == 400 && (s3_code == "BadDigest" || s3_code == "XAmzContentSHA256Mismatch");
+}
+
+// What a transport failure means for the caller, in words; "" when curl's text says it.
+absl::string_view TransportHint(CURLcode code) {
+  switch (code) {
+    case CURLE_PARTIAL_FILE:
+      return "the server closed the connection before the whole body arrived";
+    case CURLE_GOT_NOTHING:
+      return "the server closed the connection without answering";
+    case CURLE_SEND_ERROR:
+      return "the connection broke while sending the request";
+    case CURLE_RECV_ERROR:
+      return "the connection broke while receiving the response";
+    case CURLE_COULDNT_CONNECT:
+      return "nothing accepts connections at the endpoint (is the server up?)";
+    case CURLE_COULDNT_RESOLVE_HOST:
+      return "the endpoint's host name does not resolve";
+    case CURLE_OPERATION_TIMEDOUT:
+      return "no complete answer within the timeout";
+    default:
+      return "";
+  }
+}
+
 std::string HeaderValue(const HeaderList& headers, absl::string_view name) {
   for (const auto& [k, v] : headers) {
     if (k == name) return v;
@@ -106,6 +135,23 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
   if (!o.prefix.empty()) RETURN_IF_ERROR(ValidateKey(o.prefix));
   if (o.region.empty()) o.region = GetEnv("AWS_REGION");
   if (o.region.empty()) o.region = GetEnv("AWS_DEFAULT_REGION");
+  // The shared files are read only when they can matter: something is still unset, or
+  // AWS_PROFILE asks for a profile (which must then exist).
+  std::string credentials_hint = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";
+  if (o.credentials.access_key.empty() || o.region.empty() || !GetEnv("AWS_PROFILE").empty()) {
+    absl::StatusOr<AwsSharedConfig> shared = LoadAwsSharedConfig();
+    if (!shared.ok()) {
+      return absl::Status(shared.status().code(),
+                          absl::StrCat("AWS configuration for s3://", o.bucket, ": ",
+                                       shared.status().message()));
+    }
+    if (o.credentials.access_key.empty()) o.credentials = shared->credentials;
+    if (o.region.empty()) o.region = shared->region;
+    absl::StrAppend(&credentials_hint, ", or aws_access_key_id and aws_secret_access_key in "
+                    "profile '", shared->profile, "' of ",
+                    shared->credentials_file.empty() ? "~/.aws/credentials"
+                                                     : shared->credentials_file);
+  }
   if (o.region.empty()) o.region = "us-east-1";
   if (o.endpoint.empty()) o.endpoint = GetEnv("AWS_ENDPOINT_URL");
   const bool custom_endpoint = !o.endpoint.empty();
@@ -134,16 +180,9 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
         "S3Options: max_attempts >= 1, list_page_size in 1..1000 and positive timeouts "
         "are required");
   }
-  if (o.credentials.access_key.empty()) {
-    o.credentials.access_key = GetEnv("AWS_ACCESS_KEY_ID");
-    o.credentials.secret_key = GetEnv("AWS_SECRET_ACCESS_KEY");
-    o.credentials.session_token = GetEnv("AWS_SESSION_TOKEN");
-  }
   if (o.credentials.access_key.empty() || o.credentials.secret_key.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no AWS credentials for s3://", o.bucket,
-        ": set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (~/.aws/credentials is not "
-        "read yet)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no AWS credentials for s3://", o.bucket, ": ", credentials_hint));
   }
   std::string host(rest);
   return std::unique_ptr<S3Store>(new S3Store(std::move(o), std::move(scheme), std::move(host)));
@@ -177,6 +216,10 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
   sreq.query = req.query;
   sreq.payload_sha256_hex = Sha256Hex(absl::string_view(req.body.data(), req.body.size()));
   sreq.headers = req.headers;
+  if (req.op == "PUT") {
+    sreq.headers.emplace_back(
+        "content-md5", ContentMd5Base64(absl::string_view(req.body.data(), req.body.size())));
+  }
   sreq.headers.emplace_back("host", host);
   sreq.headers.emplace_back("x-amz-content-sha256", sreq.payload_sha256_hex);
   const std::string now =
@@ -203,7 +246,9 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
 
   Response resp;
   UploadCursor upload{req.body, 0};
+  char curl_error[CURL_ERROR_SIZE] = {0};
   CURL* c = curl.get();
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_error);
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -227,9 +272,24 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
   }
   const CURLcode code = curl_easy_perform(c);
   if (code != CURLE_OK) {
-    const std::string what = absl::StrCat(
-        req.op, " ", Describe(req.full_key), " via ", options_.endpoint, ": ",
-        curl_easy_strerror(code));
+    // e.g. "GET s3://b/k via http://h:1: the server closed the connection before the
+    // whole body arrived (curl 18: transfer closed with 99000 bytes remaining to read)".
+    std::string what = absl::StrCat(req.op, " ", Describe(req.full_key), " via ",
+                                    options_.endpoint, ": ");
+    const absl::string_view hint = TransportHint(code);
+    const absl::string_view detail =
+        curl_error[0] != '\0' ? curl_error : curl_easy_strerror(code);
+    if (!hint.empty()) absl::StrAppend(&what, hint, " (");
+    absl::StrAppend(&what, "curl ", static_cast<int>(code), ": ", detail);
+    if (!hint.empty()) absl::StrAppend(&what, ")");
+    if (req.op == "PUT") {
+      curl_off_t sent = 0;
+      curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &sent);
+      absl::StrAppend(&what, "; ", sent, " of ", req.body.size(), " body bytes sent",
+                      static_cast<uint64_t>(sent) < req.body.size()
+                          ? " (S3 never stores an incomplete PUT)"
+                          : " (the server may or may not have stored the object)");
+    }
     if (code == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
     if (Permanent(code)) return absl::InvalidArgumentError(what);
     return absl::UnavailableError(what);
@@ -244,7 +304,11 @@ absl::StatusOr<S3Store::Response> S3Store::Send(const Request& req) const {
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<Response> resp = SendOnce(req);
     const bool retry =
-        resp.ok() ? Retryable(resp->status)
+        resp.ok() ? (Retryable(resp->status) ||
+                     IsDigestMismatch(resp->status,
+                                      resp->status == 400
+                                          ? XmlElementText(resp->body, "Code", nullptr)
+                                          : std::string()))
                   : (absl::IsUnavailable(resp.status()) ||
                      absl::IsDeadlineExceeded(resp.status()));
     if (!retry || attempt >= options_.max_attempts) {
@@ -280,6 +344,11 @@ absl::Status S3Store::HttpError(const Request& req, const Response& resp) const 
   if (s == 401) return absl::UnauthenticatedError(msg);
   if (s == 403) return absl::PermissionDeniedError(msg);
   if (s == 416) return absl::OutOfRangeError(msg);
+  if (IsDigestMismatch(s, s3_code)) {
+    return absl::DataLossError(absl::StrCat(
+        msg, " [the body S3 received does not match the Content-MD5 / SHA-256 the client "
+        "sent: corrupted in transit; S3 stored nothing]"));
+  }
   if (s >= 500 || s == 429) return absl::UnavailableError(msg);
   if (s == 400) return absl::InvalidArgumentError(msg);
   return absl::FailedPreconditionError(msg);

@@ -3,28 +3,41 @@
 // One store is one bucket plus an optional key prefix ("s3://bucket/prefix" roots the
 // store at "prefix/"); keys passed to its methods are relative to that root.
 //
-// Configuration (S3Options; empty fields fall back to the environment):
+// Configuration (S3Options; empty fields fall back to the environment and the AWS
+// shared files, as the AWS CLI does; see aws_config.h):
 //   endpoint     AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com
-//   region       AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1
-//   credentials  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN. The shared
-//                ~/.aws/credentials file, profiles and instance metadata are NOT read
-//                yet (a later change); with no credentials, Open fails.
+//   region       AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region in the
+//                config file (~/.aws/config), else us-east-1
+//   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else
+//                the profile (AWS_PROFILE, default "default") in ~/.aws/credentials,
+//                else in ~/.aws/config; with none, Open fails. Instance metadata, SSO
+//                and assume-role profiles are NOT supported.
 //   addressing   path-style (http://host/bucket/key) or virtual-host style
 //                (http://bucket.host/key); by default path-style iff a custom endpoint
 //                is set.
+// The shared files are read only when a field above is still unset or AWS_PROFILE is
+// set (a named profile must then exist).
 //
 // Semantics: Put is one PUT of the whole object, so readers see the old or the new
-// object, never a mix (S3's own atomicity). Every request is signed with
-// x-amz-content-sha256 = SHA-256 of the payload. Each attempt has a connect timeout and
-// a total timeout; connection errors, timeouts, HTTP 5xx and 429 are retried with
-// exponential backoff up to max_attempts, so no call blocks longer than about
-// max_attempts * (request_timeout + backoff).
+// object, never a mix, and an interrupted upload stores nothing (S3's own atomicity;
+// note that s3rver, the test server, does keep a truncated body). Every request is
+// signed with x-amz-content-sha256 = SHA-256 of the payload, and every PUT carries
+// Content-MD5, so S3 rejects a body corrupted in transit (400 BadDigest /
+// XAmzContentSHA256Mismatch) instead of storing it.
+//
+// Each attempt has a connect timeout and a total timeout. Connection errors (including
+// a connection cut mid-body, CURLE_PARTIAL_FILE), timeouts, HTTP 5xx, 429 and digest
+// mismatches are retried with exponential backoff up to max_attempts, so no call blocks
+// longer than about max_attempts * (request_timeout + backoff).
 //
 // Errors name the operation, bucket, key, HTTP status and S3's error Code and Message:
 //   404 NoSuchKey -> NOT_FOUND; NoSuchBucket -> FAILED_PRECONDITION (not NOT_FOUND, so a
 //   missing bucket is never mistaken for a missing key); 403 -> PERMISSION_DENIED;
+//   BadDigest / XAmzContentSHA256Mismatch -> DATA_LOSS (after the last attempt);
 //   other 4xx -> INVALID_ARGUMENT / FAILED_PRECONDITION; 5xx and connection errors after
-//   the last attempt -> UNAVAILABLE; timeouts -> DEADLINE_EXCEEDED.
+//   the last attempt -> UNAVAILABLE; timeouts -> DEADLINE_EXCEEDED. Transport errors say
+//   what happened ("the server closed the connection before the whole body arrived")
+//   with curl's own detail, and for a PUT how many body bytes were sent.
 //
 // Thread-safety: thread-safe (immutable after Open; one libcurl easy handle per call).
 #ifndef ZEPHON_DAEMON_STORAGE_S3_STORE_H_
@@ -49,9 +62,9 @@ struct S3Options {
   std::string bucket;  // required; S3 naming rules as in ParseS3Url
   std::string prefix;  // store root inside the bucket; "" or "a/b" ('/' added)
   std::string endpoint;  // "http://127.0.0.1:4568"; "" -> environment / AWS default
-  std::string region;    // "" -> environment / us-east-1
+  std::string region;    // "" -> environment / config file / us-east-1
   std::optional<bool> path_style;  // unset -> path-style iff a custom endpoint is used
-  SigV4Credentials credentials;    // empty access_key -> environment
+  SigV4Credentials credentials;    // empty access_key -> environment / shared files
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration request_timeout = absl::Seconds(60);  // per attempt, whole transfer
   int max_attempts = 4;                                 // >= 1
@@ -61,9 +74,10 @@ struct S3Options {
 
 class S3Store final : public ObjectStore {
  public:
-  // Fills unset options from the environment and validates them. INVALID_ARGUMENT for a
-  // bad bucket, prefix, endpoint or limit; FAILED_PRECONDITION when no credentials are
-  // configured. Does not contact the server.
+  // Fills unset options from the environment and the AWS shared files and validates
+  // them. INVALID_ARGUMENT for a bad bucket, prefix, endpoint or limit, or a malformed
+  // shared file; FAILED_PRECONDITION when no credentials are configured or AWS_PROFILE
+  // names a missing profile. Does not contact the server.
   static absl::StatusOr<std::unique_ptr<S3Store>> Open(S3Options options);
 
   // Open for "s3://bucket[/prefix]" with every other option from the environment.

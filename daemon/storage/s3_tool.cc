@@ -1,6 +1,7 @@
 // s3_tool: copies objects between local files and s3:// URLs through S3Store, for tests
-// and operators. Endpoint, region and credentials come from the AWS_* environment
-// (see s3_store.h) unless given as flags.
+// and operators. Endpoint, region and credentials come from the AWS_* environment and
+// the AWS shared files (~/.aws/credentials, ~/.aws/config; see s3_store.h) unless given
+// as flags.
 //
 //   s3_tool [flags] put LOCAL_FILE s3://bucket/key
 //   s3_tool [flags] get s3://bucket/key LOCAL_FILE|-
@@ -10,7 +11,8 @@
 //   s3_tool [flags] delete s3://bucket/key
 // Flags: --endpoint=URL --region=R --path-style --virtual-host --page-size=N
 //        --connect-timeout-ms=N --timeout-ms=N --attempts=N
-// Exit status: 0 on success, 1 on an S3 or file error (the status on stderr), 2 on usage.
+// Exit status: 0 on success, 1 on an S3 or file error (the status on stderr, e.g.
+// "UNAVAILABLE: ... (after 3 attempts)" or "DATA_LOSS: ... BadDigest"), 2 on usage.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>

@@ -72,6 +72,13 @@ std::string Sha256Hex(absl::string_view bytes) {
       absl::string_view(reinterpret_cast<const char*>(digest), len));
 }
 
+std::string ContentMd5Base64(absl::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_md5(), nullptr);
+  return absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(digest), len));
+}
+
 std::string HmacSha256(absl::string_view key, absl::string_view data) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

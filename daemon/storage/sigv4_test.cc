@@ -154,6 +154,17 @@ TEST(AwsUriEncode, KeepsUnreservedAndEncodesTheRest) {
   EXPECT_EQ(AwsUriEncode("\xE1\x88\xB4", true), "%E1%88%B4");
 }
 
+TEST(ContentMd5Base64, MatchesRfc1321VectorsInBase64) {
+  // MD5("") = d41d8cd98f00b204e9800998ecf8427e (RFC 1321 A.5), base64 of the raw bytes.
+  EXPECT_EQ(ContentMd5Base64(""), "1B2M2Y8AsgTpgAmY7PhCfg==");
+  // MD5 = 9e107d9d372bb6826bd81d3542a419d6.
+  EXPECT_EQ(ContentMd5Base64("The quick brown fox jumps over the lazy dog"),
+            "nhB9nTcrtoJr2B01QqQZ1g==");
+  // Binary bodies hash every byte, NULs included: MD5("a\0b") =
+  // 70350f6027bce3713f6b76473084309b.
+  EXPECT_EQ(ContentMd5Base64(absl::string_view("a\0b", 3)), "cDUPYCe843E/a3ZHMIQwmw==");
+}
+
 TEST(SigV4, EncodesSlashInQueryValuesButNotInThePath) {
   SigV4Request r = SuiteRequest("GET");
   r.path = "/a b/c";

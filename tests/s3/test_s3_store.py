@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 
+from fault_proxy import FaultProxy
 from s3rver import BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, node, tool
 
 pytestmark = REQUIRES_S3RVER
@@ -88,8 +89,46 @@ def test_bad_credentials_fail_with_the_http_status(server):
     err = r.stderr.decode()
     assert "PERMISSION_DENIED" in err and "HTTP 403" in err and "InvalidAccessKeyId" in err
     assert BUCKET in err and "prefix ''" in err
-    r = tool("list", f"s3://{BUCKET}/", env={"AWS_ACCESS_KEY_ID": ""})
+    r = tool("list", f"s3://{BUCKET}/", env={"AWS_ACCESS_KEY_ID": "",
+                                             "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+                                             "AWS_CONFIG_FILE": "/nonexistent"})
     assert r.returncode == 1 and b"AWS_ACCESS_KEY_ID" in r.stderr
+
+
+def test_credentials_and_session_token_from_the_shared_files(server, monkeypatch, tmp_path):
+    # No AWS_ACCESS_KEY_ID: the key pair comes from profile "ci" of the credentials file
+    # and the region from the config file (aws_config.h). s3rver ignores session tokens,
+    # so the proxy shows that the token is sent (x-amz-security-token, signed).
+    creds, config = tmp_path / "credentials", tmp_path / "config"
+    creds.write_text("[default]\naws_access_key_id = WRONG\naws_secret_access_key = x\n"
+                     "[ci]\naws_access_key_id = S3RVER\naws_secret_access_key = S3RVER\n"
+                     "aws_session_token = TOKEN123\n")
+    config.write_text("[profile ci]\nregion = eu-west-3\n")
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
+                "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "ci")
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"from the shared file")
+    with FaultProxy(server.port) as proxy:
+        r = tool("put", str(src), f"s3://{BUCKET}/shared.bin",
+                 env={"AWS_ENDPOINT_URL": proxy.endpoint})
+        assert r.returncode == 0, r.stderr.decode()
+        (head,) = proxy.request_heads()
+    head = head.decode().lower()
+    assert "x-amz-security-token: token123" in head and "x-amz-security-token" in \
+        head.split("signedheaders=")[1]
+    assert "credential=s3rver/" in head and "/eu-west-3/s3/aws4_request" in head
+    monkeypatch.setenv("AWS_PROFILE", "default")  # key id WRONG: s3rver rejects it
+    r = tool("get", f"s3://{BUCKET}/shared.bin", "-")
+    assert r.returncode == 1 and b"InvalidAccessKeyId" in r.stderr, r.stderr.decode()
+    monkeypatch.setenv("AWS_PROFILE", "missing")
+    r = tool("get", f"s3://{BUCKET}/shared.bin", "-")
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert "FAILED_PRECONDITION" in err and "'missing'" in err and str(creds) in err, err
 
 
 def test_missing_bucket_is_named_in_the_error(server):

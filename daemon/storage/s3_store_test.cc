@@ -1,0 +1,92 @@
+// S3Store::Open's configuration resolution (no server needed; Open does not connect).
+// The protocol itself is tested against s3rver in tests/s3.
+#include "daemon/storage/s3_store.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "daemon/storage/aws_config_testing.h"
+#include "gtest/gtest.h"
+
+namespace zephon::storage {
+namespace {
+
+class S3StoreOpenTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(env_.home().empty());
+    env_.Set("AWS_ENDPOINT_URL", "http://127.0.0.1:1");
+  }
+  absl::StatusOr<std::unique_ptr<S3Store>> Open() {
+    S3Options o;
+    o.bucket = "bkt";
+    o.region = option_region_;
+    return S3Store::Open(o);
+  }
+  AwsEnvSandbox env_;
+  std::string option_region_;
+};
+
+TEST_F(S3StoreOpenTest, RegionPrecedenceIsOptionEnvDefaultEnvConfigFileThenUsEast1) {
+  env_.Set("AWS_ACCESS_KEY_ID", "K");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "S");
+  auto s = Open();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().region, "us-east-1");
+  env_.WriteHomeFile(".aws/config", "[default]\nregion = from-config\n");
+  EXPECT_EQ((*Open())->options().region, "from-config");
+  env_.Set("AWS_DEFAULT_REGION", "from-default-region");
+  EXPECT_EQ((*Open())->options().region, "from-default-region");
+  env_.Set("AWS_REGION", "from-region");
+  EXPECT_EQ((*Open())->options().region, "from-region");
+  option_region_ = "from-option";
+  EXPECT_EQ((*Open())->options().region, "from-option");
+}
+
+TEST_F(S3StoreOpenTest, CredentialsComeFromTheSharedFileWithSessionToken) {
+  env_.WriteHomeFile(".aws/credentials",
+                     "[ci]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n"
+                     "aws_session_token = FILETOKEN\n");
+  env_.Set("AWS_PROFILE", "ci");
+  auto s = Open();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().credentials.access_key, "FILEKEY");
+  EXPECT_EQ((*s)->options().credentials.secret_key, "FILESECRET");
+  EXPECT_EQ((*s)->options().credentials.session_token, "FILETOKEN");
+}
+
+TEST_F(S3StoreOpenTest, NoCredentialsNamesTheVariablesAndTheFile) {
+  auto s = Open();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string msg(s.status().message());
+  EXPECT_TRUE(absl::StrContains(msg, "s3://bkt")) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, "AWS_ACCESS_KEY_ID")) << msg;
+  EXPECT_TRUE(absl::StrContains(msg, env_.home() + "/.aws/credentials")) << msg;
+}
+
+TEST_F(S3StoreOpenTest, SharedFileErrorsNameTheBucket) {
+  env_.Set("AWS_PROFILE", "nope");
+  auto s = Open();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "s3://bkt")) << s.status();
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "'nope'")) << s.status();
+}
+
+TEST_F(S3StoreOpenTest, ExplicitOptionsNeedNoSharedFiles) {
+  env_.WriteHomeFile(".aws/config", "garbage that does not parse\n");
+  S3Options o;
+  o.bucket = "bkt";
+  o.region = "r";
+  o.credentials = {"K", "S", ""};
+  auto s = S3Store::Open(o);  // the broken file is never read
+  ASSERT_TRUE(s.ok()) << s.status();
+  o.credentials = {};
+  s = S3Store::Open(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "/.aws/config:1:")) << s.status();
+}
+
+}  // namespace
+}  // namespace zephon::storage
