@@ -72,6 +72,14 @@ struct S3Options {
   int list_page_size = 1000;  // ListObjectsV2 max-keys, 1..1000
 };
 
+// Process-wide starting point of S3Store::OpenUrl, and so of OpenStore for every s3://
+// aggregate_dir and dataset: endpoint, region, addressing, timeouts, attempts, backoff.
+// Fields it leaves empty or unset still come from the environment. zephond and zephonctl
+// set it once from their --s3-* flags at startup; bucket, prefix and credentials are
+// ignored (credentials stay in the environment or the shared files). Thread-safe.
+void SetS3Defaults(const S3Options& defaults);
+S3Options S3Defaults();
+
 class S3Store final : public ObjectStore {
  public:
   // Fills unset options from the environment and the AWS shared files and validates
@@ -80,7 +88,8 @@ class S3Store final : public ObjectStore {
   // names a missing profile. Does not contact the server.
   static absl::StatusOr<std::unique_ptr<S3Store>> Open(S3Options options);
 
-  // Open for "s3://bucket[/prefix]" with every other option from the environment.
+  // Open for "s3://bucket[/prefix]" starting from S3Defaults(), the rest from the
+  // environment.
   static absl::StatusOr<std::unique_ptr<S3Store>> OpenUrl(const std::string& url);
 
   S3Store(const S3Store&) = delete;

@@ -55,6 +55,33 @@ TEST_F(S3StoreOpenTest, CredentialsComeFromTheSharedFileWithSessionToken) {
   EXPECT_EQ((*s)->options().credentials.session_token, "FILETOKEN");
 }
 
+TEST_F(S3StoreOpenTest, OpenUrlStartsFromTheProcessDefaults) {
+  env_.Set("AWS_ACCESS_KEY_ID", "K");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "S");
+  env_.Set("AWS_REGION", "env-region");
+  S3Options defaults;
+  defaults.bucket = "ignored";
+  defaults.endpoint = "http://10.1.2.3:9000";
+  defaults.path_style = false;
+  defaults.max_attempts = 7;
+  defaults.request_timeout = absl::Seconds(3);
+  defaults.credentials.access_key = "IGNORED";
+  SetS3Defaults(defaults);
+  auto s = S3Store::OpenUrl("s3://real-bucket/pre/fix");
+  SetS3Defaults(S3Options());  // back to the built-in defaults for other tests
+  ASSERT_TRUE(s.ok()) << s.status();
+  const S3Options& o = (*s)->options();
+  EXPECT_EQ(o.bucket, "real-bucket");
+  EXPECT_EQ(o.prefix, "pre/fix");
+  EXPECT_EQ(o.endpoint, "http://10.1.2.3:9000");  // over AWS_ENDPOINT_URL
+  EXPECT_EQ(o.path_style, false);
+  EXPECT_EQ(o.max_attempts, 7);
+  EXPECT_EQ(o.request_timeout, absl::Seconds(3));
+  EXPECT_EQ(o.region, "env-region");  // left unset: still from the environment
+  EXPECT_EQ(o.credentials.access_key, "K");  // never from the defaults
+  EXPECT_EQ(S3Defaults().max_attempts, 4);
+}
+
 TEST_F(S3StoreOpenTest, NoCredentialsNamesTheVariablesAndTheFile) {
   auto s = Open();
   ASSERT_FALSE(s.ok());
