@@ -95,3 +95,11 @@ bench-checkpoint: build
 .PHONY: repro
 repro: build
 	PYTHONPATH=client/python $(PY) examples/repro.py --out docs
+
+# s3:// dataset reads (docs/benchmarks.md): a 400 MB Megatron corpus from local disk vs a
+# local s3rver through zephond's shard cache (no disk cache, cold, warm, warm restart).
+# ~1 min on 2 cores (the corpus is generated once under /tmp/zephon-s3-bench);
+# BENCH_ARGS="--quick" for a 100 MB corpus.
+.PHONY: bench-s3
+bench-s3: build setup-s3
+	PYTHONPATH=client/python $(PY) tests/bench/s3_read_bench.py $(BENCH_ARGS)

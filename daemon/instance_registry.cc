@@ -157,8 +157,13 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   }
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(spec, identity.dp_degree));
+  pipeline::OpenOptions open_options;
+  open_options.cache_dir = options_.cache_dir;
+  open_options.shard_cache = options_.shard_cache;
+  open_options.s3_request_timeout = options_.s3_request_timeout;
+  open_options.s3_max_attempts = options_.s3_max_attempts;
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
-                   pipeline::OpenDatasets(resolved, {options_.cache_dir}));
+                   pipeline::OpenDatasets(resolved, open_options));
   const std::string spec_hash = pipeline::SpecHash(resolved, datasets);
   if (restored && restored->spec_hash() != spec_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -366,6 +371,26 @@ proto::StatusReply InstanceRegistry::Status() const {
   getrusage(RUSAGE_SELF, &usage);
   reply.set_peak_rss_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024);
   reply.set_worker_threads(options_.worker_pool ? options_.worker_pool->num_threads() : 0);
+  if (options_.shard_cache != nullptr) {
+    const storage::ShardCacheStats c = options_.shard_cache->Stats();
+    proto::ShardCacheStatus* out = reply.mutable_shard_cache();
+    out->set_dir(c.dir);
+    out->set_on_disk(c.on_disk);
+    out->set_limit_bytes(c.limit_bytes);
+    out->set_block_bytes(c.block_bytes);
+    out->set_resident_bytes(c.resident_bytes);
+    out->set_pinned_bytes(c.pinned_bytes);
+    out->set_entries(c.entries);
+    out->set_hits(c.hits);
+    out->set_misses(c.misses);
+    out->set_waits(c.waits);
+    out->set_downloads(c.downloads);
+    out->set_bytes_downloaded(c.bytes_downloaded);
+    out->set_evictions(c.evictions);
+    out->set_errors(c.errors);
+    out->set_adopted(c.adopted);
+    out->set_rejected(c.rejected);
+  }
   return reply;
 }
 

@@ -27,6 +27,7 @@
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/pipeline_instance.h"
+#include "daemon/storage/shard_cache.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/zephon.pb.h"
 
@@ -43,6 +44,14 @@ struct RegistryOptions {
   // Where converted dataset shards (JSONL -> token cache) live; empty = the default
   // ($XDG_CACHE_HOME/zephon or ~/.cache/zephon).
   std::string cache_dir;
+  // The node's cache of dataset bytes read from object stores (s3:// datasets), shared
+  // by every instance (--shard-cache-bytes); null = each s3:// dataset reads through a
+  // private memory-only cache. Its stats are part of Status().
+  std::shared_ptr<storage::ShardCache> shard_cache;
+  // Per-attempt timeout and attempts of S3 requests for s3:// datasets (zero = the
+  // S3Store defaults: 60 s, 4 attempts).
+  absl::Duration s3_request_timeout = absl::ZeroDuration();
+  int s3_max_attempts = 0;
   // Advertised host:port of this daemon's peer service (written to the rendezvous file
   // when it hosts a run's rank 0); empty = no peer service.
   std::string peer_address;

@@ -7,6 +7,10 @@
 //
 // Operations: --metrics-address serves Prometheus /metrics plus /healthz and /readyz;
 // --config reads the same long flags from a TOML/INI file (the command line wins).
+// Datasets under s3:// are read through one node-wide shard cache in
+// <cache-dir>/objects (--shard-cache-bytes, --shard-cache-block-bytes); S3 requests use
+// --s3-timeout-ms and --s3-attempts, and AWS_ENDPOINT_URL, AWS_REGION,
+// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or ~/.aws/credentials.
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -40,7 +44,9 @@
 #include "daemon/metrics/http_server.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/instance_registry.h"
+#include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/service.h"
+#include "daemon/storage/shard_cache.h"
 #include "shm/segment.h"
 
 namespace {
@@ -101,6 +107,10 @@ int main(int argc, char** argv) {
       "unknown key is an error (exit 2).\n"
       "Metrics: GET /metrics (Prometheus text), /healthz (200 while the main loop runs), "
       "/readyz (200 once serving, 503 while shutting down) on --metrics-address.\n"
+      "Datasets in S3: dataset paths s3://bucket/prefix (a directory, a glob or one object) "
+      "are read with ranged GETs through the node's shard cache (<cache-dir>/objects); "
+      "endpoint, region and credentials come from AWS_ENDPOINT_URL, AWS_REGION, "
+      "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or ~/.aws/credentials.\n"
       "Exit codes: 0 clean, 2 bad flags, 3 another zephond holds the socket, 4 environment.");
   app.set_config("--config", "", "Read flags from this TOML/INI file (see below)");
   app.allow_config_extras(CLI::config_extras_mode::error);
@@ -147,8 +157,35 @@ int main(int argc, char** argv) {
                  "PEM CA bundle: verify peers with it (mutual TLS)");
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
-                 "Directory for converted dataset shards (JSONL token caches); default "
+                 "Directory for converted dataset shards (JSONL token caches) and, under "
+                 "objects/, the shard cache of s3:// datasets; default "
                  "$XDG_CACHE_HOME/zephon or ~/.cache/zephon");
+  uint64_t shard_cache_bytes = uint64_t{16} << 30;
+  uint64_t shard_cache_block_bytes = uint64_t{8} << 20;
+  app.add_option("--shard-cache-bytes", shard_cache_bytes,
+                 "Disk budget of the node's cache of s3:// dataset bytes (<cache-dir>/objects, "
+                 "shared by all instances; least recently used blocks are evicted, blocks "
+                 "being read are kept). 0 = no disk cache: blocks are held in memory only "
+                 "while read, plus a 64 MiB LRU")
+      ->capture_default_str();
+  app.add_option("--shard-cache-block-bytes", shard_cache_block_bytes,
+                 "Ranged-GET block size of s3:// dataset objects; objects up to this size are "
+                 "fetched whole (one GET)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30));
+  uint32_t s3_timeout_ms = 60000;
+  uint32_t s3_attempts = 4;
+  app.add_option("--s3-timeout-ms", s3_timeout_ms,
+                 "Per-attempt timeout of S3 requests for s3:// datasets (whole transfer of "
+                 "one block); with --s3-attempts it bounds how long a dead store stalls a "
+                 "pipeline before its ranks get the error")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{1}, uint32_t{3600000}));
+  app.add_option("--s3-attempts", s3_attempts,
+                 "Attempts per S3 request (retries with exponential backoff on 5xx, 429, "
+                 "timeouts and connection errors)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{1}, uint32_t{100}));
   app.add_option("--worker-threads", worker_threads,
                  "Threads of the one worker pool shared by all instances (the node-wide "
                  "thread budget for reading batches; 0 = each instance reads on its "
@@ -219,6 +256,21 @@ int main(int argc, char** argv) {
   }
   options.max_ring_bytes = max_ring_bytes;
   options.cache_dir = cache_dir;
+  {
+    zephon::storage::ShardCacheOptions cache;
+    cache.dir = (cache_dir.empty() ? zephon::pipeline::DefaultCacheDir() : cache_dir) + "/objects";
+    cache.max_bytes = shard_cache_bytes;
+    cache.block_bytes = shard_cache_block_bytes;
+    absl::StatusOr<std::shared_ptr<zephon::storage::ShardCache>> shard_cache =
+        zephon::storage::ShardCache::Create(cache);
+    if (!shard_cache.ok()) {
+      spdlog::error("--shard-cache-*: {}", shard_cache.status().ToString());
+      return kExitBadFlags;
+    }
+    options.shard_cache = *std::move(shard_cache);
+  }
+  options.s3_request_timeout = absl::Milliseconds(s3_timeout_ms);
+  options.s3_max_attempts = static_cast<int>(s3_attempts);
   options.default_prefetch_batches = prefetch_batches;
   // Created before the registry and shut down after it: instances submit to it.
   absl::StatusOr<std::unique_ptr<zephon::exec::WorkerPool>> pool =

@@ -24,12 +24,14 @@ import zephon
 
 def parse_args(description: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--data", required=True, help="directory of Megatron .bin/.idx shards")
+    p.add_argument("--data", required=True,
+                   help="Megatron .bin/.idx shards: a directory or an s3://bucket/prefix")
     p.add_argument("--socket", default=os.environ.get("ZEPHON_SOCKET"),
                    help="zephond socket (default: $ZEPHON_SOCKET)")
     p.add_argument("--run-id", default="example-run")
     p.add_argument("--aggregate-dir", required=True,
-                   help="directory shared by every rank for checkpoint rounds")
+                   help="shared by every rank for checkpoint rounds: a directory on a "
+                        "shared filesystem or an s3://bucket/prefix")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (peers of a DP group)")
     p.add_argument("--dp-shard", type=int, default=0,
                    help="HSDP shard size (dp = dp_replicate x dp_shard); 0: no replication")

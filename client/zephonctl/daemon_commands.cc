@@ -207,6 +207,18 @@ void PrintStatus(const proto::StatusReply& reply, std::ostream& out) {
       reply.worker_threads() + totals.producer_threads, reply.worker_threads(),
       totals.producer_threads, reply.instances_size(), HumanBytes(totals.ring_bytes),
       totals.readers, reply.instances_created_total());
+  if (reply.has_shard_cache()) {
+    const proto::ShardCacheStatus& c = reply.shard_cache();
+    const uint64_t lookups = c.hits() + c.misses();
+    out << absl::StrFormat(
+        "shard cache %s  %s of %s (%d entries, %s in use)  hits %d  misses %d (%.1f%% hit)  "
+        "downloaded %s  evictions %d  errors %d\n",
+        c.on_disk() ? c.dir() : (c.dir().empty() ? "memory only" : "not opened yet"),
+        HumanBytes(c.resident_bytes()), HumanBytes(c.limit_bytes()), c.entries(),
+        HumanBytes(c.pinned_bytes()), c.hits(), c.misses(),
+        lookups == 0 ? 0.0 : 100.0 * static_cast<double>(c.hits()) / lookups,
+        HumanBytes(c.bytes_downloaded()), c.evictions(), c.errors());
+  }
   static const std::set<std::string> kKnownReply = {
       "pid", "socket", "shm_prefix", "instances_created_total", "uptime_s", "process_cpu_s",
       "peak_rss_bytes", "worker_threads"};

@@ -105,6 +105,35 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
     errors.Add({{"kind", ErrorKindName(kind)}}, static_cast<double>(counters.errors(kind)));
   }
   out.push_back(errors);
+  if (status.has_shard_cache()) {
+    const proto::ShardCacheStatus& c = status.shard_cache();
+    auto counter = [&out](const char* name, const char* help, uint64_t v) {
+      out.push_back(Family(name, "counter", help).Add({}, static_cast<double>(v)));
+    };
+    auto gauge = [&out](const char* name, const char* help, uint64_t v) {
+      out.push_back(Family(name, "gauge", help).Add({}, static_cast<double>(v)));
+    };
+    counter("zephon_shard_cache_hits_total",
+            "Block lookups of s3:// datasets served by the node's shard cache.", c.hits());
+    counter("zephon_shard_cache_misses_total",
+            "Block lookups of s3:// datasets that started a download.", c.misses());
+    counter("zephon_shard_cache_waits_total",
+            "Block lookups that joined another reader's download (single flight).",
+            c.waits());
+    counter("zephon_shard_cache_downloaded_bytes_total",
+            "Bytes downloaded from object stores into the shard cache.",
+            c.bytes_downloaded());
+    counter("zephon_shard_cache_evictions_total",
+            "Shard cache entries evicted to stay within the byte limit.", c.evictions());
+    counter("zephon_shard_cache_errors_total", "Failed shard cache downloads.", c.errors());
+    gauge("zephon_shard_cache_resident_bytes",
+          "Bytes held by the shard cache (entry files, or memory when not on disk).",
+          c.resident_bytes());
+    gauge("zephon_shard_cache_pinned_bytes",
+          "Shard cache bytes being read or downloaded (never evicted).", c.pinned_bytes());
+    gauge("zephon_shard_cache_limit_bytes", "Byte limit of the shard cache.",
+          c.limit_bytes());
+  }
   out.push_back(Family("zephon_process_cpu_seconds_total", "counter",
                        "CPU seconds used by zephond (all threads).")
                     .Add({}, process.cpu_seconds));

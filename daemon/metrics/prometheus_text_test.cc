@@ -87,6 +87,27 @@ TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
   EXPECT_NE(text.find("zephon_shm_free_bytes 4096\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE zephon_errors_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_instances 1\n"), std::string::npos);
+  EXPECT_EQ(text.find("zephon_shard_cache"), std::string::npos);  // no cache, no families
+}
+
+TEST(DaemonMetricsTest, ShardCacheFiguresComeFromTheStatus) {
+  proto::StatusReply status;
+  proto::ShardCacheStatus* c = status.mutable_shard_cache();
+  c->set_hits(12);
+  c->set_misses(3);
+  c->set_bytes_downloaded(3 << 20);
+  c->set_evictions(2);
+  c->set_resident_bytes(4096);
+  c->set_limit_bytes(1 << 30);
+  const std::string text =
+      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters::Get(), ProcessStats()));
+  EXPECT_NE(text.find("# TYPE zephon_shard_cache_hits_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_shard_cache_hits_total 12\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_shard_cache_misses_total 3\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_shard_cache_downloaded_bytes_total 3145728\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_shard_cache_evictions_total 2\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE zephon_shard_cache_resident_bytes gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_shard_cache_resident_bytes 4096\n"), std::string::npos);
 }
 
 }  // namespace

@@ -1,47 +1,21 @@
 #include "daemon/pipeline/dataset.h"
 
-#include <algorithm>
-#include <filesystem>
 #include <set>
-#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/dataset_files.h"
 #include "daemon/pipeline/flat_reader.h"
 #include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/pipeline/megatron_reader.h"
-#include "daemon/pipeline/path_glob.h"
+#include "daemon/pipeline/remote_files.h"
 
 namespace zephon::pipeline {
-namespace fs = std::filesystem;
 namespace {
 
 constexpr uint64_t kDefaultFlatSampleTokens = 2048;
-
-bool IsDir(const std::string& p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec);
-}
-bool IsFile(const std::string& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p, ec);
-}
-
-// Regular files of `dir` not starting with '.', sorted by name (byte order).
-absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
-  std::error_code ec;
-  std::vector<std::string> names;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.empty() || name[0] == '.' || !it->is_regular_file()) continue;
-    names.push_back(name);
-  }
-  if (ec) return absl::NotFoundError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 std::string StripMegatronSuffix(const std::string& path) {
   if (absl::EndsWith(path, ".bin") || absl::EndsWith(path, ".idx")) {
@@ -50,46 +24,32 @@ std::string StripMegatronSuffix(const std::string& path) {
   return path;
 }
 
-// The files a dataset path names: a directory listing, glob matches, or the path.
-struct Source {
-  enum class Kind { kDirectory, kGlob, kSingle };
-  Kind kind = Kind::kSingle;
-  std::vector<std::string> files;  // Full paths, sorted (kSingle: just `path`).
-};
+using Kind = DatasetFiles::Kind;
 
-absl::StatusOr<Source> ResolveSource(const std::string& path) {
-  Source src;
-  if (IsGlobPattern(path)) {
-    src.kind = Source::Kind::kGlob;
-    ASSIGN_OR_RETURN(src.files, ExpandGlob(path));
-  } else if (IsDir(path)) {
-    src.kind = Source::Kind::kDirectory;
-    ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(path));
-    for (const auto& n : names) src.files.push_back((fs::path(path) / n).string());
-  } else {
-    src.files.push_back(path);
-  }
-  return src;
-}
-
-std::string DetectFormat(const std::string& path, const Source& src) {
-  if (src.kind == Source::Kind::kSingle) {
-    if (IsFile(StripMegatronSuffix(path) + ".idx")) return "megatron";
-    return IsJsonlFileName(path) ? "jsonl" : "flat";
+absl::StatusOr<std::string> DetectFormat(const std::string& path,
+                                         const DatasetFiles::Resolved& src,
+                                         DatasetFiles& files) {
+  if (src.kind == Kind::kSingle) {
+    ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(path) + ".idx"));
+    if (has_idx) return std::string("megatron");
+    return std::string(IsJsonlFileName(path) ? "jsonl" : "flat");
   }
   bool jsonl = false;
   for (const auto& f : src.files) {
-    if (absl::EndsWith(f, ".idx")) return "megatron";
-    if (absl::EndsWith(f, ".bin") && IsFile(StripMegatronSuffix(f) + ".idx")) return "megatron";
+    if (absl::EndsWith(f, ".idx")) return std::string("megatron");
+    if (absl::EndsWith(f, ".bin")) {
+      ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(f) + ".idx"));
+      if (has_idx) return std::string("megatron");
+    }
     jsonl = jsonl || IsJsonlFileName(f);
   }
-  return jsonl ? "jsonl" : "flat";
+  return std::string(jsonl ? "jsonl" : "flat");
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
-    const std::string& path, const Source& src) {
+    const std::string& path, const DatasetFiles::Resolved& src, DatasetFiles& files) {
   std::vector<std::string> prefixes;
-  if (src.kind == Source::Kind::kSingle) {
+  if (src.kind == Kind::kSingle) {
     prefixes.push_back(StripMegatronSuffix(path));
   } else {
     std::set<std::string> bins, idxs;
@@ -97,9 +57,9 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
       if (absl::EndsWith(f, ".bin")) bins.insert(StripMegatronSuffix(f));
       if (absl::EndsWith(f, ".idx")) idxs.insert(StripMegatronSuffix(f));
     }
-    if (src.kind == Source::Kind::kDirectory) {
+    if (src.kind == Kind::kDirectory) {
       // A directory must hold complete pairs; a glob may match just one side of
-      // each pair (MegatronShard::Open names a missing partner).
+      // each pair (opening the pair names a missing partner).
       for (const auto& s : idxs) {
         if (!bins.count(s)) return absl::NotFoundError(absl::StrCat(s, ".idx has no matching .bin file"));
       }
@@ -112,34 +72,40 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
   }
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& p : prefixes) {
-    ASSIGN_OR_RETURN(std::unique_ptr<MegatronShard> shard, MegatronShard::Open(p));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, files.Open(p + ".idx"));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> bin, files.Open(p + ".bin"));
+    ASSIGN_OR_RETURN(std::unique_ptr<MegatronShard> shard,
+                     MegatronShard::Open(std::move(idx), std::move(bin)));
     shards.push_back(std::move(shard));
   }
   return shards;
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenFlat(
-    const proto::DatasetSpec& spec, const Source& src) {
+    const proto::DatasetSpec& spec, const DatasetFiles::Resolved& src, DatasetFiles& files) {
   ASSIGN_OR_RETURN(TokenType type,
                    ParseFlatDtype(spec.dtype().empty() ? "uint16" : spec.dtype()));
   const uint64_t sample_tokens =
       spec.flat_sample_tokens() == 0 ? kDefaultFlatSampleTokens : spec.flat_sample_tokens();
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& f : src.files) {
-    ASSIGN_OR_RETURN(std::unique_ptr<FlatShard> shard, FlatShard::Open(f, type, sample_tokens));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, files.Open(f));
+    ASSIGN_OR_RETURN(std::unique_ptr<FlatShard> shard,
+                     FlatShard::Open(std::move(file), type, sample_tokens));
     shards.push_back(std::move(shard));
   }
   return shards;
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
-    const proto::DatasetSpec& spec, const Source& src, const OpenOptions& options) {
+    const proto::DatasetSpec& spec, const DatasetFiles::Resolved& src, DatasetFiles& files,
+    const OpenOptions& options) {
   const std::string field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
   const std::string cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& f : src.files) {
-    if (src.kind == Source::Kind::kDirectory && !IsJsonlFileName(f)) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, JsonlShard::Open(f, field, cache_dir));
+    if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, field, cache_dir));
     shards.push_back(std::move(shard));
   }
   return shards;
@@ -178,15 +144,24 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
   if (spec.path().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("dataset '", spec.name(), "': empty path"));
   }
-  ASSIGN_OR_RETURN(Source src, ResolveSource(spec.path()));
-  const std::string format = spec.format().empty() ? DetectFormat(spec.path(), src) : spec.format();
+  std::unique_ptr<DatasetFiles> files;
+  if (IsRemotePath(spec.path())) {
+    ASSIGN_OR_RETURN(files, RemoteDatasetFiles::Open(spec.path(), options));
+  } else {
+    files = LocalDatasetFiles();
+  }
+  ASSIGN_OR_RETURN(DatasetFiles::Resolved src, files->Resolve(spec.path()));
+  std::string format = spec.format();
+  if (format.empty()) {
+    ASSIGN_OR_RETURN(format, DetectFormat(spec.path(), src, *files));
+  }
   std::vector<std::unique_ptr<ShardReader>> shards;
   if (format == "megatron") {
-    ASSIGN_OR_RETURN(shards, OpenMegatron(spec.path(), src));
+    ASSIGN_OR_RETURN(shards, OpenMegatron(spec.path(), src, *files));
   } else if (format == "flat") {
-    ASSIGN_OR_RETURN(shards, OpenFlat(spec, src));
+    ASSIGN_OR_RETURN(shards, OpenFlat(spec, src, *files));
   } else if (format == "jsonl") {
-    ASSIGN_OR_RETURN(shards, OpenJsonl(spec, src, options));
+    ASSIGN_OR_RETURN(shards, OpenJsonl(spec, src, *files, options));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", spec.name(), "': format '", format, "' unknown (megatron, flat, jsonl)"));

@@ -2,7 +2,10 @@
 //
 // Opening (Dataset::Open, from a DatasetSpec). `path` is a directory, a single
 // shard, or a glob (path_glob.h: contains '*', '?' or '['; matches are regular files
-// sorted by full path; no match is NOT_FOUND naming the pattern).
+// sorted by full path; no match is NOT_FOUND naming the pattern). `path` may also be
+// an object-store URL "s3://bucket/key" (remote_files.h): the same rules apply, with
+// "directory" = the objects directly under key + "/" and globs matched by fnmatch
+// without crossing '/'; shard bytes are read through OpenOptions::shard_cache.
 //   format "megatron": a directory (every X.bin + X.idx pair in it is a shard; an .idx
 //     without its .bin or vice versa is an error naming it), a shard prefix (path.bin /
 //     path.idx; a trailing ".bin"/".idx" on `path` is stripped), or a glob: each match
@@ -26,18 +29,24 @@
 // Fingerprint(): HashBytes over name, resolved format and, per shard in order, file
 // name + sample count + byte size (see dataset.cc for the exact byte layout). It is
 // part of the spec hash, so renaming/resizing a shard changes the hash. For JSONL the
-// size is the source file's (compressed) size.
+// size is the source file's (compressed) size. Where the files live is not part of it:
+// the same files on local disk and in S3 have the same fingerprint.
 // Thread-safe after construction (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_DATASET_H_
 #define ZEPHON_DAEMON_PIPELINE_DATASET_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/pipeline/shard_reader.h"
+#include "daemon/storage/object_store.h"
+#include "daemon/storage/shard_cache.h"
 #include "proto/spec.pb.h"
 
 namespace zephon::pipeline {
@@ -47,6 +56,19 @@ struct OpenOptions {
   // Directory of the JSONL token caches; empty = DefaultCacheDir() (jsonl_reader.h:
   // $XDG_CACHE_HOME/zephon or $HOME/.cache/zephon), created 0700 on first use.
   std::string cache_dir;
+  // The node's cache of object-store bytes, shared by every dataset of every instance
+  // (zephond's --shard-cache-bytes). Null: each s3:// dataset gets a private
+  // memory-only cache.
+  std::shared_ptr<storage::ShardCache> shard_cache;
+  // Per-attempt timeout and attempts of S3 requests (zero: S3Store's defaults, 60 s and
+  // 4 attempts). A dead store then fails a read after about attempts x timeout.
+  absl::Duration s3_request_timeout = absl::ZeroDuration();
+  int s3_max_attempts = 0;
+  // Opens the store of "s3://bucket" (tests inject fakes). Null: S3Store with the
+  // settings above; endpoint, region and credentials from the AWS_* environment.
+  std::function<absl::StatusOr<std::shared_ptr<storage::ObjectStore>>(
+      const std::string& bucket_url)>
+      open_store;
 };
 
 class Dataset {
@@ -75,14 +97,15 @@ class Dataset {
     return shards_[shard]->SampleLength(index);
   }
   // Writes tokens [offset, offset+count) of (shard, index) as int32 to out[0..count).
-  void CopyTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
-                  int32_t* out) const {
-    shards_[shard]->CopyTokens(index, offset, count, out);
+  // Fails only for shards in an object store (ShardReader::CopyTokens).
+  absl::Status CopyTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
+                          int32_t* out) const {
+    return shards_[shard]->CopyTokens(index, offset, count, out);
   }
   // Appends tokens [offset, offset+count) of (shard, index) as int32.
-  void AppendTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
-                    std::vector<int32_t>* out) const {
-    shards_[shard]->AppendTokens(index, offset, count, out);
+  absl::Status AppendTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
+                            std::vector<int32_t>* out) const {
+    return shards_[shard]->AppendTokens(index, offset, count, out);
   }
   uint64_t Fingerprint() const;
 

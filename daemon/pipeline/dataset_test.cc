@@ -19,7 +19,7 @@ const std::vector<std::vector<int32_t>> kDocs = {{1, 2, 3}, {}, {4, 5}, {6, 7, 8
 
 std::vector<int32_t> Tokens(const Dataset& ds, uint32_t shard, uint64_t index) {
   std::vector<int32_t> out;
-  ds.AppendTokens(shard, index, 0, ds.SampleLength(shard, index), &out);
+  EXPECT_TRUE(ds.AppendTokens(shard, index, 0, ds.SampleLength(shard, index), &out).ok());
   return out;
 }
 
@@ -42,7 +42,7 @@ TEST(DatasetTest, ReadsAMegatronPrefixForEveryIntegerDtype) {
     EXPECT_EQ((*ds)->SampleLength(0, 1), 0u);
     EXPECT_EQ(Tokens(**ds, 0, 3), kDocs[3]) << "dtype " << int(code);
     std::vector<int32_t> piece;
-    (*ds)->AppendTokens(0, 3, 1, 2, &piece);
+    ASSERT_TRUE((*ds)->AppendTokens(0, 3, 1, 2, &piece).ok());
     EXPECT_EQ(piece, (std::vector<int32_t>{7, 8}));
   }
 }

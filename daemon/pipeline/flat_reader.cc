@@ -10,9 +10,10 @@ namespace zephon::pipeline {
 
 FlatShard::FlatShard(std::unique_ptr<ShardFile> file, TokenType type, uint64_t sample_tokens)
     : file_(std::move(file)),
+      data_(file_->data()),
       type_(type),
       sample_tokens_(sample_tokens),
-      num_tokens_(file_->bytes().size() / TokenWidth(type)) {}
+      num_tokens_(file_->size() / TokenWidth(type)) {}
 
 absl::StatusOr<std::unique_ptr<FlatShard>> FlatShard::Open(const std::string& path,
                                                            TokenType type,
@@ -21,10 +22,19 @@ absl::StatusOr<std::unique_ptr<FlatShard>> FlatShard::Open(const std::string& pa
     return absl::InvalidArgumentError("flat_sample_tokens must be >= 1, got 0");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, MapShardFile(path));
-  const uint64_t size = file->bytes().size();
+  return Open(std::move(file), type, sample_tokens);
+}
+
+absl::StatusOr<std::unique_ptr<FlatShard>> FlatShard::Open(std::unique_ptr<ShardFile> file,
+                                                           TokenType type,
+                                                           uint64_t sample_tokens) {
+  if (sample_tokens == 0) {
+    return absl::InvalidArgumentError("flat_sample_tokens must be >= 1, got 0");
+  }
+  const uint64_t size = file->size();
   if (size % TokenWidth(type) != 0) {
     return absl::DataLossError(absl::StrCat(
-        path, ": size ", size, " bytes is not a multiple of the ", TokenTypeName(type),
+        file->path(), ": size ", size, " bytes is not a multiple of the ", TokenTypeName(type),
         " width ", TokenWidth(type), " (truncated at offset ",
         size - size % TokenWidth(type), "?)"));
   }
@@ -43,10 +53,19 @@ uint64_t FlatShard::SampleLength(uint64_t index) const {
   return std::min(sample_tokens_, num_tokens_ - index * sample_tokens_);
 }
 
-void FlatShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                           int32_t* out) const {
-  const uint64_t first = index * sample_tokens_ + offset;
-  DecodeTokens(file_->bytes().data() + first * TokenWidth(type_), type_, count, out);
+absl::Status FlatShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                                   int32_t* out) const {
+  const uint64_t start = (index * sample_tokens_ + offset) * TokenWidth(type_);
+  if (data_ != nullptr) {  // local: decode straight from the mapping
+    DecodeTokens(data_ + start, type_, count, out);
+    return absl::OkStatus();
+  }
+  thread_local std::string scratch;  // reused: this runs for every sample piece
+  ASSIGN_OR_RETURN(std::string_view bytes,
+                   file_->View(start, count * TokenWidth(type_), &scratch));
+  DecodeTokens(bytes.data(), type_, count, out);
+  if (scratch.capacity() > (size_t{4} << 20)) std::string().swap(scratch);  // a huge sample
+  return absl::OkStatus();
 }
 
 }  // namespace zephon::pipeline

@@ -2,7 +2,8 @@
 //
 // Sample i covers tokens [i*S, min((i+1)*S, T)) where S = sample_tokens and T is the
 // file's token count; the trailing partial piece is its own shorter sample. A file
-// whose byte size is not a multiple of the dtype width is rejected.
+// whose byte size is not a multiple of the dtype width is rejected. Local files are
+// mapped; remote ones are read per sample through the shard cache.
 // Thread-safe after Open (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_FLAT_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_FLAT_READER_H_
@@ -23,18 +24,23 @@ class FlatShard final : public ShardReader {
   static absl::StatusOr<std::unique_ptr<FlatShard>> Open(const std::string& path,
                                                          TokenType type,
                                                          uint64_t sample_tokens);
+  // The same over an already-open file (an object store's).
+  static absl::StatusOr<std::unique_ptr<FlatShard>> Open(std::unique_ptr<ShardFile> file,
+                                                         TokenType type,
+                                                         uint64_t sample_tokens);
 
   std::string FileName() const override;
-  uint64_t ByteSize() const override { return file_->bytes().size(); }
+  uint64_t ByteSize() const override { return file_->size(); }
   uint64_t NumSamples() const override;
   uint64_t SampleLength(uint64_t index) const override;
-  void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                  int32_t* out) const override;
+  absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                          int32_t* out) const override;
 
  private:
   FlatShard(std::unique_ptr<ShardFile> file, TokenType type, uint64_t sample_tokens);
 
   const std::unique_ptr<ShardFile> file_;
+  const char* const data_;  // file_->data(): nullptr for remote files
   const TokenType type_;
   const uint64_t sample_tokens_;
   const uint64_t num_tokens_;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -54,6 +55,23 @@ absl::StatusOr<SourceStat> StatSource(const std::string& path) {
 
 void AppendU64(uint64_t v, std::string* out) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+// The key of an object-store source: its URL, size and version stand for the path,
+// size and mtime of a local one.
+std::string RemoteCacheKey(const std::string& url, uint64_t size, const std::string& version,
+                           const std::string& field) {
+  std::string bytes("zephon-jsonl-cache-v1");
+  bytes.push_back('\0');
+  bytes += "remote";
+  bytes.push_back('\0');
+  bytes += url;
+  bytes.push_back('\0');
+  AppendU64(size, &bytes);
+  bytes += version;
+  bytes.push_back('\0');
+  bytes += field;
+  return absl::StrFormat("%016x", HashBytes(bytes));
 }
 
 std::string CacheKey(const std::string& abs_path, const SourceStat& st,
@@ -144,10 +162,12 @@ bool IsBlank(std::string_view line) {
   return true;
 }
 
-// Converts `path` into <prefix>.tok / <prefix>.off (see the header for the layout).
-absl::Status BuildCache(const std::string& path, const std::string& field,
-                        const std::string& prefix, const SourceStat& before) {
-  ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
+// Converts the lines of `path` into <prefix>.tok / <prefix>.off (see the header for
+// the layout); `unchanged` (may be empty) says whether the source is still the one the
+// key was computed from.
+absl::Status BuildCache(LineReader* lines, const std::string& path, const std::string& field,
+                        const std::string& prefix,
+                        const std::function<absl::Status()>& unchanged) {
   TempFile tok(prefix + ".tok"), off(prefix + ".off");
   RETURN_IF_ERROR(tok.Create());
   RETURN_IF_ERROR(off.Create());
@@ -182,11 +202,7 @@ absl::Status BuildCache(const std::string& path, const std::string& field,
   }
   RETURN_IF_ERROR(tok.Write(&tok_buf, true));
   RETURN_IF_ERROR(off.Write(&off_buf, true));
-  ASSIGN_OR_RETURN(SourceStat after, StatSource(path));
-  if (!(after == before)) {
-    return absl::AbortedError(
-        absl::StrCat(path, " changed while it was converted to a token cache; retry"));
-  }
+  if (unchanged) RETURN_IF_ERROR(unchanged());
   RETURN_IF_ERROR(tok.Commit());
   return off.Commit();  // The .off file commits the cache.
 }
@@ -200,15 +216,15 @@ uint64_t LoadU64(const char* p) {
 // A cache pair is usable if .off holds N + 1 non-decreasing offsets starting at 0 and
 // ending at the .tok token count.
 bool CacheConsistent(const ShardFile& tok, const ShardFile& off) {
-  const std::string_view o = off.bytes();
-  if (o.size() < 8 || o.size() % 8 != 0 || tok.bytes().size() % 4 != 0) return false;
+  const std::string_view o(off.data(), off.size());
+  if (o.size() < 8 || o.size() % 8 != 0 || tok.size() % 4 != 0) return false;
   uint64_t prev = 0;
   for (size_t i = 0; i < o.size(); i += 8) {
     const uint64_t v = LoadU64(o.data() + i);
     if ((i == 0 && v != 0) || v < prev) return false;
     prev = v;
   }
-  return prev == tok.bytes().size() / 4;
+  return prev == tok.size() / 4;
 }
 
 struct CachePair {
@@ -249,7 +265,7 @@ JsonlShard::JsonlShard(std::string path, uint64_t source_bytes, std::string cach
       cache_prefix_(std::move(cache_prefix)),
       tok_(std::move(tok)),
       off_(std::move(off)),
-      num_samples_(off_->bytes().size() / 8 - 1) {}
+      num_samples_(off_->size() / 8 - 1) {}
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& path,
                                                              const std::string& field,
@@ -264,10 +280,45 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
   if (ec) return absl::InternalError(absl::StrCat("cannot resolve ", path, ": ", ec.message()));
   const std::string prefix =
       (fs::path(cache_dir) / CacheKey(abs_path, st, field)).string();
+  return OpenCached(path, st.size, cache_dir, prefix, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
+    return BuildCache(lines.get(), path, field, prefix, [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(SourceStat after, StatSource(path));
+      if (!(after == st)) {
+        return absl::AbortedError(
+            absl::StrCat(path, " changed while it was converted to a token cache; retry"));
+      }
+      return absl::OkStatus();
+    });
+  });
+}
+
+absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<ShardFile> source,
+                                                             const std::string& version,
+                                                             const std::string& field,
+                                                             const std::string& cache_dir) {
+  const std::string url = source->path();
+  if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(url, ": empty jsonl_field"));
+  if (cache_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(url, ": empty token cache directory"));
+  }
+  const uint64_t size = source->size();
+  const std::string prefix =
+      (fs::path(cache_dir) / RemoteCacheKey(url, size, version, field)).string();
+  return OpenCached(url, size, cache_dir, prefix, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(std::move(source)));
+    return BuildCache(lines.get(), url, field, prefix, nullptr);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
+    const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
+    const std::string& prefix,
+    const std::function<absl::Status()>& build) {
   CachePair cache = TryMapCache(prefix);
   if (cache.tok == nullptr) {
     RETURN_IF_ERROR(EnsureDir(cache_dir));
-    RETURN_IF_ERROR(BuildCache(path, field, prefix, st));
+    RETURN_IF_ERROR(build());
     cache = TryMapCache(prefix);
     if (cache.tok == nullptr) {
       return absl::InternalError(absl::StrCat("token cache ", prefix,
@@ -275,22 +326,23 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
                                               " is inconsistent right after being written"));
     }
   }
-  return std::unique_ptr<JsonlShard>(new JsonlShard(path, st.size, prefix,
+  return std::unique_ptr<JsonlShard>(new JsonlShard(path, source_bytes, prefix,
                                                     std::move(cache.tok), std::move(cache.off)));
 }
 
 std::string JsonlShard::FileName() const { return fs::path(path_).filename().string(); }
 
-uint64_t JsonlShard::Offset(uint64_t i) const { return LoadU64(off_->bytes().data() + 8 * i); }
+uint64_t JsonlShard::Offset(uint64_t i) const { return LoadU64(off_->data() + 8 * i); }
 
 uint64_t JsonlShard::SampleLength(uint64_t index) const {
   return Offset(index + 1) - Offset(index);
 }
 
-void JsonlShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                            int32_t* out) const {
-  const char* start = tok_->bytes().data() + 4 * (Offset(index) + offset);
+absl::Status JsonlShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                                    int32_t* out) const {
+  const char* start = tok_->data() + 4 * (Offset(index) + offset);  // a local mapping
   DecodeTokens(start, TokenType::kInt32, count, out);
+  return absl::OkStatus();
 }
 
 }  // namespace zephon::pipeline

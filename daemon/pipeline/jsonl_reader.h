@@ -16,6 +16,10 @@
 // is a pure function of the key). Then both files are mapped read-only. Editing the
 // source changes its size or mtime and so its key; stale caches are left behind.
 // The source is stat'ed before and after conversion; a change in between is an error.
+// Object-store sources (s3://, opened as a ShardFile that reads through the node's shard
+// cache) are keyed the same way with "remote\0" URL "\0" u64 LE size, version (ETag),
+// "\0" in place of the path, size and mtime, so a replaced object is converted again;
+// the shard cache fails the conversion if the object changes while it is read.
 // cache_dir is created (mode 0700, with parents) when missing.
 // Errors name the source file, the 1-based line number and the decompressed byte
 // offset of the problem: DATA_LOSS for malformed lines, missing fields, bad elements
@@ -26,6 +30,7 @@
 #define ZEPHON_DAEMON_PIPELINE_JSONL_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,20 +56,32 @@ class JsonlShard final : public ShardReader {
   static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(const std::string& path,
                                                           const std::string& field,
                                                           const std::string& cache_dir);
+  // The same for an object-store source: `source` is read front to back only when the
+  // token cache for (source->path(), size, `version`, `field`) is missing. Errors also
+  // include the storage's (naming the URL, bucket, key and HTTP status).
+  static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(std::unique_ptr<ShardFile> source,
+                                                          const std::string& version,
+                                                          const std::string& field,
+                                                          const std::string& cache_dir);
 
   // The source file's base name and byte size (what the dataset fingerprint covers).
   std::string FileName() const override;
   uint64_t ByteSize() const override { return source_bytes_; }
   uint64_t NumSamples() const override { return num_samples_; }
   uint64_t SampleLength(uint64_t index) const override;
-  void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                  int32_t* out) const override;
+  absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                          int32_t* out) const override;
   // "<cache_dir>/<key>": the cache files are this plus ".tok" / ".off".
   const std::string& cache_prefix() const { return cache_prefix_; }
 
  private:
   JsonlShard(std::string path, uint64_t source_bytes, std::string cache_prefix,
              std::unique_ptr<ShardFile> tok, std::unique_ptr<ShardFile> off);
+  // Maps the cache at `prefix`, running `build` first when it is missing or broken.
+  static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenCached(
+      const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
+      const std::string& prefix,
+      const std::function<absl::Status()>& build);
   uint64_t Offset(uint64_t i) const;
 
   const std::string path_;

@@ -230,7 +230,16 @@ absl::Status MaterializeInto(const BatchPlan& plan,
           id.dataset, "/", id.shard, "/", id.index, " beyond its datasets or its ", cells,
           " cells"));
     }
-    datasets[id.dataset]->CopyTokens(id.shard, id.index, seg.offset, seg.count, tokens + filled);
+    const absl::Status read = datasets[id.dataset]->CopyTokens(id.shard, id.index, seg.offset,
+                                                               seg.count, tokens + filled);
+    if (!read.ok()) {
+      // Short: this message may end up in a ring's 256-byte poison reason.
+      return absl::Status(read.code(),
+                          absl::StrCat("lane ", plan.lane, " batch ", plan.lane_batch_index,
+                                       ", sample ", id.dataset, "/", id.shard, "/", id.index,
+                                       " of '", datasets[id.dataset]->name(),
+                                       "': ", read.message()));
+    }
     if (positions != nullptr) {
       int32_t* p = positions + filled;
       for (uint64_t i = 0; i < seg.count; ++i) p[i] = static_cast<int32_t>(i);

@@ -123,7 +123,9 @@ class LaneStream {
 // Reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch
 // with the plan's metadata; positions count 0.. within each segment.
 // Errors: INTERNAL if a segment names a sample or token range the datasets do not
-// have, or the segments do not fill rows * cols cells (a plan from another source).
+// have, or the segments do not fill rows * cols cells (a plan from another source);
+// a shard's read error (object-store datasets: a failed download, an object changed
+// since it was opened), with its code, prefixed with the lane, batch and sample.
 absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
                                   const std::vector<std::shared_ptr<const Dataset>>& datasets);
 

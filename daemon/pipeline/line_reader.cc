@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -21,15 +22,23 @@ bool HasSuffix(std::string_view s, std::string_view suffix) {
 constexpr size_t kInputBytes = 1 << 16;
 constexpr size_t kMinReadBytes = 1 << 16;
 
-// Owns one file descriptor opened for reading.
-class InputFile {
+// A sequential source of the (compressed) file bytes under a decoder.
+class Input {
  public:
-  explicit InputFile(int fd) : fd_(fd) {}
-  InputFile(const InputFile&) = delete;
-  InputFile& operator=(const InputFile&) = delete;
-  ~InputFile() { close(fd_); }
+  virtual ~Input() = default;
+  // Fills up to `n` bytes of `dst`; returns how many, 0 only at the end.
+  virtual absl::StatusOr<size_t> Read(char* dst, size_t n) = 0;
+};
 
-  absl::StatusOr<size_t> Read(char* dst, size_t n) {
+// Owns one file descriptor opened for reading.
+class FdInput final : public Input {
+ public:
+  explicit FdInput(int fd) : fd_(fd) {}
+  FdInput(const FdInput&) = delete;
+  FdInput& operator=(const FdInput&) = delete;
+  ~FdInput() override { close(fd_); }
+
+  absl::StatusOr<size_t> Read(char* dst, size_t n) override {
     while (true) {
       const ssize_t got = read(fd_, dst, n);
       if (got >= 0) return static_cast<size_t>(got);
@@ -41,18 +50,37 @@ class InputFile {
   const int fd_;
 };
 
-class PlainDecoder final : public ByteDecoder {
+// Reads a ShardFile (e.g. an object through the shard cache) front to back.
+class ShardFileInput final : public Input {
  public:
-  explicit PlainDecoder(int fd) : file_(fd) {}
-  absl::StatusOr<size_t> Read(char* dst, size_t n) override { return file_.Read(dst, n); }
+  explicit ShardFileInput(std::unique_ptr<ShardFile> file) : file_(std::move(file)) {}
+
+  absl::StatusOr<size_t> Read(char* dst, size_t n) override {
+    const uint64_t take = std::min<uint64_t>(n, file_->size() - pos_);
+    const absl::Status s = file_->ReadAt(pos_, take, dst);
+    if (!s.ok()) return s;
+    pos_ += take;
+    return static_cast<size_t>(take);
+  }
 
  private:
-  InputFile file_;
+  const std::unique_ptr<ShardFile> file_;
+  uint64_t pos_ = 0;
+};
+
+class PlainDecoder final : public ByteDecoder {
+ public:
+  explicit PlainDecoder(std::unique_ptr<Input> file) : file_(std::move(file)) {}
+  absl::StatusOr<size_t> Read(char* dst, size_t n) override { return file_->Read(dst, n); }
+
+ private:
+  const std::unique_ptr<Input> file_;
 };
 
 class GzipDecoder final : public ByteDecoder {
  public:
-  explicit GzipDecoder(int fd) : file_(fd), input_(kInputBytes, '\0') {
+  explicit GzipDecoder(std::unique_ptr<Input> file)
+      : file_(std::move(file)), input_(kInputBytes, '\0') {
     std::memset(&strm_, 0, sizeof(strm_));
     init_ = inflateInit2(&strm_, 16 + MAX_WBITS);  // 16: gzip wrapper only.
   }
@@ -66,7 +94,7 @@ class GzipDecoder final : public ByteDecoder {
     if (init_ != Z_OK) return absl::InternalError("inflateInit2 failed");
     while (true) {
       if (strm_.avail_in == 0 && !eof_) {
-        auto got = file_.Read(input_.data(), input_.size());
+        auto got = file_->Read(input_.data(), input_.size());
         if (!got.ok()) return got.status();
         total_in_ += *got;
         eof_ = *got == 0;
@@ -99,7 +127,7 @@ class GzipDecoder final : public ByteDecoder {
   }
 
  private:
-  InputFile file_;
+  const std::unique_ptr<Input> file_;
   std::string input_;
   z_stream strm_;
   int init_ = Z_OK;
@@ -110,8 +138,8 @@ class GzipDecoder final : public ByteDecoder {
 
 class ZstdDecoder final : public ByteDecoder {
  public:
-  explicit ZstdDecoder(int fd)
-      : file_(fd), input_(kInputBytes, '\0'), dctx_(ZSTD_createDCtx()) {}
+  explicit ZstdDecoder(std::unique_ptr<Input> file)
+      : file_(std::move(file)), input_(kInputBytes, '\0'), dctx_(ZSTD_createDCtx()) {}
   ZstdDecoder(const ZstdDecoder&) = delete;
   ZstdDecoder& operator=(const ZstdDecoder&) = delete;
   ~ZstdDecoder() override { ZSTD_freeDCtx(dctx_); }
@@ -120,7 +148,7 @@ class ZstdDecoder final : public ByteDecoder {
     if (dctx_ == nullptr) return absl::InternalError("ZSTD_createDCtx failed");
     while (true) {
       if (in_.pos == in_.size && !eof_) {
-        auto got = file_.Read(input_.data(), input_.size());
+        auto got = file_->Read(input_.data(), input_.size());
         if (!got.ok()) return got.status();
         total_in_ += *got;
         eof_ = *got == 0;
@@ -145,7 +173,7 @@ class ZstdDecoder final : public ByteDecoder {
   }
 
  private:
-  InputFile file_;
+  const std::unique_ptr<Input> file_;
   std::string input_;
   ZSTD_DCtx* const dctx_;
   ZSTD_inBuffer in_{nullptr, 0, 0};
@@ -153,6 +181,15 @@ class ZstdDecoder final : public ByteDecoder {
   bool frame_done_ = false;
   uint64_t total_in_ = 0;
 };
+
+std::unique_ptr<ByteDecoder> MakeDecoder(std::string_view path, std::unique_ptr<Input> input) {
+  switch (CompressionOfPath(path)) {
+    case Compression::kGzip: return std::make_unique<GzipDecoder>(std::move(input));
+    case Compression::kZstd: return std::make_unique<ZstdDecoder>(std::move(input));
+    case Compression::kNone: break;
+  }
+  return std::make_unique<PlainDecoder>(std::move(input));
+}
 
 }  // namespace
 
@@ -169,13 +206,14 @@ absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& 
     std::string msg = absl::StrCat("cannot open ", path, ": ", strerror(err));
     return err == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
   }
-  std::unique_ptr<ByteDecoder> decoder;
-  switch (CompressionOfPath(path)) {
-    case Compression::kGzip: decoder = std::make_unique<GzipDecoder>(fd); break;
-    case Compression::kZstd: decoder = std::make_unique<ZstdDecoder>(fd); break;
-    case Compression::kNone: decoder = std::make_unique<PlainDecoder>(fd); break;
-  }
-  return std::unique_ptr<LineReader>(new LineReader(path, std::move(decoder)));
+  return std::unique_ptr<LineReader>(
+      new LineReader(path, MakeDecoder(path, std::make_unique<FdInput>(fd))));
+}
+
+absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(std::unique_ptr<ShardFile> file) {
+  const std::string path = file->path();
+  return std::unique_ptr<LineReader>(new LineReader(
+      path, MakeDecoder(path, std::make_unique<ShardFileInput>(std::move(file)))));
 }
 
 LineReader::LineReader(std::string path, std::unique_ptr<ByteDecoder> decoder)

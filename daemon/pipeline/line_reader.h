@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "daemon/pipeline/shard_file.h"
 
 namespace zephon::pipeline {
 
@@ -38,6 +39,10 @@ class LineReader {
  public:
   // NOT_FOUND / PERMISSION_DENIED if `path` cannot be opened for reading.
   static absl::StatusOr<std::unique_ptr<LineReader>> Open(const std::string& path);
+  // Reads `file` front to back (an object in a store, through the shard cache); the
+  // compression follows file->path(). The storage's errors come back from Next like
+  // decoding errors, with the line and offset.
+  static absl::StatusOr<std::unique_ptr<LineReader>> Open(std::unique_ptr<ShardFile> file);
   LineReader(const LineReader&) = delete;
   LineReader& operator=(const LineReader&) = delete;
 

@@ -35,13 +35,24 @@ absl::StatusOr<TokenType> DtypeFromCode(uint8_t code, const std::string& path) {
 
 MegatronShard::MegatronShard(std::unique_ptr<ShardFile> idx, std::unique_ptr<ShardFile> bin,
                              TokenType type, uint64_t num_sequences)
-    : idx_(std::move(idx)), bin_(std::move(bin)), type_(type), num_sequences_(num_sequences) {}
+    : idx_(std::move(idx)),
+      bin_(std::move(bin)),
+      idx_data_(idx_->data()),
+      bin_data_(bin_->data()),
+      type_(type),
+      num_sequences_(num_sequences) {}
 
 absl::StatusOr<std::unique_ptr<MegatronShard>> MegatronShard::Open(const std::string& prefix) {
   ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, MapShardFile(prefix + ".idx"));
   ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> bin, MapShardFile(prefix + ".bin"));
+  return Open(std::move(idx), std::move(bin));
+}
+
+absl::StatusOr<std::unique_ptr<MegatronShard>> MegatronShard::Open(
+    std::unique_ptr<ShardFile> idx_file, std::unique_ptr<ShardFile> bin) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, MakeResident(std::move(idx_file)));
   const std::string& path = idx->path();
-  std::string_view b = idx->bytes();
+  std::string_view b(idx->data(), idx->size());
   if (b.size() < kMegatronHeaderBytes) {
     return absl::DataLossError(absl::StrCat(path, ": truncated header: ", b.size(),
                                             " bytes, need ", kMegatronHeaderBytes));
@@ -65,7 +76,7 @@ absl::StatusOr<std::unique_ptr<MegatronShard>> MegatronShard::Open(const std::st
         " document entries (need ", kMegatronHeaderBytes, " + 12*N + 8*M)"));
   }
   const uint64_t width = TokenWidth(type);
-  const uint64_t bin_size = bin->bytes().size();
+  const uint64_t bin_size = bin->size();
   const uint64_t ptr_base = kMegatronHeaderBytes + 4 * n;
   for (uint64_t i = 0; i < n; ++i) {
     const int32_t size = Load<int32_t>(b, kMegatronHeaderBytes + 4 * i);
@@ -86,22 +97,33 @@ std::string MegatronShard::FileName() const {
   return std::filesystem::path(bin_->path()).filename().string();
 }
 
-uint64_t MegatronShard::ByteSize() const {
-  return idx_->bytes().size() + bin_->bytes().size();
-}
+uint64_t MegatronShard::ByteSize() const { return idx_->size() + bin_->size(); }
 
 uint64_t MegatronShard::SampleLength(uint64_t index) const {
-  return static_cast<uint64_t>(Load<int32_t>(idx_->bytes(), kMegatronHeaderBytes + 4 * index));
+  int32_t v;
+  std::memcpy(&v, idx_data_ + kMegatronHeaderBytes + 4 * index, sizeof(v));
+  return static_cast<uint64_t>(v);
 }
 
 int64_t MegatronShard::Pointer(uint64_t index) const {
-  return Load<int64_t>(idx_->bytes(), kMegatronHeaderBytes + 4 * num_sequences_ + 8 * index);
+  int64_t v;
+  std::memcpy(&v, idx_data_ + kMegatronHeaderBytes + 4 * num_sequences_ + 8 * index, sizeof(v));
+  return v;
 }
 
-void MegatronShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                               int32_t* out) const {
-  const char* start = bin_->bytes().data() + Pointer(index) + offset * TokenWidth(type_);
-  DecodeTokens(start, type_, count, out);
+absl::Status MegatronShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                                       int32_t* out) const {
+  const uint64_t width = TokenWidth(type_);
+  const uint64_t start = static_cast<uint64_t>(Pointer(index)) + offset * width;
+  if (bin_data_ != nullptr) {  // local: decode straight from the mapping
+    DecodeTokens(bin_data_ + start, type_, count, out);
+    return absl::OkStatus();
+  }
+  thread_local std::string scratch;  // reused: this runs for every sample piece
+  ASSIGN_OR_RETURN(std::string_view bytes, bin_->View(start, count * width, &scratch));
+  DecodeTokens(bytes.data(), type_, count, out);
+  if (scratch.capacity() > (size_t{4} << 20)) std::string().swap(scratch);  // a huge sample
+  return absl::OkStatus();
 }
 
 }  // namespace zephon::pipeline

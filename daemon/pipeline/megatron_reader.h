@@ -11,6 +11,9 @@
 //   then       i64[N]   pointers (byte offset of each sequence in .bin)
 //   then       i64[M]   doc_idx (read past, not used: one sample = one sequence)
 // .bin holds the raw tokens. Every sequence must lie inside .bin.
+// Storage: the .idx is resident for the shard's life (mapped, or fetched whole from an
+// object store once at Open); the .bin is read per sample: straight from the mapping
+// for local files, through ranged reads of the shard cache for remote ones.
 // Thread-safe after Open (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_MEGATRON_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_MEGATRON_READER_H_
@@ -30,24 +33,32 @@ inline constexpr size_t kMegatronHeaderBytes = 34;
 
 class MegatronShard final : public ShardReader {
  public:
-  // Opens `prefix`.bin and `prefix`.idx. Errors (DATA_LOSS for malformed files,
-  // NOT_FOUND for missing ones) name the file and the offending offset or field.
+  // Opens the local files `prefix`.bin and `prefix`.idx. Errors (DATA_LOSS for
+  // malformed files, NOT_FOUND for missing ones) name the file and the offending offset
+  // or field.
   static absl::StatusOr<std::unique_ptr<MegatronShard>> Open(const std::string& prefix);
+  // The same over already-open files (an object store's): `idx` is made resident
+  // (read whole once when it is not), `bin` is read on demand. Errors as above, plus
+  // the storage's for reading `idx`.
+  static absl::StatusOr<std::unique_ptr<MegatronShard>> Open(std::unique_ptr<ShardFile> idx,
+                                                             std::unique_ptr<ShardFile> bin);
 
   std::string FileName() const override;
   uint64_t ByteSize() const override;
   uint64_t NumSamples() const override { return num_sequences_; }
   uint64_t SampleLength(uint64_t index) const override;
-  void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                  int32_t* out) const override;
+  absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                          int32_t* out) const override;
 
  private:
   MegatronShard(std::unique_ptr<ShardFile> idx, std::unique_ptr<ShardFile> bin,
                 TokenType type, uint64_t num_sequences);
   int64_t Pointer(uint64_t index) const;
 
-  const std::unique_ptr<ShardFile> idx_;
+  const std::unique_ptr<ShardFile> idx_;  // resident
   const std::unique_ptr<ShardFile> bin_;
+  const char* const idx_data_;  // idx_->data()
+  const char* const bin_data_;  // bin_->data(): nullptr for remote files
   const TokenType type_;
   const uint64_t num_sequences_;
 };

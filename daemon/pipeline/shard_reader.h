@@ -1,14 +1,20 @@
 // ShardReader: random access to the samples of one shard, whatever its format.
 //
-// A sample is a sequence of int32 tokens. Implementations (MegatronShard, FlatShard)
-// validate their files at Open, so these accessors cannot fail; index/offset
-// arguments out of range are caller bugs. Thread-safe (immutable after Open).
+// A sample is a sequence of int32 tokens. Implementations (MegatronShard, FlatShard,
+// JsonlShard) validate their index data at Open, so the sample table (NumSamples,
+// SampleLength) cannot fail; index/offset arguments out of range are caller bugs.
+// Reading tokens can fail when the shard's bytes live in an object store (a download
+// that fails, an object that changed since it was opened): CopyTokens returns the
+// error, naming the file. For local files it always succeeds.
+// Thread-safe (immutable after Open).
 #ifndef ZEPHON_DAEMON_PIPELINE_SHARD_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_SHARD_READER_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace zephon::pipeline {
 
@@ -24,15 +30,19 @@ class ShardReader {
   virtual uint64_t SampleLength(uint64_t index) const = 0;
   // Writes tokens [offset, offset+count) of sample `index` to out[0..count).
   // REQUIRES: index < NumSamples(), offset + count <= SampleLength(index).
-  virtual void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                          int32_t* out) const = 0;
+  // Errors: the storage's (see the file comment); out[] is then unspecified.
+  virtual absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                                  int32_t* out) const = 0;
 
-  // Convenience for tests and small callers: appends the same tokens to `out`.
-  void AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
-                    std::vector<int32_t>* out) const {
+  // Convenience for tests and small callers: appends the same tokens to `out` (on
+  // error `out` is left as it was).
+  absl::Status AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
+                            std::vector<int32_t>* out) const {
     const size_t base = out->size();
     out->resize(base + count);
-    CopyTokens(index, offset, count, out->data() + base);
+    absl::Status s = CopyTokens(index, offset, count, out->data() + base);
+    if (!s.ok()) out->resize(base);
+    return s;
   }
 };
 

@@ -119,12 +119,15 @@ absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32
 
 std::string SpecHash(const proto::PipelineSpec& resolved,
                      const std::vector<std::shared_ptr<const Dataset>>& datasets) {
+  // Where the files live is not data: the fingerprints cover what is in them.
+  proto::PipelineSpec hashed = resolved;
+  for (auto& d : *hashed.mutable_work_source()->mutable_datasets()) d.clear_path();
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream raw(&bytes);
     google::protobuf::io::CodedOutputStream out(&raw);
     out.SetSerializationDeterministic(true);
-    resolved.SerializeToCodedStream(&out);
+    hashed.SerializeToCodedStream(&out);
   }
   uint64_t h = HashBytes(bytes);
   for (const auto& d : datasets) h = Combine(h, d->Fingerprint());

@@ -16,8 +16,11 @@
 // operator list (LaneOptions::FromSpec), 1 <= dp_degree <= canonical_replicas.
 //
 // SpecHash = 16 lowercase hex digits of h, where h0 = HashBytes(deterministic
-// protobuf serialization of the resolved spec) and h = Combine(h, fingerprint_k) over
-// the datasets in order. Pure functions; thread-safe.
+// protobuf serialization of the resolved spec with every dataset's `path` cleared) and
+// h = Combine(h, fingerprint_k) over the datasets in order. The path is location, not
+// data (the fingerprints cover the files: names, sample counts, sizes), so the same
+// files read from another directory or from S3 give the same hash, and a checkpoint
+// taken on one restores on the other. Pure functions; thread-safe.
 #ifndef ZEPHON_DAEMON_PIPELINE_SPEC_H_
 #define ZEPHON_DAEMON_PIPELINE_SPEC_H_
 

@@ -113,6 +113,17 @@ TEST(SpecHashTest, IsStableAndCoversSpecAndData) {
   EXPECT_NE(SpecHash(seeded, {a}), h);
 }
 
+TEST(SpecHashTest, WhereTheFilesLiveIsNotPartOfTheHash) {
+  auto a = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  const auto spec = ResolveSpec(Minimal(), 2).value();
+  auto moved = spec;
+  moved.mutable_work_source()->mutable_datasets(0)->set_path("s3://bucket/corpus/web");
+  EXPECT_EQ(SpecHash(moved, {a}), SpecHash(spec, {a}));
+  auto renamed = spec;
+  renamed.mutable_work_source()->mutable_datasets(0)->set_name("web2");
+  EXPECT_NE(SpecHash(renamed, {a}), SpecHash(spec, {a}));
+}
+
 TEST(OpenDatasetsTest, ErrorsNameTheDataset) {
   auto spec = Minimal();
   spec.mutable_work_source()->mutable_datasets(0)->set_path("/nonexistent/zephon/x");

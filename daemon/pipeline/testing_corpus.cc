@@ -43,9 +43,10 @@ class MemoryShard final : public ShardReader {
   }
   uint64_t NumSamples() const override { return docs_.size(); }
   uint64_t SampleLength(uint64_t index) const override { return docs_[index].size(); }
-  void CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                  int32_t* out) const override {
+  absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                          int32_t* out) const override {
     std::copy(docs_[index].begin() + offset, docs_[index].begin() + offset + count, out);
+    return absl::OkStatus();
   }
 
  private:

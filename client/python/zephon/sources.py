@@ -28,7 +28,9 @@ class Dataset:
     files (``dtype`` "uint16" or "uint32") cut into samples of ``sample_tokens`` tokens.
     ``fmt="jsonl"``: one JSON object per line (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``)
     whose ``field`` holds the token ids. ``path`` may also be a glob. ``fmt=None``
-    auto-detects. ``max_repeats`` bounds the passes over this dataset after the first
+    auto-detects. ``path`` may be an S3 URL, ``s3://bucket/prefix`` (a "directory", a glob
+    or one object; zephond reads it with the AWS_* settings of its environment through its
+    node-wide shard cache). ``max_repeats`` bounds the passes over this dataset after the first
     one under ``exhausted_policy="repeat"``.
     """
 
@@ -44,7 +46,9 @@ class Dataset:
             raise ValueError(f"Dataset {name!r}: dtype={dtype!r} is not supported; use "
                              "'uint16' or 'uint32'")
         self.name = name
-        self.path = os.path.abspath(os.fspath(path))
+        path = os.fspath(path)
+        # Object-store URLs ("s3://bucket/prefix") go to the daemon as written.
+        self.path = path if "://" in path else os.path.abspath(path)
         self.fmt = fmt
         self.dtype = dtype
         self.sample_tokens = (None if sample_tokens is None

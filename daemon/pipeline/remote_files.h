@@ -1,0 +1,80 @@
+// RemoteDatasetFiles: DatasetFiles (dataset_files.h) over an object store, for dataset
+// paths "s3://bucket/key". A key is resolved like a local path:
+//   glob      the key holds '*', '?' or '[': List(the key's literal part before the first
+//             metacharacter), then every listed key is matched against the whole
+//             pattern with fnmatch(FNM_PATHNAME | FNM_PERIOD), so wildcards never cross
+//             '/' nor match a leading '.', as glob(3) does locally; matches sorted by
+//             key; none is NOT_FOUND naming the URL.
+//   directory List(key + "/") is non-empty (or the key is empty: the bucket's top
+//             level): the objects directly under it (no further '/'), names not
+//             starting with '.', sorted by key.
+//   single    otherwise: the object `key` itself (HEAD when it is opened or tested).
+// Files open as RemoteShardFile: size and version come from the listing (or HEAD) and
+// stay fixed; bytes are read through the node's ShardCache (storage/shard_cache.h),
+// which checks them against that size and version. Sorting by key equals sorting by
+// local path, so the same files in S3 and on disk open to the same shards in the same
+// order (and the same dataset fingerprint).
+// Errors are the store's: S3Store's name the operation, bucket, key and HTTP status (a
+// missing bucket is FAILED_PRECONDITION, a missing key NOT_FOUND, a refused key
+// PERMISSION_DENIED).
+// Thread-compatible (DatasetFiles); the ShardFiles it opens are thread-safe.
+#ifndef ZEPHON_DAEMON_PIPELINE_REMOTE_FILES_H_
+#define ZEPHON_DAEMON_PIPELINE_REMOTE_FILES_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/dataset.h"
+#include "daemon/pipeline/dataset_files.h"
+#include "daemon/storage/object_store.h"
+#include "daemon/storage/shard_cache.h"
+
+namespace zephon::pipeline {
+
+// True for dataset paths that name an object store ("s3://...").
+bool IsRemotePath(std::string_view path);
+
+class RemoteDatasetFiles final : public DatasetFiles {
+ public:
+  // The files of the bucket `url` names. Opens its store (options.open_store, else
+  // S3Store with options' timeouts; INVALID_ARGUMENT for a malformed URL,
+  // FAILED_PRECONDITION without credentials) and uses options.shard_cache (or a private
+  // memory-only cache). Contacts nothing yet.
+  static absl::StatusOr<std::unique_ptr<RemoteDatasetFiles>> Open(const std::string& url,
+                                                                  const OpenOptions& options);
+
+  absl::StatusOr<Resolved> Resolve(const std::string& path) override;
+  absl::StatusOr<bool> Exists(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
+                                                        const std::string& field,
+                                                        const std::string& cache_dir) override;
+
+ private:
+  RemoteDatasetFiles(std::string bucket_url, std::string store_id,
+                     std::shared_ptr<storage::ObjectStore> store,
+                     std::shared_ptr<storage::ShardCache> cache)
+      : bucket_url_(std::move(bucket_url)),
+        store_id_(std::move(store_id)),
+        store_(std::move(store)),
+        cache_(std::move(cache)) {}
+
+  // The key of `path` in this bucket; INVALID_ARGUMENT for another bucket or scheme.
+  absl::StatusOr<std::string> KeyOf(const std::string& path) const;
+  std::string UrlOf(const std::string& key) const { return bucket_url_ + "/" + key; }
+  // The object's size and version: from a listing, else HEAD (remembered).
+  absl::StatusOr<storage::ObjectInfo> Info(const std::string& key);
+
+  const std::string bucket_url_;  // "s3://bucket"
+  const std::string store_id_;    // "s3://bucket@endpoint": names the store in the cache
+  const std::shared_ptr<storage::ObjectStore> store_;
+  const std::shared_ptr<storage::ShardCache> cache_;
+  std::map<std::string, storage::ObjectInfo> known_;  // key -> info, from List / Head
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_REMOTE_FILES_H_

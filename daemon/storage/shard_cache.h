@@ -1,0 +1,188 @@
+// ShardCache: the node-local cache of dataset bytes read from object stores (s3://),
+// one per zephond process and shared by every pipeline instance (and so by every rank)
+// on the node. Readers ask for byte ranges of a remote object; the cache serves them
+// from its blocks, downloading the missing ones.
+//
+// Blocks. An object of at most `block_bytes` is one whole-object entry (one GET); a
+// larger object is cut into fixed `block_bytes` blocks (ranged GETs; the last block is
+// shorter). Every download is checked against the length the object had when the dataset
+// was opened (RemoteObject), and, with verify_version, the object's version is re-read
+// (HEAD) after the download, so an object replaced mid-run fails with an error ("changed
+// since the dataset was opened") instead of serving a mix of old and new bytes.
+//
+// Identity. An entry is named by SHA-256 of (store id, key, version, size, block), so a
+// changed object (new ETag / size-mtime-inode) never hits the old object's entries.
+//
+// Disk layout (options.dir, one daemon at a time: `<dir>/.lock` is flock'ed; a second
+// daemon on the same directory runs memory-only and says so in its log):
+//   <dir>/<32 hex>.blk   header (magic "ZSCACHE1", u64 payload bytes, u32 CRC-32 of the
+//                        payload, u32 identity bytes, the identity) + payload
+//   <dir>/.tmp.*         a download being written; renamed into place when complete
+// Files are written without fsync: after a crash, a torn or short file fails its size or
+// CRC check when first used and is fetched again. The directory is scanned on first use
+// (warm restart): valid entries are adopted in mtime order (oldest = least recently
+// used), other files named *.blk and every .tmp.* file are deleted. Adopted payloads are
+// CRC-checked once, on first use.
+//
+// Limits. Entries are charged their file size (memory size when not on disk). When the
+// charge exceeds the limit (max_bytes on disk; memory_bytes memory-only) the least
+// recently released entries are evicted. An entry is pinned while a Read copies from it
+// and while it downloads; pinned entries are never evicted, so the cache can exceed its
+// limit by the pinned bytes (logged once, never an error) and shrinks back when they are
+// released. max_bytes = 0 or an empty dir: no disk cache, blocks live in memory (LRU
+// within memory_bytes) so consecutive reads of one block still fetch it once.
+//
+// Single flight. Concurrent Reads that miss the same block share one download: the
+// first one fetches, the others wait (at most wait_timeout; a download itself is bounded
+// by the store's timeouts and retries) and get its bytes or its error. A failed download
+// leaves no entry; the next Read tries again.
+//
+// Thread-safety: thread-safe. Downloads and file I/O run outside the mutex.
+#ifndef ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
+#define ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/storage/object_store.h"
+
+namespace zephon::storage {
+
+struct ShardCacheOptions {
+  // Directory of the on-disk entries (zephond: <cache_dir>/objects), created 0700 on
+  // first use. Empty: memory only.
+  std::string dir;
+  // Byte limit of the on-disk entries. 0: memory only.
+  uint64_t max_bytes = uint64_t{16} << 30;
+  // Block size of large objects; objects up to this size are whole-object entries.
+  uint64_t block_bytes = uint64_t{8} << 20;
+  // Byte limit of the in-memory entries when there is no disk cache.
+  uint64_t memory_bytes = uint64_t{64} << 20;
+  // Re-read the object's version (HEAD) after every download and fail on a change.
+  bool verify_version = true;
+  // Longest wait for another reader's download of the same block.
+  absl::Duration wait_timeout = absl::Minutes(10);
+  // Most entries kept memory-mapped at once (each is a VMA; unpinned mappings beyond
+  // this are unmapped least recent first and mapped again on use).
+  int max_mapped_entries = 4096;
+};
+
+// One object as the dataset saw it when it was opened.
+struct RemoteObject {
+  // Identifies the store for the cache ("s3://bucket@endpoint"); part of entry names.
+  std::string store_id;
+  // The object's URL, for messages ("s3://bucket/key").
+  std::string url;
+  // key (as passed to the store), size, mtime and version at open.
+  ObjectInfo info;
+  // ShardCache::ObjectId(*this), set once when the object is opened so that Reads do
+  // not rebuild it; "" = rebuilt on every Read.
+  std::string cache_id;
+};
+
+struct ShardCacheStats {
+  std::string dir;        // "" when memory only (configured so, or the directory failed)
+  bool on_disk = false;   // false until the first Read opened the directory
+  uint64_t limit_bytes = 0;
+  uint64_t block_bytes = 0;
+  uint64_t resident_bytes = 0;  // charged bytes of every entry (files incl. headers)
+  uint64_t pinned_bytes = 0;    // of entries being read or downloaded
+  uint64_t entries = 0;
+  uint64_t hits = 0;     // block lookups served by a resident entry
+  uint64_t misses = 0;   // block lookups that started a download
+  uint64_t waits = 0;    // block lookups that joined another reader's download
+  uint64_t downloads = 0;         // successful GETs
+  uint64_t bytes_downloaded = 0;  // their payload bytes
+  uint64_t evictions = 0;
+  uint64_t errors = 0;    // failed downloads
+  uint64_t adopted = 0;   // entries found on disk at open (warm restart)
+  uint64_t rejected = 0;  // corrupt, short or stray files deleted
+};
+
+class ShardCache {
+ public:
+  // Checks the options (INVALID_ARGUMENT naming the bad one: block_bytes in
+  // [1, 1 GiB], max_mapped_entries >= 1, positive wait_timeout). No I/O: the directory is
+  // opened by the first Read.
+  static absl::StatusOr<std::shared_ptr<ShardCache>> Create(ShardCacheOptions options);
+
+  ShardCache(const ShardCache&) = delete;
+  ShardCache& operator=(const ShardCache&) = delete;
+  ~ShardCache();
+
+  // Copies bytes [offset, offset + n) of `object` into out[0, n), downloading the blocks
+  // it spans from `store` when they are not cached.
+  // REQUIRES: `store` is the store `object` came from.
+  // Errors (each names the object's URL and block): OUT_OF_RANGE when the range passes
+  // object.info.size; the store's error for a failed download (S3Store's name bucket,
+  // key and HTTP status); DATA_LOSS when the store returns another length than the
+  // object had at open; FAILED_PRECONDITION when its version changed since open;
+  // DEADLINE_EXCEEDED after wait_timeout spent waiting for another reader's download.
+  // The caller's reaction: the dataset is unreadable as opened; fail the pipeline.
+  absl::Status Read(ObjectStore& store, const RemoteObject& object, uint64_t offset,
+                    uint64_t n, char* out) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The object's part of its entries' identity: store id, key, version (or mtime when
+  // the store has none) and size.
+  static std::string ObjectId(const RemoteObject& object);
+
+  ShardCacheStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  const ShardCacheOptions& options() const { return options_; }
+
+ private:
+  struct Entry;
+
+  explicit ShardCache(ShardCacheOptions options);
+
+  // The entry of `block` of `object`, pinned and holding its payload.
+  absl::StatusOr<std::shared_ptr<Entry>> Acquire(ObjectStore& store, const RemoteObject& object,
+                                                 uint64_t block) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const std::shared_ptr<Entry>& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Makes a loading entry ready: an adopted file that passes its CRC, else a download.
+  absl::Status Load(ObjectStore& store, const RemoteObject& object, uint64_t block,
+                    Entry* entry, bool try_file) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::string> Download(ObjectStore& store, const RemoteObject& object,
+                                       uint64_t block, uint64_t length) const;
+  // Writes the entry file (temp file + rename, no fsync) and maps it.
+  absl::Status WriteAndMap(Entry* entry, const std::string& payload) const;
+
+  void OpenDiskLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdoptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t LimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(Entry* entry, bool delete_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnmapExcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ShardCacheOptions options_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar loaded_;  // signalled whenever a loading entry becomes ready or fails
+  bool disk_opened_ ABSL_GUARDED_BY(mu_) = false;
+  bool on_disk_ ABSL_GUARDED_BY(mu_) = false;
+  int lock_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  // Identity -> entry (ready, or loading with its download in flight).
+  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
+  // Unpinned ready entries, least recently released first (eviction order).
+  std::list<Entry*> lru_ ABSL_GUARDED_BY(mu_);
+  // Unpinned ready entries that hold a mapping, least recently released first.
+  std::list<Entry*> mapped_lru_ ABSL_GUARDED_BY(mu_);
+  int mapped_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t resident_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool warned_over_limit_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> warned_disk_{false};  // a write into dir failed (logged once)
+  ShardCacheStats counters_ ABSL_GUARDED_BY(mu_);  // the event counters of Stats()
+};
+
+}  // namespace zephon::storage
+
+#endif  // ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_

@@ -1,0 +1,514 @@
+#include "daemon/storage/shard_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+
+namespace zephon::storage {
+namespace {
+
+// An in-memory store that counts calls, can hold GETs until released and can fail.
+class FakeStore final : public ObjectStore {
+ public:
+  void Set(const std::string& key, std::string bytes, std::string version) {
+    absl::MutexLock lock(&mu_);
+    objects_[key] = {std::move(bytes), std::move(version)};
+  }
+  // GETs block until Open() (each waits at most 60 s, then proceeds).
+  void Close() {
+    absl::MutexLock lock(&mu_);
+    gate_open_ = false;
+  }
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    gate_open_ = true;
+  }
+  void FailWith(absl::Status s) {
+    absl::MutexLock lock(&mu_);
+    fail_ = std::move(s);
+  }
+  int gets() const { return gets_.load(); }
+  int ranges() const { return ranges_.load(); }
+  int heads() const { return heads_.load(); }
+  int waiting() const { return waiting_.load(); }
+
+  absl::StatusOr<std::string> Get(const std::string& key) override {
+    ++gets_;
+    return Read(key, 0, UINT64_MAX);
+  }
+  absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
+                                       uint64_t length) override {
+    ++ranges_;
+    return Read(key, offset, length);
+  }
+  absl::Status Put(const std::string&, std::string_view) override {
+    return absl::UnimplementedError("read-only fake");
+  }
+  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string&) override {
+    return absl::UnimplementedError("read-only fake");
+  }
+  absl::Status Delete(const std::string&) override {
+    return absl::UnimplementedError("read-only fake");
+  }
+  absl::StatusOr<ObjectInfo> Head(const std::string& key) override {
+    ++heads_;
+    absl::MutexLock lock(&mu_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) return absl::NotFoundError(absl::StrCat("no ", key));
+    ObjectInfo info;
+    info.key = key;
+    info.size = it->second.bytes.size();
+    info.version = it->second.version;
+    return info;
+  }
+
+ private:
+  struct Object {
+    std::string bytes;
+    std::string version;
+  };
+  absl::StatusOr<std::string> Read(const std::string& key, uint64_t offset, uint64_t length) {
+    ++waiting_;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&gate_open_), absl::Seconds(60));
+    }
+    --waiting_;
+    absl::MutexLock lock(&mu_);
+    if (!fail_.ok()) return fail_;
+    auto it = objects_.find(key);
+    if (it == objects_.end()) return absl::NotFoundError(absl::StrCat("no object ", key));
+    const std::string& b = it->second.bytes;
+    if (offset > b.size()) return absl::OutOfRangeError("offset");
+    return b.substr(offset, length);
+  }
+
+  absl::Mutex mu_;
+  std::map<std::string, Object> objects_ ABSL_GUARDED_BY(mu_);
+  bool gate_open_ ABSL_GUARDED_BY(mu_) = true;
+  absl::Status fail_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int> gets_{0}, ranges_{0}, heads_{0}, waiting_{0};
+};
+
+std::string Pattern(size_t n, int seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed * 7 + i / 97) & 0xff);
+  return s;
+}
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string dir = absl::StrCat(base ? base : "/tmp", "/shard_cache_", name, "_", getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  return dir;
+}
+
+std::vector<std::string> Files(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  closedir(d);
+  return out;
+}
+
+uint64_t BlockFileBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (const auto& n : Files(dir)) {
+    if (!absl::EndsWith(n, ".blk")) continue;
+    struct stat st;
+    if (stat((dir + "/" + n).c_str(), &st) == 0) total += st.st_size;
+  }
+  return total;
+}
+
+RemoteObject Obj(FakeStore& store, const std::string& key) {
+  RemoteObject o;
+  o.store_id = "fake://store";
+  o.url = "fake://store/" + key;
+  o.info = store.Head(key).value();
+  return o;
+}
+
+std::shared_ptr<ShardCache> MakeCache(const std::string& dir, uint64_t max_bytes,
+                                      uint64_t block_bytes) {
+  ShardCacheOptions o;
+  o.dir = dir;
+  o.max_bytes = max_bytes;
+  o.block_bytes = block_bytes;
+  return ShardCache::Create(o).value();
+}
+
+std::string ReadAll(ShardCache& cache, FakeStore& store, const RemoteObject& o,
+                    uint64_t offset, uint64_t n) {
+  std::string out(n, '\0');
+  const absl::Status s = cache.Read(store, o, offset, n, out.data());
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+TEST(ShardCacheTest, ReadsAcrossBlocksReturnTheObjectsBytes) {
+  FakeStore store;
+  const std::string data = Pattern(10000, 1);
+  store.Set("d/a.bin", data, "v1");
+  auto cache = MakeCache(TempDir("across"), 1 << 20, 256);
+  const RemoteObject o = Obj(store, "d/a.bin");
+  for (auto [off, n] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 10000}, {0, 1}, {255, 2}, {1000, 3000}, {9999, 1}, {10000, 0}, {3, 700}}) {
+    EXPECT_EQ(ReadAll(*cache, store, o, off, n), data.substr(off, n)) << off << "+" << n;
+  }
+  EXPECT_EQ(store.ranges(), 40);  // ceil(10000 / 256) blocks, each fetched once
+  EXPECT_EQ(store.gets(), 0);
+  const ShardCacheStats s = cache->Stats();
+  EXPECT_TRUE(s.on_disk);
+  EXPECT_EQ(s.misses, 40u);
+  EXPECT_EQ(s.bytes_downloaded, 10000u);
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+}
+
+TEST(ShardCacheTest, SmallObjectsAreOneWholeObjectGet) {
+  FakeStore store;
+  store.Set("small.idx", Pattern(300, 2), "v1");
+  auto cache = MakeCache(TempDir("whole"), 1 << 20, 4096);
+  const RemoteObject o = Obj(store, "small.idx");
+  EXPECT_EQ(ReadAll(*cache, store, o, 10, 20), Pattern(300, 2).substr(10, 20));
+  EXPECT_EQ(ReadAll(*cache, store, o, 0, 300), Pattern(300, 2));
+  EXPECT_EQ(store.gets(), 1);
+  EXPECT_EQ(store.ranges(), 0);
+}
+
+TEST(ShardCacheTest, OutOfRangeReadNamesTheObject) {
+  FakeStore store;
+  store.Set("x.bin", Pattern(100, 3), "v1");
+  auto cache = MakeCache(TempDir("range"), 1 << 20, 64);
+  std::string out(10, '\0');
+  const absl::Status s = cache->Read(store, Obj(store, "x.bin"), 95, 10, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(absl::StrContains(s.message(), "fake://store/x.bin")) << s;
+}
+
+TEST(ShardCacheTest, EvictsLeastRecentlyUsedBlocksBeyondTheLimit) {
+  FakeStore store;
+  const std::string data = Pattern(400, 4);  // 4 blocks of 100
+  store.Set("lru.bin", data, "v1");
+  const std::string dir = TempDir("lru");
+  // Measure one entry's file size, then allow exactly two entries.
+  uint64_t entry_bytes = 0;
+  {
+    auto probe = MakeCache(TempDir("lru_probe"), 1 << 20, 100);
+    ReadAll(*probe, store, Obj(store, "lru.bin"), 0, 1);
+    entry_bytes = probe->Stats().resident_bytes;
+  }
+  auto cache = MakeCache(dir, 2 * entry_bytes, 100);
+  const RemoteObject o = Obj(store, "lru.bin");
+  const int base = store.ranges();
+  ReadAll(*cache, store, o, 0, 1);    // block 0
+  ReadAll(*cache, store, o, 100, 1);  // block 1
+  ReadAll(*cache, store, o, 0, 1);    // block 0 again: now most recent
+  ReadAll(*cache, store, o, 200, 1);  // block 2 evicts block 1
+  EXPECT_EQ(store.ranges() - base, 3);
+  EXPECT_EQ(cache->Stats().evictions, 1u);
+  ReadAll(*cache, store, o, 0, 1);  // still cached
+  EXPECT_EQ(store.ranges() - base, 3);
+  ReadAll(*cache, store, o, 100, 1);  // was evicted
+  EXPECT_EQ(store.ranges() - base, 4);
+  const ShardCacheStats s = cache->Stats();
+  EXPECT_LE(s.resident_bytes, 2 * entry_bytes);
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_EQ(BlockFileBytes(dir), s.resident_bytes);
+}
+
+TEST(ShardCacheTest, ByteLimitHoldsOverManyReads) {
+  FakeStore store;
+  const std::string data = Pattern(50000, 5);
+  store.Set("big.bin", data, "v1");
+  const std::string dir = TempDir("limit");
+  auto cache = MakeCache(dir, 3000, 512);
+  const RemoteObject o = Obj(store, "big.bin");
+  for (uint64_t off = 0; off < data.size(); off += 700) {
+    const uint64_t n = std::min<uint64_t>(900, data.size() - off);
+    ASSERT_EQ(ReadAll(*cache, store, o, off, n), data.substr(off, n));
+    ASSERT_LE(BlockFileBytes(dir), 3000u);
+  }
+  EXPECT_GT(cache->Stats().evictions, 0u);
+}
+
+TEST(ShardCacheTest, EntriesInUseAreNotEvictedAndTheLimitRecoversAfterwards) {
+  FakeStore store;
+  store.Set("a.bin", Pattern(1000, 6), "v1");
+  store.Set("b.bin", Pattern(1000, 7), "v1");
+  const std::string dir = TempDir("pinned");
+  auto cache = MakeCache(dir, 600, 250);  // room for one entry of about 330 bytes
+  const RemoteObject a = Obj(store, "a.bin"), b = Obj(store, "b.bin");
+  store.Close();  // the next download hangs until Open(): its entry stays pinned
+  std::string slow(250, '\0');
+  absl::Status slow_status;
+  std::thread reader([&] { slow_status = cache->Read(store, a, 0, 250, slow.data()); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (store.waiting() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(store.waiting(), 1);
+  EXPECT_GT(cache->Stats().pinned_bytes, 0u);
+  store.Open();
+  reader.join();
+  ASSERT_TRUE(slow_status.ok()) << slow_status;
+  // Everything below fits only by evicting; the limit holds once nothing is pinned.
+  for (uint64_t off = 0; off < 1000; off += 250) ReadAll(*cache, store, b, off, 250);
+  EXPECT_EQ(slow, Pattern(1000, 6).substr(0, 250));
+  const ShardCacheStats s = cache->Stats();
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_LE(s.resident_bytes, 600u);
+  EXPECT_LE(BlockFileBytes(dir), 600u);
+}
+
+TEST(ShardCacheTest, PinnedDownloadsMayExceedTheLimitWithoutFailing) {
+  FakeStore store;
+  for (int i = 0; i < 4; ++i) store.Set(absl::StrCat("p", i), Pattern(200, i), "v1");
+  auto cache = MakeCache(TempDir("over"), 300, 4096);  // room for one entry
+  store.Close();
+  std::vector<std::thread> readers;
+  std::vector<absl::Status> results(4);
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&, i] {
+      std::string out(200, '\0');
+      results[i] = cache->Read(store, Obj(store, absl::StrCat("p", i)), 0, 200, out.data());
+      if (results[i].ok() && out != Pattern(200, i)) results[i] = absl::InternalError("bytes");
+    });
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (store.waiting() < 4 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(store.waiting(), 4);
+  EXPECT_GT(cache->Stats().resident_bytes, 300u);  // four pinned downloads, over the limit
+  store.Open();
+  for (auto& t : readers) t.join();
+  for (const auto& r : results) EXPECT_TRUE(r.ok()) << r;
+  EXPECT_LE(cache->Stats().resident_bytes, 300u);
+}
+
+TEST(ShardCacheTest, ConcurrentMissesOfOneBlockShareOneDownload) {
+  FakeStore store;
+  const std::string data = Pattern(4000, 8);
+  store.Set("sf.bin", data, "v1");
+  auto cache = MakeCache(TempDir("single"), 1 << 20, 1000);
+  const RemoteObject o = Obj(store, "sf.bin");
+  constexpr int kThreads = 8;
+  store.Close();
+  std::vector<std::thread> readers;
+  std::vector<std::string> got(kThreads);
+  for (int i = 0; i < kThreads; ++i) {
+    readers.emplace_back([&, i] {
+      got[i].resize(100);
+      if (!cache->Read(store, o, 1000 + 10 * i, 100, got[i].data()).ok()) got[i] = "error";
+    });
+  }
+  // Every thread has either started the one download or joined it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (cache->Stats().waits < kThreads - 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(cache->Stats().waits, static_cast<uint64_t>(kThreads - 1));
+  store.Open();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(store.ranges(), 1);
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(got[i], data.substr(1000 + 10 * i, 100));
+}
+
+TEST(ShardCacheTest, AFailedDownloadFailsItsWaitersAndTheNextReadRetries) {
+  FakeStore store;
+  store.Set("f.bin", Pattern(4000, 9), "v1");
+  auto cache = MakeCache(TempDir("fail"), 1 << 20, 1000);
+  const RemoteObject o = Obj(store, "f.bin");
+  store.FailWith(absl::UnavailableError("S3 GET s3://bkt/f.bin: HTTP 503 SlowDown"));
+  store.Close();
+  std::vector<std::thread> readers;
+  std::vector<absl::Status> results(4);
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&, i] {
+      std::string out(10, '\0');
+      results[i] = cache->Read(store, o, 2000, 10, out.data());
+    });
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (cache->Stats().waits < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  store.Open();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(store.ranges(), 1);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.code(), absl::StatusCode::kUnavailable);
+    EXPECT_TRUE(absl::StrContains(r.message(), "block 2 of fake://store/f.bin: S3 GET")) << r;
+    EXPECT_TRUE(absl::StrContains(r.message(), "HTTP 503")) << r;
+  }
+  EXPECT_EQ(cache->Stats().entries, 0u);
+  store.FailWith(absl::OkStatus());
+  EXPECT_EQ(ReadAll(*cache, store, o, 2000, 10), Pattern(4000, 9).substr(2000, 10));
+  EXPECT_EQ(store.ranges(), 2);
+}
+
+TEST(ShardCacheTest, WarmRestartAdoptsEntriesAndDeletesStrayTempFiles) {
+  FakeStore store;
+  const std::string data = Pattern(3000, 10);
+  store.Set("w.bin", data, "v1");
+  const std::string dir = TempDir("warm");
+  {
+    auto cache = MakeCache(dir, 1 << 20, 1000);
+    EXPECT_EQ(ReadAll(*cache, store, Obj(store, "w.bin"), 0, 3000), data);
+  }
+  std::ofstream(dir + "/.tmp.deadbeef.blk.123.0") << "partial";
+  EXPECT_EQ(store.ranges(), 3);
+  auto cache = MakeCache(dir, 1 << 20, 1000);
+  EXPECT_EQ(ReadAll(*cache, store, Obj(store, "w.bin"), 0, 3000), data);
+  EXPECT_EQ(store.ranges(), 3);  // nothing downloaded again
+  const ShardCacheStats s = cache->Stats();
+  EXPECT_EQ(s.adopted, 3u);
+  EXPECT_EQ(s.rejected, 1u);
+  for (const auto& n : Files(dir)) EXPECT_FALSE(absl::StartsWith(n, ".tmp.")) << n;
+}
+
+TEST(ShardCacheTest, CorruptOrShortEntryFilesAreRejectedAndFetchedAgain) {
+  FakeStore store;
+  const std::string data = Pattern(2000, 11);
+  store.Set("c.bin", data, "v1");
+  const std::string dir = TempDir("corrupt");
+  {
+    auto cache = MakeCache(dir, 1 << 20, 1000);
+    ReadAll(*cache, store, Obj(store, "c.bin"), 0, 2000);
+  }
+  std::vector<std::string> blocks;
+  for (const auto& n : Files(dir)) {
+    if (absl::EndsWith(n, ".blk")) blocks.push_back(dir + "/" + n);
+  }
+  ASSERT_EQ(blocks.size(), 2u);
+  {  // flip the last payload byte of one entry
+    const int fd = open(blocks[0].c_str(), O_RDWR);
+    struct stat st;
+    ASSERT_EQ(fstat(fd, &st), 0);
+    char c;
+    ASSERT_EQ(pread(fd, &c, 1, st.st_size - 1), 1);
+    c ^= 0x5a;
+    ASSERT_EQ(pwrite(fd, &c, 1, st.st_size - 1), 1);
+    close(fd);
+  }
+  ASSERT_EQ(truncate(blocks[1].c_str(), 100), 0);  // cut the other one short
+  auto cache = MakeCache(dir, 1 << 20, 1000);
+  EXPECT_EQ(ReadAll(*cache, store, Obj(store, "c.bin"), 0, 2000), data);
+  EXPECT_EQ(store.ranges(), 4);  // both blocks downloaded again
+  EXPECT_EQ(cache->Stats().rejected, 2u);
+  // The replacements are good: a third cache adopts both without downloading.
+  cache.reset();
+  auto third = MakeCache(dir, 1 << 20, 1000);
+  EXPECT_EQ(ReadAll(*third, store, Obj(store, "c.bin"), 0, 2000), data);
+  EXPECT_EQ(store.ranges(), 4);
+}
+
+TEST(ShardCacheTest, AChangedVersionNeverHitsTheOldEntries) {
+  FakeStore store;
+  store.Set("v.bin", Pattern(1500, 12), "etag-1");
+  auto cache = MakeCache(TempDir("version"), 1 << 20, 1000);
+  EXPECT_EQ(ReadAll(*cache, store, Obj(store, "v.bin"), 0, 1500), Pattern(1500, 12));
+  store.Set("v.bin", Pattern(1500, 13), "etag-2");  // same size, new bytes
+  EXPECT_EQ(ReadAll(*cache, store, Obj(store, "v.bin"), 0, 1500), Pattern(1500, 13));
+  EXPECT_EQ(store.ranges(), 4);
+}
+
+TEST(ShardCacheTest, AnObjectReplacedAfterOpenFailsInsteadOfMixingBytes) {
+  FakeStore store;
+  store.Set("m.bin", Pattern(3000, 14), "etag-1");
+  auto cache = MakeCache(TempDir("mixed"), 1 << 20, 1000);
+  const RemoteObject opened = Obj(store, "m.bin");
+  ReadAll(*cache, store, opened, 0, 10);  // block 0 cached from the old object
+  store.Set("m.bin", Pattern(3000, 15), "etag-2");
+  std::string out(10, '\0');
+  absl::Status s = cache->Read(store, opened, 2500, 10, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "changed since the dataset was opened")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "fake://store/m.bin")) << s;
+  store.Set("m.bin", Pattern(2200, 15), "etag-3");  // shorter now: block 2 comes back short
+  s = cache->Read(store, opened, 2500, 10, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "returned 200 bytes, expected 1000")) << s;
+}
+
+TEST(ShardCacheTest, WithoutADiskCacheBlocksStayInMemoryAndAreFetchedOnce) {
+  FakeStore store;
+  const std::string data = Pattern(5000, 16);
+  store.Set("mem.bin", data, "v1");
+  const std::string dir = TempDir("memory");
+  ShardCacheOptions options;
+  options.dir = dir;
+  options.max_bytes = 0;
+  options.block_bytes = 1000;
+  options.memory_bytes = 2000;
+  auto cache = ShardCache::Create(options).value();
+  const RemoteObject o = Obj(store, "mem.bin");
+  for (uint64_t off = 0; off < 5000; off += 50) {
+    ASSERT_EQ(ReadAll(*cache, store, o, off, 50), data.substr(off, 50));
+  }
+  EXPECT_EQ(store.ranges(), 5);
+  EXPECT_TRUE(Files(dir).empty());
+  const ShardCacheStats s = cache->Stats();
+  EXPECT_FALSE(s.on_disk);
+  EXPECT_LE(s.resident_bytes, 2000u);
+}
+
+TEST(ShardCacheTest, ASecondCacheOnTheSameDirectoryRunsInMemory) {
+  FakeStore store;
+  store.Set("s.bin", Pattern(100, 17), "v1");
+  const std::string dir = TempDir("shared");
+  auto first = MakeCache(dir, 1 << 20, 1000);
+  auto second = MakeCache(dir, 1 << 20, 1000);
+  ReadAll(*first, store, Obj(store, "s.bin"), 0, 100);
+  EXPECT_EQ(ReadAll(*second, store, Obj(store, "s.bin"), 0, 100), Pattern(100, 17));
+  EXPECT_TRUE(first->Stats().on_disk);
+  EXPECT_FALSE(second->Stats().on_disk);
+}
+
+TEST(ShardCacheTest, EntriesBeyondTheMappingBudgetAreRemappedNotRefetched) {
+  FakeStore store;
+  const std::string data = Pattern(4000, 18);
+  store.Set("map.bin", data, "v1");
+  ShardCacheOptions options;
+  options.dir = TempDir("mapped");
+  options.block_bytes = 1000;
+  options.max_mapped_entries = 1;
+  auto cache = ShardCache::Create(options).value();
+  const RemoteObject o = Obj(store, "map.bin");
+  for (int pass = 0; pass < 3; ++pass) {
+    for (uint64_t off = 0; off < 4000; off += 500) {
+      ASSERT_EQ(ReadAll(*cache, store, o, off, 500), data.substr(off, 500));
+    }
+  }
+  EXPECT_EQ(store.ranges(), 4);
+  EXPECT_EQ(cache->Stats().entries, 4u);
+}
+
+TEST(ShardCacheTest, CreateRejectsBadOptions) {
+  ShardCacheOptions o;
+  o.block_bytes = 0;
+  EXPECT_EQ(ShardCache::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.block_bytes = uint64_t{2} << 30;
+  EXPECT_TRUE(absl::StrContains(ShardCache::Create(o).status().message(), "block_bytes"));
+}
+
+}  // namespace
+}  // namespace zephon::storage
