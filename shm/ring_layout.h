@@ -38,7 +38,9 @@ namespace zephon::shm {
 // The bytes "ZEPHRING" as they appear at offset 0 on a little-endian host.
 inline constexpr uint64_t kRingMagic = 0x474E49524850455AULL;
 inline constexpr uint16_t kLayoutMajor = 1;
-inline constexpr uint16_t kLayoutMinor = 0;
+// Minor 1 appended poison_detail (the whole reason; poison_reason keeps its first 255
+// bytes for minor-0 readers).
+inline constexpr uint16_t kLayoutMinor = 1;
 
 inline constexpr uint64_t kPageBytes = 4096;
 inline constexpr uint32_t kHeaderBytes = 4096;
@@ -51,6 +53,7 @@ inline constexpr uint32_t kTensorAlignment = 64;
 inline constexpr uint32_t kMaxTensorRank = 4;
 inline constexpr size_t kTensorNameBytes = 24;
 inline constexpr size_t kPoisonReasonBytes = 256;
+inline constexpr size_t kPoisonDetailBytes = 1024;
 inline constexpr size_t kLabelBytes = 128;
 
 // Geometry limits. Tensor data offsets are u32, so a slot must fit in 4 GiB.
@@ -160,7 +163,10 @@ struct RingHeader {
   alignas(128) std::atomic<uint32_t> release_wake;  // futex word, bumped by readers
   std::atomic<uint32_t> release_waiting;            // producer sleeps on release_wake
   uint8_t reserved4[120];
-  uint8_t reserved_tail[kHeaderBytes - 896];
+  // Minor 1: the full poison reason, NUL-terminated (errors naming an object-store URL,
+  // an HTTP status and a sample outgrow poison_reason). Written with poison_reason.
+  char poison_detail[kPoisonDetailBytes];
+  uint8_t reserved_tail[kHeaderBytes - 896 - kPoisonDetailBytes];
 };
 
 // One per declared reader, kReaderRecordBytes apart. state/rank/lease_epoch/pid are
@@ -266,6 +272,7 @@ static_assert(offsetof(RingHeader, published) == 512);
 static_assert(offsetof(RingHeader, publish_wake) == 640);
 static_assert(offsetof(RingHeader, release_wake) == 768);
 static_assert(offsetof(RingHeader, release_waiting) == 772);
+static_assert(offsetof(RingHeader, poison_detail) == 896);
 
 static_assert(std::is_standard_layout_v<ReaderRecord>);
 static_assert(std::is_trivially_destructible_v<ReaderRecord>);

@@ -157,8 +157,10 @@ absl::Status RingReader::StateStatus() const {
     case RingState::kClosed:  // the caller drains published data first
       return absl::OkStatus();
     case RingState::kPoisoned: {
-      const std::string reason(h->poison_reason,
-                               strnlen(h->poison_reason, kPoisonReasonBytes));
+      // poison_detail (minor >= 1) holds the whole reason, poison_reason its head.
+      const std::string reason =
+          h->minor >= 1 ? std::string(h->poison_detail, strnlen(h->poison_detail, kPoisonDetailBytes))
+                        : std::string(h->poison_reason, strnlen(h->poison_reason, kPoisonReasonBytes));
       // A negative rank means the producer itself gave up (e.g. a pipeline error).
       if (h->poison_rank < 0) {
         return absl::InternalError(absl::StrCat("ring ", segment_->name(),

@@ -195,6 +195,25 @@ TEST_F(RingReaderTest, PoisonIsReportedWithTheRankEvenToABlockedReader) {
             absl::StatusCode::kAborted);
 }
 
+TEST_F(RingReaderTest, LongPoisonReasonsArriveWholeAndMinorZeroReadersGetTheHead) {
+  MakeRing(4);
+  auto reader = Attach(0);
+  // An object-store error: URL, sample, HTTP status and curl detail outgrow 256 bytes.
+  std::string reason = "pipeline error in zephond: lane 3 batch 7: GET s3://bucket/";
+  while (reason.size() < 700) reason += "very/long/key/";
+  reason += " HTTP 503 SlowDown";
+  writer_->Poison(-1, reason);
+  const absl::Status status = reader->Acquire(kShort).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(status.message().find(reason), absl::string_view::npos) << status;
+  // A minor-0 reader sees poison_reason: the first kPoisonReasonBytes - 1 bytes.
+  auto segment = Segment::Open(writer_->name());
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  const auto* h = reinterpret_cast<const RingHeader*>((*segment)->data());
+  EXPECT_EQ(h->minor, kLayoutMinor);
+  EXPECT_EQ(std::string(h->poison_reason), reason.substr(0, kPoisonReasonBytes - 1));
+}
+
 TEST_F(RingReaderTest, CloseWakesABlockedReaderAfterItDrains) {
   MakeRing(4);
   auto reader = Attach(0);
@@ -284,7 +303,7 @@ TEST_F(RingReaderTest, CorruptHeadersAreRejected) {
       {"bad magic", [](RingHeader& h) { h.magic = 0x1234; },
        absl::StatusCode::kFailedPrecondition, "bad magic"},
       {"major 99", [](RingHeader& h) { h.major = 99; }, absl::StatusCode::kFailedPrecondition,
-       "layout version 99.0 but this reader supports major version 1"},
+       "layout version 99.1 but this reader supports major version 1"},
       {"total beyond mapping", [](RingHeader& h) { h.total_bytes = 1ull << 40; },
        absl::StatusCode::kFailedPrecondition, "exceeds the mapping"},
       {"header_bytes small", [](RingHeader& h) { h.header_bytes = 16; },

@@ -462,6 +462,7 @@ void RingWriter::Poison(int32_t rank, std::string_view reason) {
     if (state() == RingState::kPoisoned) return;  // first reason wins
     h->poison_rank = rank;
     CopyCString(h->poison_reason, kPoisonReasonBytes, reason);
+    CopyCString(h->poison_detail, kPoisonDetailBytes, reason);
     // Release: readers that see kPoisoned see rank and reason.
     h->state.store(static_cast<uint32_t>(RingState::kPoisoned), std::memory_order_release);
   }
