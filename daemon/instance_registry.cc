@@ -160,8 +160,6 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   pipeline::OpenOptions open_options;
   open_options.cache_dir = options_.cache_dir;
   open_options.shard_cache = options_.shard_cache;
-  open_options.s3_request_timeout = options_.s3_request_timeout;
-  open_options.s3_max_attempts = options_.s3_max_attempts;
   ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
                    pipeline::OpenDatasets(resolved, open_options));
   const std::string spec_hash = pipeline::SpecHash(resolved, datasets);

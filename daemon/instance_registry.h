@@ -48,10 +48,6 @@ struct RegistryOptions {
   // by every instance (--shard-cache-bytes); null = each s3:// dataset reads through a
   // private memory-only cache. Its stats are part of Status().
   std::shared_ptr<storage::ShardCache> shard_cache;
-  // Per-attempt timeout and attempts of S3 requests for s3:// datasets (zero = the
-  // S3Store defaults: 60 s, 4 attempts).
-  absl::Duration s3_request_timeout = absl::ZeroDuration();
-  int s3_max_attempts = 0;
   // Advertised host:port of this daemon's peer service (written to the rendezvous file
   // when it hosts a run's rank 0); empty = no peer service.
   std::string peer_address;

@@ -7,10 +7,11 @@
 //
 // Operations: --metrics-address serves Prometheus /metrics plus /healthz and /readyz;
 // --config reads the same long flags from a TOML/INI file (the command line wins).
-// Datasets under s3:// are read through one node-wide shard cache in
-// <cache-dir>/objects (--shard-cache-bytes, --shard-cache-block-bytes); S3 requests use
-// --s3-timeout-ms and --s3-attempts, and AWS_ENDPOINT_URL, AWS_REGION,
-// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or ~/.aws/credentials.
+// aggregate_dir and datasets may be s3:// URLs: S3 requests use the --s3-* flags
+// (storage/s3_flags.h), then AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID /
+// AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN or ~/.aws/credentials (AWS_PROFILE).
+// s3:// datasets are read through one node-wide shard cache in <cache-dir>/objects
+// (--shard-cache-bytes, --shard-cache-block-bytes).
 #include <grp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -46,6 +47,7 @@
 #include "daemon/instance_registry.h"
 #include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/service.h"
+#include "daemon/storage/s3_flags.h"
 #include "daemon/storage/shard_cache.h"
 #include "shm/segment.h"
 
@@ -107,10 +109,11 @@ int main(int argc, char** argv) {
       "unknown key is an error (exit 2).\n"
       "Metrics: GET /metrics (Prometheus text), /healthz (200 while the main loop runs), "
       "/readyz (200 once serving, 503 while shutting down) on --metrics-address.\n"
-      "Datasets in S3: dataset paths s3://bucket/prefix (a directory, a glob or one object) "
-      "are read with ranged GETs through the node's shard cache (<cache-dir>/objects); "
-      "endpoint, region and credentials come from AWS_ENDPOINT_URL, AWS_REGION, "
-      "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN or ~/.aws/credentials.\n"
+      "Object storage: aggregate_dir and dataset paths may be s3://bucket/prefix. Datasets "
+      "(a directory, a glob or one object) are read with ranged GETs through the node's "
+      "shard cache (<cache-dir>/objects). Endpoint, region and credentials: the --s3-* "
+      "flags, else AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+      "AWS_SESSION_TOKEN or ~/.aws/credentials (AWS_PROFILE).\n"
       "Exit codes: 0 clean, 2 bad flags, 3 another zephond holds the socket, 4 environment.");
   app.set_config("--config", "", "Read flags from this TOML/INI file (see below)");
   app.allow_config_extras(CLI::config_extras_mode::error);
@@ -173,19 +176,8 @@ int main(int argc, char** argv) {
                  "fetched whole (one GET)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30));
-  uint32_t s3_timeout_ms = 60000;
-  uint32_t s3_attempts = 4;
-  app.add_option("--s3-timeout-ms", s3_timeout_ms,
-                 "Per-attempt timeout of S3 requests for s3:// datasets (whole transfer of "
-                 "one block); with --s3-attempts it bounds how long a dead store stalls a "
-                 "pipeline before its ranks get the error")
-      ->capture_default_str()
-      ->check(CLI::Range(uint32_t{1}, uint32_t{3600000}));
-  app.add_option("--s3-attempts", s3_attempts,
-                 "Attempts per S3 request (retries with exponential backoff on 5xx, 429, "
-                 "timeouts and connection errors)")
-      ->capture_default_str()
-      ->check(CLI::Range(uint32_t{1}, uint32_t{100}));
+  zephon::storage::S3Flags s3_flags;
+  zephon::storage::AddS3Flags(app, &s3_flags);
   app.add_option("--worker-threads", worker_threads,
                  "Threads of the one worker pool shared by all instances (the node-wide "
                  "thread budget for reading batches; 0 = each instance reads on its "
@@ -269,8 +261,10 @@ int main(int argc, char** argv) {
     }
     options.shard_cache = *std::move(shard_cache);
   }
-  options.s3_request_timeout = absl::Milliseconds(s3_timeout_ms);
-  options.s3_max_attempts = static_cast<int>(s3_attempts);
+  if (absl::Status s3 = zephon::storage::ApplyS3Flags(s3_flags); !s3.ok()) {
+    spdlog::error("{}", std::string(s3.message()));
+    return kExitBadFlags;
+  }
   options.default_prefetch_batches = prefetch_batches;
   // Created before the registry and shut down after it: instances submit to it.
   absl::StatusOr<std::unique_ptr<zephon::exec::WorkerPool>> pool =

@@ -22,6 +22,7 @@
 #include "client/zephonctl/output.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
+#include "daemon/storage/s3_flags.h"
 #include "common/status_macros.h"
 
 namespace zephon::ctl {
@@ -301,6 +302,19 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
       "checkpoint",
       "List, inspect, verify and prune merged checkpoints in a directory or s3:// (offline)");
   checkpoint->require_subcommand(1);
+  // --s3-* apply to every checkpoint command and may follow it ("checkpoint ls --s3-...").
+  auto s3_flags = std::make_shared<storage::S3Flags>();
+  storage::AddS3Flags(*checkpoint, s3_flags.get());
+  checkpoint->fallthrough();
+  // Installs the S3 flags; false (after saying why) when they are invalid.
+  auto apply_s3 = [s3_flags, exit_code]() {
+    if (absl::Status s = storage::ApplyS3Flags(*s3_flags); !s.ok()) {
+      std::cerr << "zephonctl checkpoint: " << s.message() << "\n";
+      *exit_code = kExitUsage;
+      return false;
+    }
+    return true;
+  };
 
   struct LsArgs {
     std::string aggregate_dir, run;
@@ -314,7 +328,10 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
       ->required();
   ls->add_option("--run", ls_args->run, "Only this run_id");
   ls->add_flag("--json", ls_args->json, "Print JSON");
-  ls->callback([=] { *exit_code = RunLs(ls_args->aggregate_dir, ls_args->run, ls_args->json); });
+  ls->callback([=] {
+    if (!apply_s3()) return;
+    *exit_code = RunLs(ls_args->aggregate_dir, ls_args->run, ls_args->json);
+  });
 
   struct InspectArgs {
     std::string file;
@@ -325,7 +342,10 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
       "inspect", "Decode one checkpoint: run, round, spec, topology, per-lane progress, ranks");
   inspect->add_option("FILE", inspect_args->file, "A .zckpt file path or s3:// URL")->required();
   inspect->add_flag("--json", inspect_args->json, "Print JSON (the CheckpointState)");
-  inspect->callback([=] { *exit_code = RunInspect(inspect_args->file, inspect_args->json); });
+  inspect->callback([=] {
+    if (!apply_s3()) return;
+    *exit_code = RunInspect(inspect_args->file, inspect_args->json);
+  });
 
   struct PruneArgs {
     std::string aggregate_dir, run;
@@ -342,6 +362,7 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
       ->required();
   prune->add_flag("--dry-run", prune_args->dry_run, "Only print what would be deleted");
   prune->callback([=] {
+    if (!apply_s3()) return;
     *exit_code = RunPrune(prune_args->aggregate_dir, prune_args->run, prune_args->keep_last,
                           prune_args->dry_run);
   });
@@ -350,7 +371,10 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
   CLI::App* verify = checkpoint->add_subcommand(
       "verify", "Check files decode with a good checksum; exit 0 only if all do");
   verify->add_option("FILE", *verify_files, "Checkpoint file paths or s3:// URLs")->required();
-  verify->callback([=] { *exit_code = RunVerify(*verify_files); });
+  verify->callback([=] {
+    if (!apply_s3()) return;
+    *exit_code = RunVerify(*verify_files);
+  });
 }
 
 }  // namespace zephon::ctl

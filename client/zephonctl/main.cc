@@ -6,6 +6,8 @@
 //   zephonctl checkpoint ls AGG_DIR [--run RUN] [--json]
 //   zephonctl checkpoint inspect FILE [--json]
 //   zephonctl checkpoint verify FILE...
+//   zephonctl checkpoint prune AGG_DIR --run RUN --keep-last N [--dry-run]
+//     (AGG_DIR and FILE may be s3:// URLs; --s3-endpoint/--s3-region/... or AWS_*)
 //   zephonctl shm ls [--prefix P] [--socket S] [--json]
 //   zephonctl shm gc [--prefix P] [--socket S]
 //

@@ -60,12 +60,9 @@ struct OpenOptions {
   // (zephond's --shard-cache-bytes). Null: each s3:// dataset gets a private
   // memory-only cache.
   std::shared_ptr<storage::ShardCache> shard_cache;
-  // Per-attempt timeout and attempts of S3 requests (zero: S3Store's defaults, 60 s and
-  // 4 attempts). A dead store then fails a read after about attempts x timeout.
-  absl::Duration s3_request_timeout = absl::ZeroDuration();
-  int s3_max_attempts = 0;
-  // Opens the store of "s3://bucket" (tests inject fakes). Null: S3Store with the
-  // settings above; endpoint, region and credentials from the AWS_* environment.
+  // Opens the store of "s3://bucket" (tests inject fakes). Null: S3Store::OpenUrl, so
+  // the process's S3 defaults (storage::SetS3Defaults: zephond's --s3-* flags), then
+  // endpoint, region and credentials from the AWS_* environment and shared files.
   std::function<absl::StatusOr<std::shared_ptr<storage::ObjectStore>>(
       const std::string& bucket_url)>
       open_store;

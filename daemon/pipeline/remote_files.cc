@@ -48,15 +48,10 @@ absl::StatusOr<std::unique_ptr<RemoteDatasetFiles>> RemoteDatasetFiles::Open(
   if (options.open_store) {
     ASSIGN_OR_RETURN(store, options.open_store(bucket_url));
   } else {
-    storage::S3Options s3;
-    s3.bucket = location.bucket;
-    if (options.s3_request_timeout > absl::ZeroDuration()) {
-      s3.request_timeout = options.s3_request_timeout;
-      s3.connect_timeout = std::min(s3.connect_timeout, options.s3_request_timeout);
-    }
-    if (options.s3_max_attempts > 0) s3.max_attempts = options.s3_max_attempts;
+    // Endpoint, region, timeouts and attempts: the process's S3 defaults (zephond's
+    // --s3-* flags), then the AWS_* environment and shared files.
     ASSIGN_OR_RETURN(std::unique_ptr<storage::S3Store> s3_store,
-                     storage::S3Store::Open(std::move(s3)));
+                     storage::S3Store::OpenUrl(bucket_url));
     store_id = absl::StrCat(bucket_url, "@", s3_store->options().endpoint);
     store = std::move(s3_store);
   }

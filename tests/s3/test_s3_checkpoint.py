@@ -7,6 +7,7 @@ failures: bad credentials, a missing bucket, and a store that goes away mid-tran
 give clear errors and leave no partial checkpoint.
 """
 import json
+import os
 import subprocess
 
 import pytest
@@ -22,8 +23,9 @@ PREFIX = "runs/aggregate"
 AGG = f"s3://{BUCKET}/{PREFIX}"
 
 
-def ctl(*args):
-    return subprocess.run([zephonctl_path(), *args], capture_output=True, text=True, timeout=60)
+def ctl(*args, env=None):
+    return subprocess.run([zephonctl_path(), *args], capture_output=True, text=True, timeout=60,
+                          env=env)
 
 
 def s3_get(key, tmp_path):
@@ -98,6 +100,16 @@ def test_zephonctl_reads_what_the_daemon_and_the_aws_sdk_wrote(server, corpus, n
     assert run["checkpoints"][1]["path"] == url
     assert run["checkpoints"][1]["size_bytes"] == len(round1)
 
+    # --s3-endpoint instead of AWS_ENDPOINT_URL (here pointing nowhere: the flag wins).
+    elsewhere = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:1"}
+    by_flag = ctl("checkpoint", "ls", AGG, "--s3-endpoint", server.endpoint, "--s3-attempts",
+                  "1", env=elsewhere)
+    assert by_flag.returncode == 0 and "run ctl" in by_flag.stdout, by_flag.stderr
+    refused = ctl("checkpoint", "ls", AGG, "--s3-attempts", "1", env=elsewhere)
+    assert refused.returncode == 1 and "127.0.0.1:1" in refused.stderr, refused.stderr
+    bad_flag = ctl("checkpoint", "ls", AGG, "--s3-endpoint", "ftp://x")
+    assert bad_flag.returncode == 2 and "--s3-endpoint" in bad_flag.stderr
+
     inspect = ctl("checkpoint", "inspect", url, "--json")
     assert inspect.returncode == 0, inspect.stderr
     assert json.loads(inspect.stdout)["state"]["run_id"] == "ctl"
@@ -135,6 +147,23 @@ def test_bad_credentials_fail_the_leader_attach_naming_the_object(server, corpus
     err = attach_error(corpus, d, AGG)
     assert "HTTP 403" in err and "InvalidAccessKeyId" in err, err
     assert f"s3://{BUCKET}/{PREFIX}/fail/leader" in err, err
+
+
+def test_daemon_s3_flags_beat_the_environment(server, corpus, tmp_path, monkeypatch):
+    from zephond_process import Daemon
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")  # nothing listens there
+    d = Daemon(tmp_path / "flagged", ["--s3-endpoint", server.endpoint, "--s3-attempts", "2"])
+    try:
+        pipe = make_pipe(corpus, d.socket, world=2, rank=0, dp=2, group=0, run_id="flags",
+                         agg=AGG)
+        next(iter(pipe))  # attached: the leader object went to --s3-endpoint
+        pipe.close()
+    finally:
+        assert d.stop() == 0
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    assert s3_has(f"{PREFIX}/flags/leader")
+    with pytest.raises(RuntimeError, match="s3-endpoint"):
+        Daemon(tmp_path / "bad", ["--s3-endpoint", "s3.example.com"])
 
 
 def test_missing_bucket_fails_the_leader_attach_naming_it(server, corpus, nodes):
