@@ -33,3 +33,11 @@ def test_readme_checkpoint_example_runs(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "resumed exactly" in out.stdout
+
+
+def test_every_readme_python_block_compiles():
+    # Blocks past the two runnable examples are fragments (an S3 store, a 64-rank job):
+    # they must at least be valid Python.
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    for i, block in enumerate(blocks):
+        compile(block, f"README.md python block {i}", "exec")
