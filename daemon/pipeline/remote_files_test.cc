@@ -51,21 +51,23 @@ class CountingStore final : public ObjectStore {
     fail_ = std::move(s);
   }
 
-  absl::StatusOr<std::string> Get(const std::string& key) override {
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  const std::string& if_version = "") override {
     {
       absl::MutexLock lock(&mu_);
       ++gets_[key];
     }
-    return inner_->Get(key);
+    return inner_->Get(key, if_version);
   }
   absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
-                                       uint64_t length) override {
+                                       uint64_t length,
+                                       const std::string& if_version = "") override {
     {
       absl::MutexLock lock(&mu_);
       ++ranges_[key];
       if (!fail_.ok()) return fail_;
     }
-    return inner_->GetRange(key, offset, length);
+    return inner_->GetRange(key, offset, length, if_version);
   }
   absl::Status Put(const std::string& key, std::string_view bytes) override {
     return inner_->Put(key, bytes);

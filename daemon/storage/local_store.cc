@@ -147,13 +147,15 @@ absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& 
   return std::unique_ptr<LocalStore>(new LocalStore(std::move(trimmed)));
 }
 
-absl::StatusOr<std::string> LocalStore::Get(const std::string& key) {
+absl::StatusOr<std::string> LocalStore::Get(const std::string& key,
+                                            const std::string& if_version) {
   RETURN_IF_ERROR(ValidateKey(key));
-  return GetRange(key, 0, UINT64_MAX);
+  return GetRange(key, 0, UINT64_MAX, if_version);
 }
 
 absl::StatusOr<std::string> LocalStore::GetRange(const std::string& key, uint64_t offset,
-                                                 uint64_t length) {
+                                                 uint64_t length,
+                                                 const std::string& if_version) {
   RETURN_IF_ERROR(ValidateKey(key));
   const std::string path = PathOf(key);
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -164,12 +166,32 @@ absl::StatusOr<std::string> LocalStore::GetRange(const std::string& key, uint64_
     return absl::FailedPreconditionError(
         absl::StrCat("object path '", path, "' is not a regular file"));
   }
+  // The version of the inode this fd holds: a Put (rename) after this point creates
+  // another inode and cannot change what the preads below see.
+  if (!if_version.empty()) {
+    const std::string found = LocalVersion(st);
+    if (found != if_version) {
+      return VersionMismatchError(absl::StrCat("object '", path, "'"), if_version, found);
+    }
+  }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (offset > size) {
     return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is past the end of '",
                                               path, "' (", size, " bytes)"));
   }
-  return ReadAt(fd.get(), path, offset, std::min(length, size - offset));
+  ASSIGN_OR_RETURN(std::string bytes,
+                   ReadAt(fd.get(), path, offset, std::min(length, size - offset)));
+  if (!if_version.empty()) {
+    // Someone wrote into the file in place (cp over it, not a rename) while we read:
+    // its size or mtime moved, and the bytes may mix two versions.
+    if (::fstat(fd.get(), &st) != 0) return PathError(errno, "cannot stat object", path);
+    const std::string after = LocalVersion(st);
+    if (after != if_version) {
+      return VersionMismatchError(absl::StrCat("object '", path, "'"), if_version, after,
+                                  "rewritten in place while it was read");
+    }
+  }
+  return bytes;
 }
 
 absl::Status LocalStore::Put(const std::string& key, std::string_view bytes) {

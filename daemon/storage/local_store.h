@@ -38,9 +38,18 @@ class LocalStore final : public ObjectStore {
 
   const std::string& root() const { return root_; }
 
-  absl::StatusOr<std::string> Get(const std::string& key) override;
+  // Conditional reads (if_version non-empty) compare the version ("<size>-<mtime
+  // ns>-<inode>", as Head reports it) of the file they opened, from that same fd, before
+  // reading; the fd pins the inode, so a Put (rename) racing the read cannot mix
+  // versions. The fd is stat'ed again after the read, so a writer rewriting the file in
+  // place (same inode) during the read also fails with VersionMismatchError when it
+  // moved the size or mtime (best effort: mtime ticks at the kernel's coarse clock).
+  // Errors name the path.
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  const std::string& if_version = "") override;
   absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
-                                       uint64_t length) override;
+                                       uint64_t length,
+                                       const std::string& if_version = "") override;
   absl::Status Put(const std::string& key, std::string_view bytes) override;
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override;
   absl::Status Delete(const std::string& key) override;

@@ -1,6 +1,7 @@
 #include "daemon/storage/local_store.h"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -102,6 +103,70 @@ TEST_F(LocalStoreTest, VersionChangesWhenTheObjectIsReplaced) {
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].version, store_->Head("v")->version);
+}
+
+TEST_F(LocalStoreTest, ConditionalReadsOfTheCurrentVersionReturnTheBytes) {
+  ASSERT_TRUE(store_->Put("c/obj", "0123456789").ok());
+  const std::string v = store_->Head("c/obj")->version;
+  EXPECT_EQ(*store_->Get("c/obj", v), "0123456789");
+  EXPECT_EQ(*store_->GetRange("c/obj", 2, 3, v), "234");
+  EXPECT_EQ(*store_->GetRange("c/obj", 8, 100, v), "89");
+  EXPECT_EQ(*store_->GetRange("c/obj", 10, 5, v), "");
+  EXPECT_EQ(store_->GetRange("c/obj", 11, 1, v).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(store_->Get("c/missing", v).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(LocalStoreTest, AReplacedObjectFailsConditionalReadsNamingThePath) {
+  ASSERT_TRUE(store_->Put("c/obj", "old bytes!").ok());
+  const std::string v1 = store_->Head("c/obj")->version;
+  ASSERT_TRUE(store_->Put("c/obj", "new bytes!").ok());  // same size, new inode
+  const std::string v2 = store_->Head("c/obj")->version;
+  ASSERT_NE(v1, v2);
+  for (const absl::Status& s : {store_->GetRange("c/obj", 0, 4, v1).status(),
+                                store_->Get("c/obj", v1).status(),
+                                // The version is checked before the offset.
+                                store_->GetRange("c/obj", 50, 1, v1).status()}) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_TRUE(IsVersionMismatch(s)) << s;
+    EXPECT_EQ(VersionMismatchFound(s), v2) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), root_ + "/c/obj")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "changed")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("expected version '", v1, "'")))
+        << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("found '", v2, "'"))) << s;
+  }
+  // An empty if_version is an unconditional read of whatever is there now.
+  EXPECT_EQ(*store_->GetRange("c/obj", 0, 3, ""), "new");
+  EXPECT_EQ(*store_->GetRange("c/obj", 0, 3), "new");
+  EXPECT_EQ(*store_->Get("c/obj", v2), "new bytes!");
+}
+
+TEST_F(LocalStoreTest, AnObjectRewrittenInPlaceFailsConditionalReads) {
+  // `cp new old` keeps the inode: the size (and mtime) in the version still move.
+  ASSERT_TRUE(store_->Put("c/inplace", "0123456789").ok());
+  const std::string v1 = store_->Head("c/inplace")->version;
+  const std::string path = root_ + "/c/inplace";
+  struct stat before;
+  ASSERT_EQ(stat(path.c_str(), &before), 0);
+  FILE* f = fopen(path.c_str(), "w");  // truncates in place
+  ASSERT_NE(f, nullptr);
+  fputs("shorter", f);
+  fclose(f);
+  struct stat after;
+  ASSERT_EQ(stat(path.c_str(), &after), 0);
+  ASSERT_EQ(before.st_ino, after.st_ino);
+  const absl::Status s = store_->GetRange("c/inplace", 0, 4, v1).status();
+  EXPECT_TRUE(IsVersionMismatch(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+}
+
+TEST_F(LocalStoreTest, OtherFailedPreconditionsAreNotVersionMismatches) {
+  ASSERT_TRUE(store_->Put("dir/child", "x").ok());
+  const absl::Status s = store_->GetRange("dir", 0, 1, "1-2-3").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;  // not a regular file
+  EXPECT_FALSE(IsVersionMismatch(s)) << s;
+  EXPECT_EQ(VersionMismatchFound(s), "");
 }
 
 TEST_F(LocalStoreTest, ListIsRecursiveSortedAndPrefixFiltered) {

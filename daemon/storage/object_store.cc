@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -17,7 +18,34 @@ constexpr char kFileScheme[] = "file://";
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
+// Status payload of VersionMismatchError; its value is the found version.
+constexpr char kVersionMismatchUrl[] = "type.zephon.dev/storage.VersionMismatch";
+
 }  // namespace
+
+absl::Status VersionMismatchError(absl::string_view object, absl::string_view expected,
+                                  absl::string_view found, absl::string_view detail) {
+  std::string msg = absl::StrCat(object, " changed: expected version '", expected, "', ");
+  if (found.empty()) {
+    absl::StrAppend(&msg, "the store holds another version");
+  } else {
+    absl::StrAppend(&msg, "found '", found, "'");
+  }
+  if (!detail.empty()) absl::StrAppend(&msg, " (", detail, ")");
+  absl::Status status = absl::FailedPreconditionError(msg);
+  status.SetPayload(kVersionMismatchUrl, absl::Cord(found));
+  return status;
+}
+
+bool IsVersionMismatch(const absl::Status& status) {
+  return absl::IsFailedPrecondition(status) &&
+         status.GetPayload(kVersionMismatchUrl).has_value();
+}
+
+std::string VersionMismatchFound(const absl::Status& status) {
+  if (!IsVersionMismatch(status)) return "";
+  return std::string(*status.GetPayload(kVersionMismatchUrl));
+}
 
 absl::Status ValidateKey(const std::string& key) {
   if (key.empty()) return absl::InvalidArgumentError("object key is empty");

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace zephon::storage {
@@ -39,14 +40,29 @@ class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
 
+  // Conditional reads. Get and GetRange take an optional `if_version`, an
+  // ObjectInfo::version seen earlier (Head, List). "" reads whatever the object holds
+  // now. Otherwise the read is atomic with the check: when the object's current version
+  // differs, no bytes come back and the call fails with VersionMismatchError
+  // (FAILED_PRECONDITION naming the object, "changed", the expected version and the
+  // found one when the store knows it; IsVersionMismatch() is true for it). S3Store sends
+  // If-Match; LocalStore compares the version of the file it opened before reading it.
+  // The version check comes before OUT_OF_RANGE, so a replaced, shorter object reports
+  // the change, not the offset. A missing object is NOT_FOUND either way.
+  //
+  // Overrides repeat the default `if_version = ""` (a default argument on a virtual
+  // binds statically; every implementation must agree on it).
+
   // The whole object. NOT_FOUND if `key` does not exist; other errors name the object.
-  virtual absl::StatusOr<std::string> Get(const std::string& key) = 0;
+  virtual absl::StatusOr<std::string> Get(const std::string& key,
+                                          const std::string& if_version = "") = 0;
 
   // Bytes [offset, offset + length) of the object, truncated at its end (so fewer
   // than `length` bytes come back only at the end). OUT_OF_RANGE if offset > size;
   // offset == size gives "". NOT_FOUND if `key` does not exist.
   virtual absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
-                                               uint64_t length) = 0;
+                                               uint64_t length,
+                                               const std::string& if_version = "") = 0;
 
   // Creates or atomically replaces the whole object. On error the previous object (if
   // any) is unchanged and no partial object is visible.
@@ -85,6 +101,22 @@ absl::StatusOr<S3Location> ParseS3Url(const std::string& url);
 
 // OK iff `key` is a valid object key (see the file comment). The message names `key`.
 absl::Status ValidateKey(const std::string& key);
+
+// The error of a conditional read (if_version above) whose object is at another
+// version: FAILED_PRECONDITION "<object> changed: expected version '<expected>', found
+// '<found>'" (when `found` is "": "..., the store holds another version"), then
+// " (<detail>)" when `detail` is not empty. `object` names it (path or URL). The status
+// carries a payload that IsVersionMismatch recognises and VersionMismatchFound reads
+// (Status::ToString shows it; print message() or kWithNoExtraData to users).
+absl::Status VersionMismatchError(absl::string_view object, absl::string_view expected,
+                                  absl::string_view found, absl::string_view detail = "");
+
+// True iff `status` came from VersionMismatchError (other FAILED_PRECONDITIONs, e.g. a
+// missing S3 bucket, are not version mismatches).
+bool IsVersionMismatch(const absl::Status& status);
+
+// The `found` version of a VersionMismatchError ("" when unknown or not a mismatch).
+std::string VersionMismatchFound(const absl::Status& status);
 
 }  // namespace zephon::storage
 

@@ -118,6 +118,19 @@ std::string HeaderValue(const HeaderList& headers, absl::string_view name) {
   return "";
 }
 
+// An ObjectInfo::version (the ETag without quotes) as S3 compares it in If-Match: in
+// double quotes. Tolerates a version that still has its quotes.
+std::string QuotedEtag(absl::string_view version) {
+  return absl::StrCat("\"", absl::StripSuffix(absl::StripPrefix(version, "\""), "\""),
+                      "\"");
+}
+
+// The ETag header of a response without its quotes ("" when absent), as Head reports it.
+std::string ResponseVersion(const HeaderList& headers) {
+  return std::string(absl::StripSuffix(
+      absl::StripPrefix(HeaderValue(headers, "etag"), "\""), "\""));
+}
+
 struct CurlDeleter {
   void operator()(CURL* c) const { curl_easy_cleanup(c); }
 };
@@ -379,19 +392,47 @@ absl::Status S3Store::HttpError(const Request& req, const Response& resp) const 
   return absl::FailedPreconditionError(msg);
 }
 
-absl::StatusOr<std::string> S3Store::Get(const std::string& key) {
+absl::Status S3Store::CheckVersion(const Request& req, const Response& resp,
+                                   const std::string& if_version) const {
+  if (if_version.empty()) return absl::OkStatus();
+  const std::string expected(absl::StripSuffix(absl::StripPrefix(if_version, "\""), "\""));
+  if (resp.status == 412) {  // S3 evaluated If-Match: the object has another ETag now
+    return VersionMismatchError(Describe(req.full_key), expected, "",
+                                HttpError(req, resp).message());
+  }
+  // A server that ignores If-Match (s3rver 3.7 does) still sends the ETag of the bytes
+  // it returned; a different one means those bytes belong to another version.
+  const std::string found = ResponseVersion(resp.headers);
+  if ((resp.status == 200 || resp.status == 206) && !found.empty() && found != expected) {
+    return VersionMismatchError(
+        Describe(req.full_key), expected, found,
+        absl::StrCat("S3 ", req.op, " via ", options_.endpoint, ": the server ignored If-Match"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> S3Store::Get(const std::string& key,
+                                         const std::string& if_version) {
   RETURN_IF_ERROR(ValidateKey(key));
-  const Request req{"GET", FullKey(key), {}, {}, {}};
+  Request req{"GET", FullKey(key), {}, {}, {}};
+  if (!if_version.empty()) req.headers.emplace_back("if-match", QuotedEtag(if_version));
   ASSIGN_OR_RETURN(Response resp, Send(req));
+  RETURN_IF_ERROR(CheckVersion(req, resp, if_version));
   if (resp.status != 200) return HttpError(req, resp);
   return std::move(resp.body);
 }
 
 absl::StatusOr<std::string> S3Store::GetRange(const std::string& key, uint64_t offset,
-                                              uint64_t length) {
+                                              uint64_t length, const std::string& if_version) {
   RETURN_IF_ERROR(ValidateKey(key));
+  // No bytes to fetch (length 0) or none at `offset` (416): the answer is "" or
+  // OUT_OF_RANGE, from the object's size, after the version check.
   auto empty_or_out_of_range = [&]() -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(ObjectInfo info, Head(key));
+    const std::string expected(absl::StripSuffix(absl::StripPrefix(if_version, "\""), "\""));
+    if (!expected.empty() && info.version != expected) {
+      return VersionMismatchError(Describe(FullKey(key)), expected, info.version);
+    }
     if (offset > info.size) {
       return absl::OutOfRangeError(absl::StrCat("range offset ", offset, " is past the end of ",
                                                 Describe(FullKey(key)), " (", info.size,
@@ -401,9 +442,11 @@ absl::StatusOr<std::string> S3Store::GetRange(const std::string& key, uint64_t o
   };
   if (length == 0) return empty_or_out_of_range();
   const uint64_t last = length - 1 > UINT64_MAX - offset ? UINT64_MAX : offset + length - 1;
-  const Request req{
+  Request req{
       "GET", FullKey(key), {}, {{"range", absl::StrCat("bytes=", offset, "-", last)}}, {}};
+  if (!if_version.empty()) req.headers.emplace_back("if-match", QuotedEtag(if_version));
   ASSIGN_OR_RETURN(Response resp, Send(req));
+  RETURN_IF_ERROR(CheckVersion(req, resp, if_version));
   if (resp.status == 206) return std::move(resp.body);
   if (resp.status == 416) return empty_or_out_of_range();
   if (resp.status == 200) {  // the server ignored Range: cut locally

@@ -34,8 +34,10 @@
 //   404 NoSuchKey -> NOT_FOUND; NoSuchBucket -> FAILED_PRECONDITION (not NOT_FOUND, so a
 //   missing bucket is never mistaken for a missing key); 403 -> PERMISSION_DENIED;
 //   BadDigest / XAmzContentSHA256Mismatch -> DATA_LOSS (after the last attempt);
-//   other 4xx -> INVALID_ARGUMENT / FAILED_PRECONDITION; 5xx and connection errors after
-//   the last attempt -> UNAVAILABLE; timeouts -> DEADLINE_EXCEEDED. Transport errors say
+//   412 PreconditionFailed of a conditional read -> FAILED_PRECONDITION
+//   (VersionMismatchError: the object changed); other 4xx -> INVALID_ARGUMENT /
+//   FAILED_PRECONDITION; 5xx and connection errors after the last attempt ->
+//   UNAVAILABLE; timeouts -> DEADLINE_EXCEEDED. Transport errors say
 //   what happened ("the server closed the connection before the whole body arrived")
 //   with curl's own detail, and for a PUT how many body bytes were sent.
 //
@@ -97,9 +99,15 @@ class S3Store final : public ObjectStore {
 
   const S3Options& options() const { return options_; }
 
-  absl::StatusOr<std::string> Get(const std::string& key) override;
+  // Conditional reads (if_version non-empty) send If-Match: "<etag>"; S3's 412
+  // PreconditionFailed becomes VersionMismatchError naming s3://bucket/key. A server
+  // that ignores If-Match (s3rver 3.7) is caught by comparing the ETag of its 200/206
+  // response with if_version; either way no bytes of another version come back.
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  const std::string& if_version = "") override;
   absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
-                                       uint64_t length) override;
+                                       uint64_t length,
+                                       const std::string& if_version = "") override;
   absl::Status Put(const std::string& key, std::string_view bytes) override;
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override;
   absl::Status Delete(const std::string& key) override;
@@ -118,6 +126,10 @@ class S3Store final : public ObjectStore {
   absl::StatusOr<Response> SendOnce(const Request& request) const;
   // The Status for a non-2xx `response` to `request`.
   absl::Status HttpError(const Request& request, const Response& response) const;
+  // VersionMismatchError when `response` to a conditional GET is 412, or a 200/206 whose
+  // ETag is not `if_version`; OK otherwise (and always when `if_version` is "").
+  absl::Status CheckVersion(const Request& request, const Response& response,
+                            const std::string& if_version) const;
 
   std::string FullKey(const std::string& key) const;
   std::string Describe(const std::string& full_key) const;  // "s3://bucket/key"

@@ -6,11 +6,14 @@
 //   s3_tool [flags] put LOCAL_FILE s3://bucket/key
 //   s3_tool [flags] get s3://bucket/key LOCAL_FILE|-
 //   s3_tool [flags] range s3://bucket/key OFFSET LENGTH LOCAL_FILE|-
-//   s3_tool [flags] head s3://bucket/key          prints "SIZE<TAB>MTIME"
+//   s3_tool [flags] head s3://bucket/key          prints "SIZE<TAB>MTIME<TAB>ETAG"
 //   s3_tool [flags] list s3://bucket[/prefix]     prints "SIZE<TAB>MTIME<TAB>KEY" lines
 //   s3_tool [flags] delete s3://bucket/key
 // Flags: --endpoint=URL --region=R --path-style --virtual-host --page-size=N
 //        --connect-timeout-ms=N --timeout-ms=N --attempts=N
+//        --if-version=ETAG  (get, range) a conditional read: If-Match "ETAG" (the ETag
+//                           as head prints it, without quotes); FAILED_PRECONDITION
+//                           naming the object when it has another version
 // Exit status: 0 on success, 1 on an S3 or file error (the status on stderr, e.g.
 // "UNAVAILABLE: ... (after 3 attempts)" or "DATA_LOSS: ... BadDigest"), 2 on usage.
 #include <cstdint>
@@ -36,6 +39,7 @@ constexpr char kUsage[] =
     "usage: s3_tool [--endpoint=URL] [--region=R] [--path-style|--virtual-host]\n"
     "               [--page-size=N] [--connect-timeout-ms=N] [--timeout-ms=N] "
     "[--attempts=N]\n"
+    "               [--if-version=ETAG]\n"
     "               put LOCAL s3://b/k | get s3://b/k LOCAL|- |\n"
     "               range s3://b/k OFFSET LENGTH LOCAL|- | head s3://b/k |\n"
     "               list s3://b[/prefix] | delete s3://b/k\n";
@@ -71,7 +75,8 @@ std::string Iso8601(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
 }
 
-absl::Status Run(S3Options options, const std::vector<std::string>& args) {
+absl::Status Run(S3Options options, const std::string& if_version,
+                 const std::vector<std::string>& args) {
   const std::string& cmd = args[0];
   const std::string& url = (cmd == "put") ? args[2] : args[1];
   absl::StatusOr<S3Location> loc = ParseS3Url(url);
@@ -94,7 +99,7 @@ absl::Status Run(S3Options options, const std::vector<std::string>& args) {
     return s.Put(loc->key, bytes);
   }
   if (cmd == "get") {
-    absl::StatusOr<std::string> bytes = s.Get(loc->key);
+    absl::StatusOr<std::string> bytes = s.Get(loc->key, if_version);
     return bytes.ok() ? WriteOut(args[2], *bytes) : bytes.status();
   }
   if (cmd == "range") {
@@ -102,13 +107,13 @@ absl::Status Run(S3Options options, const std::vector<std::string>& args) {
     if (!absl::SimpleAtoi(args[2], &offset) || !absl::SimpleAtoi(args[3], &length)) {
       return absl::InvalidArgumentError("range: OFFSET and LENGTH must be integers");
     }
-    absl::StatusOr<std::string> bytes = s.GetRange(loc->key, offset, length);
+    absl::StatusOr<std::string> bytes = s.GetRange(loc->key, offset, length, if_version);
     return bytes.ok() ? WriteOut(args[4], *bytes) : bytes.status();
   }
   if (cmd == "head") {
     absl::StatusOr<ObjectInfo> info = s.Head(loc->key);
     if (!info.ok()) return info.status();
-    std::cout << info->size << "\t" << Iso8601(info->mtime) << "\n";
+    std::cout << info->size << "\t" << Iso8601(info->mtime) << "\t" << info->version << "\n";
     return absl::OkStatus();
   }
   return s.Delete(loc->key);  // "delete"
@@ -116,6 +121,7 @@ absl::Status Run(S3Options options, const std::vector<std::string>& args) {
 
 int Main(int argc, char** argv) {
   S3Options options;
+  std::string if_version;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
@@ -127,6 +133,9 @@ int Main(int argc, char** argv) {
       options.endpoint = std::string(a);
     } else if (absl::ConsumePrefix(&a, "--region=")) {
       options.region = std::string(a);
+    } else if (absl::ConsumePrefix(&a, "--if-version=")) {
+      if_version = std::string(a);
+      if (if_version.empty()) return Usage("--if-version needs an ETag");
     } else if (a == "--path-style") {
       options.path_style = true;
     } else if (a == "--virtual-host") {
@@ -153,9 +162,14 @@ int Main(int argc, char** argv) {
                                                                         : 0;
   if (want == 0) return Usage(absl::StrCat("unknown command '", cmd, "'"));
   if (args.size() != want) return Usage(absl::StrCat("wrong arguments for '", cmd, "'"));
-  const absl::Status st = Run(std::move(options), args);
+  if (!if_version.empty() && cmd != "get" && cmd != "range") {
+    return Usage(absl::StrCat("--if-version applies to get and range, not '", cmd, "'"));
+  }
+  const absl::Status st = Run(std::move(options), if_version, args);
   if (!st.ok()) {
-    std::cerr << "s3_tool " << cmd << ": " << st << "\n";
+    // Without payloads (a version mismatch carries one for IsVersionMismatch).
+    std::cerr << "s3_tool " << cmd << ": "
+              << st.ToString(absl::StatusToStringMode::kWithNoExtraData) << "\n";
     return 1;
   }
   return 0;

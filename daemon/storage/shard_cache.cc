@@ -461,8 +461,21 @@ absl::StatusOr<std::string> ShardCache::Download(ObjectStore& store, const Remot
       whole ? object.url
             : absl::StrCat("block ", block, " (bytes [", offset, ", ", offset + length,
                            ")) of ", object.url);
-  absl::StatusOr<std::string> bytes =
-      whole ? store.Get(info.key) : store.GetRange(info.key, offset, length);
+  // With a version, the read is conditional (If-Match on S3, the opened file's version
+  // locally): the store fails it instead of returning bytes of a replaced object, in
+  // the same request, so a block never mixes two objects.
+  const std::string if_version = options_.verify_version ? info.version : std::string();
+  absl::StatusOr<std::string> bytes = whole ? store.Get(info.key, if_version)
+                                            : store.GetRange(info.key, offset, length, if_version);
+  if (!bytes.ok() && IsVersionMismatch(bytes.status())) {
+    const std::string found = VersionMismatchFound(bytes.status());
+    return absl::FailedPreconditionError(absl::StrCat(
+        object.url, " changed since the dataset was opened (version '", info.version, "', ",
+        info.size, " bytes then; ",
+        found.empty() ? std::string("another version") : absl::StrCat("version '", found, "'"),
+        " now): its cached bytes would mix two objects; restart the pipeline to read the new "
+        "object"));
+  }
   if (!bytes.ok()) {
     // Short: this message may end up in a ring's 256-byte poison reason. The store's
     // own message usually names the URL already.
@@ -474,25 +487,12 @@ absl::StatusOr<std::string> ShardCache::Download(ObjectStore& store, const Remot
     return absl::Status(bytes.status().code(),
                         where.empty() ? std::string(cause) : absl::StrCat(where, ": ", cause));
   }
+  // Stores without versions (and verify_version = false) only have the length to go by.
   if (bytes->size() != length) {
     return absl::DataLossError(absl::StrCat(
         "reading ", what, ": the store returned ", bytes->size(), " bytes, expected ", length,
         ": the object changed since the dataset was opened (it had ", info.size,
         " bytes then); restart the pipeline to read the new object"));
-  }
-  if (options_.verify_version && !info.version.empty()) {
-    absl::StatusOr<ObjectInfo> now = store.Head(info.key);
-    if (!now.ok()) {
-      return absl::Status(now.status().code(), absl::StrCat("checking the version of ", what,
-                                                            ": ", now.status().message()));
-    }
-    if (now->version != info.version || now->size != info.size) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          object.url, " changed since the dataset was opened (version '", info.version, "', ",
-          info.size, " bytes then; version '", now->version, "', ", now->size,
-          " bytes now): its cached bytes would mix two objects; restart the pipeline to "
-          "read the new object"));
-    }
   }
   return std::move(bytes).value();
 }

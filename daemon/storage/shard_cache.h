@@ -5,10 +5,13 @@
 //
 // Blocks. An object of at most `block_bytes` is one whole-object entry (one GET); a
 // larger object is cut into fixed `block_bytes` blocks (ranged GETs; the last block is
-// shorter). Every download is checked against the length the object had when the dataset
-// was opened (RemoteObject), and, with verify_version, the object's version is re-read
-// (HEAD) after the download, so an object replaced mid-run fails with an error ("changed
-// since the dataset was opened") instead of serving a mix of old and new bytes.
+// shorter). With verify_version and an object version (S3 ETag, local size-mtime-inode),
+// every download is a conditional read of the version the dataset saw at open
+// (RemoteObject; ObjectStore's if_version: If-Match on S3), so one request fetches a
+// block and checks its version atomically, and an object replaced mid-run fails with an
+// error ("changed since the dataset was opened") instead of serving a mix of old and new
+// bytes. Every download is also checked against the length the object had at open, the
+// only check left for stores without versions.
 //
 // Identity. An entry is named by SHA-256 of (store id, key, version, size, block), so a
 // changed object (new ETag / size-mtime-inode) never hits the old object's entries.
@@ -67,7 +70,8 @@ struct ShardCacheOptions {
   uint64_t block_bytes = uint64_t{8} << 20;
   // Byte limit of the in-memory entries when there is no disk cache.
   uint64_t memory_bytes = uint64_t{64} << 20;
-  // Re-read the object's version (HEAD) after every download and fail on a change.
+  // Download blocks with a conditional read of the version seen at open (if_version;
+  // no extra request) and fail on a change. false: only the length is checked.
   bool verify_version = true;
   // Longest wait for another reader's download of the same block.
   absl::Duration wait_timeout = absl::Minutes(10);
@@ -125,7 +129,8 @@ class ShardCache {
   // Errors (each names the object's URL and block): OUT_OF_RANGE when the range passes
   // object.info.size; the store's error for a failed download (S3Store's name bucket,
   // key and HTTP status); DATA_LOSS when the store returns another length than the
-  // object had at open; FAILED_PRECONDITION when its version changed since open;
+  // object had at open; FAILED_PRECONDITION ("changed since the dataset was opened")
+  // when the store reports another version than the one seen at open;
   // DEADLINE_EXCEEDED after wait_timeout spent waiting for another reader's download.
   // The caller's reaction: the dataset is unreadable as opened; fail the pipeline.
   absl::Status Read(ObjectStore& store, const RemoteObject& object, uint64_t offset,

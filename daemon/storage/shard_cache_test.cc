@@ -24,6 +24,7 @@ namespace zephon::storage {
 namespace {
 
 // An in-memory store that counts calls, can hold GETs until released and can fail.
+// Conditional reads (if_version) fail with VersionMismatchError, as the real stores do.
 class FakeStore final : public ObjectStore {
  public:
   void Set(const std::string& key, std::string bytes, std::string version) {
@@ -46,16 +47,19 @@ class FakeStore final : public ObjectStore {
   int gets() const { return gets_.load(); }
   int ranges() const { return ranges_.load(); }
   int heads() const { return heads_.load(); }
+  int conditional() const { return conditional_.load(); }  // reads with an if_version
   int waiting() const { return waiting_.load(); }
 
-  absl::StatusOr<std::string> Get(const std::string& key) override {
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  const std::string& if_version = "") override {
     ++gets_;
-    return Read(key, 0, UINT64_MAX);
+    return Read(key, 0, UINT64_MAX, if_version);
   }
   absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
-                                       uint64_t length) override {
+                                       uint64_t length,
+                                       const std::string& if_version = "") override {
     ++ranges_;
-    return Read(key, offset, length);
+    return Read(key, offset, length, if_version);
   }
   absl::Status Put(const std::string&, std::string_view) override {
     return absl::UnimplementedError("read-only fake");
@@ -83,7 +87,9 @@ class FakeStore final : public ObjectStore {
     std::string bytes;
     std::string version;
   };
-  absl::StatusOr<std::string> Read(const std::string& key, uint64_t offset, uint64_t length) {
+  absl::StatusOr<std::string> Read(const std::string& key, uint64_t offset, uint64_t length,
+                                   const std::string& if_version) {
+    if (!if_version.empty()) ++conditional_;
     ++waiting_;
     {
       absl::MutexLock lock(&mu_);
@@ -94,6 +100,10 @@ class FakeStore final : public ObjectStore {
     if (!fail_.ok()) return fail_;
     auto it = objects_.find(key);
     if (it == objects_.end()) return absl::NotFoundError(absl::StrCat("no object ", key));
+    if (!if_version.empty() && it->second.version != if_version) {
+      return VersionMismatchError(absl::StrCat("fake object ", key), if_version,
+                                  it->second.version);
+    }
     const std::string& b = it->second.bytes;
     if (offset > b.size()) return absl::OutOfRangeError("offset");
     return b.substr(offset, length);
@@ -103,7 +113,7 @@ class FakeStore final : public ObjectStore {
   std::map<std::string, Object> objects_ ABSL_GUARDED_BY(mu_);
   bool gate_open_ ABSL_GUARDED_BY(mu_) = true;
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
-  std::atomic<int> gets_{0}, ranges_{0}, heads_{0}, waiting_{0};
+  std::atomic<int> gets_{0}, ranges_{0}, heads_{0}, conditional_{0}, waiting_{0};
 };
 
 std::string Pattern(size_t n, int seed) {
@@ -443,10 +453,62 @@ TEST(ShardCacheTest, AnObjectReplacedAfterOpenFailsInsteadOfMixingBytes) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "changed since the dataset was opened")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "fake://store/m.bin")) << s;
-  store.Set("m.bin", Pattern(2200, 15), "etag-3");  // shorter now: block 2 comes back short
+  EXPECT_TRUE(absl::StrContains(s.message(), "version 'etag-1', 3000 bytes then")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "version 'etag-2' now")) << s;
+  // Shorter now: the conditional read fails on the version before any length check.
+  store.Set("m.bin", Pattern(2200, 15), "etag-3");
   s = cache->Read(store, opened, 2500, 10, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "changed since the dataset was opened")) << s;
+  EXPECT_EQ(store.heads(), 1);  // Obj() only: the checks rode on the GETs
+  EXPECT_EQ(cache->Stats().entries, 1u);  // nothing of the new object was cached
+}
+
+TEST(ShardCacheTest, ABlockIsOneConditionalGetWithoutAHead) {
+  FakeStore store;
+  store.Set("big.bin", Pattern(2500, 20), "etag-big");
+  store.Set("small.bin", Pattern(100, 21), "etag-small");
+  auto cache = MakeCache(TempDir("conditional"), 1 << 20, 1000);
+  const RemoteObject big = Obj(store, "big.bin");
+  const RemoteObject small = Obj(store, "small.bin");
+  const int heads_at_open = store.heads();
+  EXPECT_EQ(ReadAll(*cache, store, big, 0, 2500), Pattern(2500, 20));
+  EXPECT_EQ(ReadAll(*cache, store, small, 0, 100), Pattern(100, 21));
+  EXPECT_EQ(store.ranges(), 3);       // one GET per block...
+  EXPECT_EQ(store.gets(), 1);         // ...and one for the whole small object
+  EXPECT_EQ(store.conditional(), 4);  // each carrying the version seen at open
+  EXPECT_EQ(store.heads() - heads_at_open, 0);
+}
+
+TEST(ShardCacheTest, WithoutVerifyVersionReadsAreUnconditional) {
+  FakeStore store;
+  store.Set("u.bin", Pattern(2000, 22), "etag-1");
+  ShardCacheOptions options;
+  options.dir = TempDir("unverified");
+  options.block_bytes = 1000;
+  options.verify_version = false;
+  auto cache = ShardCache::Create(options).value();
+  const RemoteObject opened = Obj(store, "u.bin");
+  ReadAll(*cache, store, opened, 0, 10);
+  store.Set("u.bin", Pattern(2000, 23), "etag-2");  // same size: only a version check sees it
+  EXPECT_EQ(ReadAll(*cache, store, opened, 1500, 10), Pattern(2000, 23).substr(1500, 10));
+  EXPECT_EQ(store.conditional(), 0);
+  EXPECT_EQ(store.heads(), 1);  // Obj() only
+}
+
+TEST(ShardCacheTest, AStoreWithoutVersionsStillCatchesAChangedLength) {
+  FakeStore store;
+  store.Set("n.bin", Pattern(3000, 24), "");  // no version: nothing to make reads conditional
+  auto cache = MakeCache(TempDir("noversion"), 1 << 20, 1000);
+  const RemoteObject opened = Obj(store, "n.bin");
+  ReadAll(*cache, store, opened, 0, 10);
+  store.Set("n.bin", Pattern(2200, 25), "");  // shorter now: block 2 comes back short
+  std::string out(10, '\0');
+  const absl::Status s = cache->Read(store, opened, 2500, 10, out.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "returned 200 bytes, expected 1000")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "changed since the dataset was opened")) << s;
+  EXPECT_EQ(store.conditional(), 0);
 }
 
 TEST(ShardCacheTest, WithoutADiskCacheBlocksStayInMemoryAndAreFetchedOnce) {
