@@ -20,6 +20,8 @@ constexpr absl::Duration kRendezvousPoll = absl::Milliseconds(100);
 constexpr int kSameLeaderAttempts = 4;
 constexpr absl::Duration kRetryPause = absl::Milliseconds(250);
 constexpr size_t kMaxCachedClients = 16;
+constexpr size_t kMaxKnownLeaders = 1024;  // runs this daemon checkpointed recently
+constexpr absl::Duration kKnownLeaderReadBudget = absl::Seconds(5);
 
 // Errors of the rendezvous read that may clear up by waiting: the leader has not written
 // the file yet, or the store is briefly unreachable. Anything else (refused credentials,
@@ -39,14 +41,25 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& ide
         "this run has no aggregate_dir and no leader_address: the daemon of global_rank 0 "
         "cannot be found");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
-                   checkpoint::AggregateDir::Open(identity.aggregate_dir));
   const std::string cache_key = absl::StrCat(identity.aggregate_dir, "\n", identity.run_id);
+  bool known = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = known_leaders_.find(cache_key);
+    known = it != known_leaders_.end() && it->second != not_this;
+  }
   absl::Status last;
   while (true) {
+    // Every read is bounded by what is left of the deadline; with a leader to fall back
+    // on, by kKnownLeaderReadBudget, so a hanging store leaves time for the report.
+    absl::Duration budget = std::max(deadline - absl::Now(), absl::Seconds(1));
+    if (known) budget = std::min(budget, kKnownLeaderReadBudget);
+    ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
+                     checkpoint::AggregateDir::Open(identity.aggregate_dir, budget));
     absl::StatusOr<std::string> address = aggregate->ReadLeader(identity.run_id);
     if (address.ok() && *address != not_this) {
       absl::MutexLock lock(&mu_);
+      if (known_leaders_.size() >= kMaxKnownLeaders) known_leaders_.clear();
       known_leaders_[cache_key] = *address;
       return address;
     }
@@ -130,6 +143,10 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
         report.run_id(), identity.global_rank, report.round(), *address,
         result.status().ToString());
     dead = *address;
+    // Its channel may sit in gRPC's reconnect backoff for minutes: a leader that comes
+    // back at this address must get a fresh channel.
+    absl::MutexLock lock(&mu_);
+    clients_.erase(dead);
   }
 }
 

@@ -35,7 +35,8 @@ class CheckpointRouter {
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
                                                  const RankIdentity& identity, bool leads,
-                                                 absl::Time deadline) const;
+                                                 absl::Time deadline) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // The leader's address: the explicit option, else the rendezvous file (polled until it
@@ -43,11 +44,12 @@ class CheckpointRouter {
   // while the store is unreachable, the address last read for the run).
   // `not_this` skips an address already found dead.
   absl::StatusOr<std::string> FindLeader(const RankIdentity& identity, absl::Time deadline,
-                                         const std::string& not_this) const;
+                                         const std::string& not_this) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The cached client for `address` (created on first use).
   absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> ClientFor(
-      const std::string& address) const;
+      const std::string& address) const ABSL_LOCKS_EXCLUDED(mu_);
 
   checkpoint::RoundAggregator* const aggregator_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;

@@ -219,7 +219,7 @@ absl::Status RingWriter::NotReadyStatus() const {
       return absl::OkStatus();
     case RingState::kPoisoned:
       return absl::CancelledError(absl::StrCat("ring ", name(), " is poisoned: rank ",
-                                               h->poison_rank, ": ", h->poison_reason));
+                                               h->poison_rank, ": ", h->poison_detail));
     case RingState::kClosed:
       return absl::CancelledError(absl::StrCat("ring ", name(), " is closed"));
     default:

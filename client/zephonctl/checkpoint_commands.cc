@@ -62,7 +62,8 @@ Checked Check(const std::string& location) {
 
 struct RunListing {
   std::string run_id;
-  std::string leader;  // address from the leader file, empty when none
+  std::string leader;        // address from the leader file, empty when none
+  std::string leader_error;  // why a leader file that exists could not be read
   std::vector<std::pair<uint64_t, Checked>> files;  // by round
 };
 
@@ -85,36 +86,53 @@ absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> OpenForReading(
   return checkpoint::AggregateDir::Open(aggregate_dir);
 }
 
+// The run's listing; `entry` holds what a listing of the store found for it.
+RunListing Describe(checkpoint::AggregateDir& agg, checkpoint::RunEntry entry) {
+  RunListing run;
+  run.run_id = entry.run_id;
+  if (entry.has_leader) {
+    absl::StatusOr<std::string> leader = agg.ReadLeader(entry.run_id);
+    if (leader.ok()) {
+      run.leader = *leader;
+    } else {
+      run.leader_error = std::string(leader.status().message());
+    }
+  }
+  for (checkpoint::CheckpointObject& object : entry.checkpoints) {
+    Checked checked = Decoded(object.location, object.info,
+                              agg.ReadCheckpoint(entry.run_id, object.round));
+    // A file that decodes but belongs elsewhere was copied or renamed: say so.
+    if (checked.ok() &&
+        (checked.state->run_id() != entry.run_id || checked.state->round() != object.round)) {
+      checked.state = absl::DataLossError(absl::StrCat(
+          "misplaced: the file holds run ", checked.state->run_id(), " round ",
+          checked.state->round()));
+    }
+    run.files.emplace_back(object.round, std::move(checked));
+  }
+  return run;
+}
+
+// Every run under aggregate_dir, or only `only_run` (then listing just that run's
+// objects, not the whole store).
 absl::StatusOr<std::vector<RunListing>> ListRuns(const std::string& aggregate_dir,
                                                  const std::string& only_run) {
   ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> agg, OpenForReading(aggregate_dir));
-  ASSIGN_OR_RETURN(std::vector<checkpoint::RunEntry> entries, agg->ListRuns());
   std::vector<RunListing> runs;
-  for (checkpoint::RunEntry& entry : entries) {
-    if (!only_run.empty() && entry.run_id != only_run) continue;
-    RunListing run;
-    run.run_id = entry.run_id;
-    if (entry.has_leader) {
-      absl::StatusOr<std::string> leader = agg->ReadLeader(entry.run_id);
-      run.leader = leader.ok() ? *leader : absl::StrCat("(", leader.status().message(), ")");
+  if (!only_run.empty()) {
+    checkpoint::RunEntry entry;
+    entry.run_id = only_run;
+    ASSIGN_OR_RETURN(entry.checkpoints, agg->ListCheckpoints(only_run));
+    absl::StatusOr<std::string> leader = agg->ReadLeader(only_run);
+    entry.has_leader = !absl::IsNotFound(leader.status());
+    if (entry.checkpoints.empty() && !entry.has_leader) {
+      return absl::NotFoundError(absl::StrCat("no run ", only_run, " under ", aggregate_dir));
     }
-    for (checkpoint::CheckpointObject& object : entry.checkpoints) {
-      Checked checked = Decoded(object.location, object.info,
-                                agg->ReadCheckpoint(entry.run_id, object.round));
-      // A file that decodes but belongs elsewhere was copied or renamed: say so.
-      if (checked.ok() &&
-          (checked.state->run_id() != entry.run_id || checked.state->round() != object.round)) {
-        checked.state = absl::DataLossError(absl::StrCat(
-            "misplaced: the file holds run ", checked.state->run_id(), " round ",
-            checked.state->round()));
-      }
-      run.files.emplace_back(object.round, std::move(checked));
-    }
-    runs.push_back(std::move(run));
+    runs.push_back(Describe(*agg, std::move(entry)));
+    return runs;
   }
-  if (!only_run.empty() && runs.empty()) {
-    return absl::NotFoundError(absl::StrCat("no run ", only_run, " under ", aggregate_dir));
-  }
+  ASSIGN_OR_RETURN(std::vector<checkpoint::RunEntry> entries, agg->ListRuns());
+  for (checkpoint::RunEntry& entry : entries) runs.push_back(Describe(*agg, std::move(entry)));
   return runs;
 }
 
@@ -142,7 +160,8 @@ int RunLs(const std::string& aggregate_dir, const std::string& run, bool json) {
             "}"));
       }
       run_json.push_back(absl::StrCat("{\"run_id\":", JsonQuote(r.run_id), ",\"leader\":",
-                                      JsonQuote(r.leader), ",\"checkpoints\":[",
+                                      JsonQuote(r.leader), ",\"leader_error\":",
+                                      JsonQuote(r.leader_error), ",\"checkpoints\":[",
                                       absl::StrJoin(files, ","), "]}"));
     }
     std::cout << "{\"aggregate_dir\":" << JsonQuote(aggregate_dir) << ",\"runs\":["
@@ -155,7 +174,10 @@ int RunLs(const std::string& aggregate_dir, const std::string& run, bool json) {
   }
   for (const RunListing& r : *runs) {
     std::cout << "run " << r.run_id
-              << (r.leader.empty() ? "" : absl::StrCat("  leader ", r.leader)) << "\n";
+              << (r.leader.empty() ? "" : absl::StrCat("  leader ", r.leader))
+              << (r.leader_error.empty() ? "" : absl::StrCat("  leader file unreadable: ",
+                                                             r.leader_error))
+              << "\n";
     Table table({"ROUND", "SIZE", "MTIME", "VERDICT", "FILE"});
     for (const auto& [round, c] : r.files) {
       table.AddRow({absl::StrCat(round), HumanBytes(c.size_bytes), FormatUnixMs(c.mtime_unix_ms),

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/identity.h"
+#include "daemon/storage/s3_store.h"
 
 namespace zephon::checkpoint {
 namespace {
@@ -29,17 +31,21 @@ std::string CheckpointKey(const std::string& run_id, uint64_t round) {
   return absl::StrFormat("%s/checkpoint-%08u.zckpt", run_id, round);
 }
 
-// The round of "checkpoint-00000007.zckpt"; nullopt for any other name.
+// The round of "checkpoint-00000007.zckpt"; nullopt for any other name, including
+// non-canonical spellings of a round ("checkpoint-7.zckpt"): reads and deletes rebuild
+// the key from the round, so only the canonical name may stand for it.
 std::optional<uint64_t> RoundOfName(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, kCheckpointPrefix) ||
-      !absl::ConsumeSuffix(&name, kCheckpointSuffix) || name.empty()) {
+  absl::string_view digits = name;
+  if (!absl::ConsumePrefix(&digits, kCheckpointPrefix) ||
+      !absl::ConsumeSuffix(&digits, kCheckpointSuffix) || digits.empty()) {
     return std::nullopt;
   }
-  for (char c : name) {
+  for (char c : digits) {
     if (c < '0' || c > '9') return std::nullopt;
   }
   uint64_t round = 0;
-  if (!absl::SimpleAtoi(name, &round)) return std::nullopt;
+  if (!absl::SimpleAtoi(digits, &round)) return std::nullopt;
+  if (absl::StrFormat("checkpoint-%08u.zckpt", round) != name) return std::nullopt;
   return round;
 }
 
@@ -78,12 +84,35 @@ std::string CheckpointPath(const std::string& aggregate_dir, const std::string& 
   return JoinLocation(aggregate_dir, CheckpointKey(run_id, round));
 }
 
+namespace {
+
+// OpenStore, with an s3:// store's calls bounded by `budget` (retries included).
+absl::StatusOr<std::unique_ptr<storage::ObjectStore>> OpenBudgeted(const std::string& location,
+                                                                   absl::Duration budget) {
+  if (budget == absl::InfiniteDuration() || !absl::StartsWith(location, "s3://")) {
+    return storage::OpenStore(location);
+  }
+  ASSIGN_OR_RETURN(storage::S3Location where, storage::ParseS3Url(location));
+  storage::S3Options options = storage::S3Defaults();
+  options.bucket = where.bucket;
+  options.prefix = where.key;
+  const absl::Duration per_attempt =
+      std::max(absl::Seconds(1), budget / std::max(1, options.max_attempts));
+  options.request_timeout = std::min(options.request_timeout, per_attempt);
+  options.connect_timeout = std::min(options.connect_timeout, options.request_timeout);
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::S3Store> store, storage::S3Store::Open(options));
+  return std::unique_ptr<storage::ObjectStore>(std::move(store));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<AggregateDir>> AggregateDir::Open(
-    const std::string& aggregate_dir) {
+    const std::string& aggregate_dir, absl::Duration budget) {
   if (aggregate_dir.empty()) {
     return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
   }
-  absl::StatusOr<std::unique_ptr<storage::ObjectStore>> store = storage::OpenStore(aggregate_dir);
+  absl::StatusOr<std::unique_ptr<storage::ObjectStore>> store =
+      OpenBudgeted(aggregate_dir, budget);
   if (!store.ok()) {
     return WithContext(store.status(), absl::StrCat("aggregate_dir '", aggregate_dir, "'"));
   }
@@ -211,7 +240,10 @@ absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
     std::string path(absl::StripPrefix(location, "file://"));
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat("no such file: ", path));
+      const int err = errno;
+      return err == ENOENT || err == ENOTDIR
+                 ? absl::NotFoundError(absl::StrCat("no such file: ", path))
+                 : absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
     }
     if (!S_ISREG(st.st_mode)) {
       return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
@@ -222,10 +254,17 @@ absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<storage::ObjectStore> store, storage::OpenStore(root));
   LocatedObject out;
-  // GET first: its error names S3's reason (a HEAD's 404 has no body to say NoSuchKey
-  // or NoSuchBucket).
-  ASSIGN_OR_RETURN(out.bytes, store->Get(key));
-  ASSIGN_OR_RETURN(out.info, store->Head(key));
+  // HEAD, then a GET of that version: bytes and metadata describe one object even if it
+  // is being replaced. A missing object is reported by the GET, whose error names S3's
+  // reason (a HEAD's 404 has no body to say NoSuchKey or NoSuchBucket).
+  absl::StatusOr<storage::ObjectInfo> info = store->Head(key);
+  if (!info.ok()) {
+    RETURN_IF_ERROR(store->Get(key).status());  // the better error, if it fails too
+    return info.status();
+  }
+  out.info = *std::move(info);
+  ASSIGN_OR_RETURN(out.bytes, store->Get(key, out.info.version));
+  out.info.size = out.bytes.size();
   return out;
 }
 

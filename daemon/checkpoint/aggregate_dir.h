@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/storage/object_store.h"
 
 namespace zephon::checkpoint {
@@ -63,7 +64,11 @@ class AggregateDir {
   // if missing, or s3://...). INVALID_ARGUMENT for an empty or malformed location;
   // FAILED_PRECONDITION when an s3:// location has no credentials. Errors are prefixed
   // with "aggregate_dir '<location>'". Does not contact a remote store.
-  static absl::StatusOr<std::unique_ptr<AggregateDir>> Open(const std::string& aggregate_dir);
+  // `budget` bounds each call on an s3:// store, retries included (its per-attempt
+  // timeout shrinks to budget / attempts, at least 1 s): callers with a deadline pass
+  // what is left of it. Local directories ignore it.
+  static absl::StatusOr<std::unique_ptr<AggregateDir>> Open(
+      const std::string& aggregate_dir, absl::Duration budget = absl::InfiniteDuration());
 
   // Over an already-open store (tests; `location` names it in results and errors).
   AggregateDir(std::string location, std::unique_ptr<storage::ObjectStore> store)

@@ -100,6 +100,9 @@ TEST(AggregateDirTest, CheckpointsWriteReadListAndDelete) {
   ASSERT_TRUE(agg->WriteCheckpoint("run", 123456789, "big").ok());
   ASSERT_TRUE(agg->WriteCheckpoint("other", 1, "x").ok());
   ASSERT_TRUE(WriteFileAtomically(dir + "/run/checkpoint-00x.zckpt", "not a round").ok());
+  // A non-canonical spelling of round 12: reads and deletes use the canonical key, so it
+  // must not be listed as round 12 (prune would report one file and delete another).
+  ASSERT_TRUE(WriteFileAtomically(dir + "/run/checkpoint-12.zckpt", "hand copy").ok());
   ASSERT_TRUE(WriteFileAtomically(dir + "/run/notes.txt", "ignored").ok());
 
   EXPECT_EQ(*agg->ReadCheckpoint("run", 12), "twelve!");

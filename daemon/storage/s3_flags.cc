@@ -2,6 +2,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "daemon/storage/s3_store.h"
 
@@ -39,10 +40,17 @@ void AddS3Flags(CLI::App& app, S3Flags* flags) {
 }
 
 absl::Status ApplyS3Flags(const S3Flags& flags) {
-  if (!flags.endpoint.empty() && !absl::StartsWith(flags.endpoint, "http://") &&
-      !absl::StartsWith(flags.endpoint, "https://")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--s3-endpoint='", flags.endpoint, "': expected http://host[:port] or https://..."));
+  if (!flags.endpoint.empty()) {
+    absl::string_view rest = flags.endpoint;
+    const bool scheme =
+        absl::ConsumePrefix(&rest, "http://") || absl::ConsumePrefix(&rest, "https://");
+    absl::ConsumeSuffix(&rest, "/");
+    if (!scheme || rest.empty() || rest.find_first_of("/?#@ ") != absl::string_view::npos ||
+        rest.front() == ':') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--s3-endpoint='", flags.endpoint,
+          "': expected http://host[:port] or https://host[:port] (no path)"));
+    }
   }
   S3Options defaults;
   defaults.endpoint = flags.endpoint;

@@ -47,6 +47,7 @@ set_fault and stop 5 s), and stop() closes every socket and joins every thread.
 import select
 import socket
 import threading
+import time
 
 PASS = "pass"
 CUT_RESPONSE = "cut_response"
@@ -358,14 +359,21 @@ class _Head:
             self._proxy._heads.append(bytes(self._buf.split(b"\r\n\r\n", 1)[0]))
 
 
-def _peek_method(client):
-    """The HTTP method of the request waiting on `client` (b"" if none arrives), read
-    with MSG_PEEK so the bytes are still forwarded."""
+def _peek_method(client, timeout_s=_CONTROL_TIMEOUT_S):
+    """The HTTP method of the request waiting on `client` (b"" if none arrives within
+    `timeout_s`), read with MSG_PEEK so the bytes are still forwarded. MSG_PEEK returns
+    what is buffered at once, so between peeks wait (select) for more to arrive."""
+    deadline = time.monotonic() + timeout_s
     seen = b""
-    for _ in range(64):
+    while True:
         seen = client.recv(16, socket.MSG_PEEK)
         if b" " in seen or len(seen) >= 16 or not seen:
             break
+        # Buffered bytes keep the socket readable: wait a poll period for more.
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(_POLL_S / 5, left))
     return seen.split(b" ", 1)[0]
 
 

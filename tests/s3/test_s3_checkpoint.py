@@ -86,16 +86,19 @@ def test_zephonctl_reads_what_the_daemon_and_the_aws_sdk_wrote(server, corpus, n
     moved.write_bytes(round0)
     node("put", BUCKET, f"{PREFIX}/ctl/checkpoint-00000002.zckpt", str(bad))
     node("put", BUCKET, f"{PREFIX}/ctl/checkpoint-00000003.zckpt", str(moved))
+    # Not a canonical name: never listed as round 2, never pruned in its place.
+    node("put", BUCKET, f"{PREFIX}/ctl/checkpoint-2.zckpt", str(moved))
 
     ls = ctl("checkpoint", "ls", AGG)
     assert ls.returncode == 0, ls.stderr
     assert "run ctl" in ls.stdout and "checkpoint-00000001.zckpt" in ls.stdout
     doc = json.loads(ctl("checkpoint", "ls", AGG, "--run", "ctl", "--json").stdout)
     (run,) = doc["runs"]
+    assert run["leader"].startswith("127.0.0.1:") and run["leader_error"] == ""
     verdicts = {c["round"]: (c["ok"], c["verdict"]) for c in run["checkpoints"]}
     assert verdicts[0] == (True, "ok (checksum good)")
     assert verdicts[1] == (True, "ok (checksum good)")
-    assert not verdicts[2][0]
+    assert not verdicts[2][0] and "payload checksum mismatch" in verdicts[2][1], verdicts[2]
     assert verdicts[3] == (False, "misplaced: the file holds run ctl round 0")
     assert run["checkpoints"][1]["path"] == url
     assert run["checkpoints"][1]["size_bytes"] == len(round1)
@@ -126,7 +129,8 @@ def test_zephonctl_reads_what_the_daemon_and_the_aws_sdk_wrote(server, corpus, n
     assert pruned.returncode == 0, pruned.stderr
     assert f"deleted {AGG}/ctl/checkpoint-00000000.zckpt" in pruned.stdout
     assert node("list", BUCKET, f"{PREFIX}/ctl/checkpoint-").split() == [
-        f"{PREFIX}/ctl/checkpoint-0000000{r}.zckpt" for r in (1, 2, 3)]
+        f"{PREFIX}/ctl/checkpoint-0000000{r}.zckpt" for r in (1, 2, 3)] + [
+        f"{PREFIX}/ctl/checkpoint-2.zckpt"]
 
 
 def attach_error(corpus, daemon, agg):
