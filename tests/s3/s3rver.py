@@ -10,7 +10,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -89,3 +91,26 @@ def node(*args):
     r = subprocess.run(["node", CLIENT, *args], capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode()
     return r.stdout.decode()
+
+
+# Environment for s3_tool against a stub S3 at `endpoint`: fixed credentials, no shared
+# files (a developer's ~/.aws must not leak in).
+def stub_env(endpoint):
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "K", "AWS_SECRET_ACCESS_KEY": "S",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
+            "AWS_REGION": "us-east-1"}
+
+
+@contextmanager
+def serving(server):
+    """Runs an http.server `server` (bound to 127.0.0.1:0) on a thread; on exit shuts it
+    down, closes it and joins the thread (10 s at most)."""
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True)
+    t.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(10)

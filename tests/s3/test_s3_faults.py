@@ -26,7 +26,8 @@ import pytest
 
 from fault_proxy import (CORRUPT_REQUEST, CUT_REQUEST, CUT_RESPONSE, DROP_REQUEST, PASS,
                          REFUSE, STALL, FaultProxy)
-from s3rver import BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, TOOL, node, tool
+from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, TOOL, node, serving, stub_env,
+                    tool)
 
 
 def requires_s3rver(test):
@@ -241,19 +242,8 @@ class _DigestHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def digest_stub():
-    stub = _DigestCheckingS3()
-    t = threading.Thread(target=stub.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True)
-    t.start()
-    proxy = FaultProxy(stub.server_address[1])
-    env = {"AWS_ENDPOINT_URL": proxy.endpoint, "AWS_ACCESS_KEY_ID": "K",
-           "AWS_SECRET_ACCESS_KEY": "S", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-           "AWS_CONFIG_FILE": "/nonexistent", "AWS_REGION": "us-east-1"}
-    yield stub, proxy, env
-    proxy.stop()
-    stub.shutdown()
-    stub.server_close()
-    t.join(10)
+    with serving(_DigestCheckingS3()) as stub, FaultProxy(stub.server_address[1]) as proxy:
+        yield stub, proxy, stub_env(proxy.endpoint)
 
 
 @requires_tool

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 import pytest
 
 from fault_proxy import FaultProxy
-from s3rver import BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, node, tool
+from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, node, serving, stub_env,
+                    tool)
 
 pytestmark = REQUIRES_S3RVER
 
@@ -340,18 +341,8 @@ class _IfMatchHandler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def if_match_stub():
-    stub = _IfMatchS3()
-    t = threading.Thread(target=stub.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True)
-    t.start()
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{stub.server_address[1]}",
-           "AWS_ACCESS_KEY_ID": "K", "AWS_SECRET_ACCESS_KEY": "S",
-           "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
-           "AWS_REGION": "us-east-1"}
-    yield stub, env
-    stub.shutdown()
-    stub.server_close()
-    t.join(10)
+    with serving(_IfMatchS3()) as stub:
+        yield stub, stub_env(f"http://127.0.0.1:{stub.server_address[1]}")
 
 
 def test_http_412_from_an_s3_that_honours_if_match_is_failed_precondition(if_match_stub):
