@@ -351,24 +351,9 @@ void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
 
 proto::StatusReply InstanceRegistry::Status() const {
   proto::StatusReply reply;
-  absl::MutexLock lock(&mu_);
-  for (const auto& [key, group] : instances_) {
-    for (const auto& instance : group) *reply.add_instances() = instance->Status();
-  }
-  reply.set_instances_created_total(created_total_);
-  reply.set_pid(getpid());
-  reply.set_shm_prefix(options_.shm_prefix);
-  reply.set_socket(options_.daemon_label);
-  reply.set_metrics_address(options_.metrics_address);
-  reply.set_peer_address(options_.peer_address);
-  reply.set_uptime_s(absl::ToDoubleSeconds(absl::Now() - started_));
-  timespec cpu{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-  reply.set_process_cpu_s(static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9);
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  reply.set_peak_rss_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024);
-  reply.set_worker_threads(options_.worker_pool ? options_.worker_pool->num_threads() : 0);
+  // The shard cache's stats first, without mu_: Stats() takes the cache's lock, which a
+  // Read holds while it scans the cache directory on first use after a restart, and a
+  // /metrics scrape waiting there must not hold up Attach and Detach.
   if (options_.shard_cache != nullptr) {
     const storage::ShardCacheStats c = options_.shard_cache->Stats();
     proto::ShardCacheStatus* out = reply.mutable_shard_cache();
@@ -389,6 +374,26 @@ proto::StatusReply InstanceRegistry::Status() const {
     out->set_adopted(c.adopted);
     out->set_rejected(c.rejected);
   }
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, group] : instances_) {
+      for (const auto& instance : group) *reply.add_instances() = instance->Status();
+    }
+    reply.set_instances_created_total(created_total_);
+  }
+  reply.set_pid(getpid());
+  reply.set_shm_prefix(options_.shm_prefix);
+  reply.set_socket(options_.daemon_label);
+  reply.set_metrics_address(options_.metrics_address);
+  reply.set_peer_address(options_.peer_address);
+  reply.set_uptime_s(absl::ToDoubleSeconds(absl::Now() - started_));
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  reply.set_process_cpu_s(static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  reply.set_peak_rss_bytes(static_cast<uint64_t>(usage.ru_maxrss) * 1024);
+  reply.set_worker_threads(options_.worker_pool ? options_.worker_pool->num_threads() : 0);
   return reply;
 }
 

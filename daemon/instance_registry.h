@@ -96,6 +96,9 @@ class InstanceRegistry {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Detach(const Attachment& attachment, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The daemon's status. Reads the shard cache's stats without holding mu_ (they may
+  // wait for the cache's first directory scan), so a slow scrape never blocks Attach
+  // or Detach; the reply is not one atomic snapshot across cache and instances.
   proto::StatusReply Status() const ABSL_LOCKS_EXCLUDED(mu_);
   // The instance with this id, or NOT_FOUND.
   absl::StatusOr<std::shared_ptr<PipelineInstance>> FindInstance(const std::string& instance_id)

@@ -11,6 +11,7 @@
 #include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/pipeline/megatron_reader.h"
 #include "daemon/pipeline/remote_files.h"
+#include "daemon/storage/object_store.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -144,20 +145,28 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
   if (spec.path().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("dataset '", spec.name(), "': empty path"));
   }
+  // The same classification as aggregate_dir: "file:///abs" reads "/abs"; an unknown
+  // scheme ("gs://") is INVALID_ARGUMENT here rather than a missing local file.
+  absl::StatusOr<storage::Location> location = storage::ClassifyLocation(spec.path());
+  if (!location.ok()) {
+    return absl::Status(location.status().code(), absl::StrCat("dataset '", spec.name(), "': ",
+                                                               location.status().message()));
+  }
+  const std::string& path = location->path_or_url;
   std::unique_ptr<DatasetFiles> files;
-  if (IsRemotePath(spec.path())) {
-    ASSIGN_OR_RETURN(files, RemoteDatasetFiles::Open(spec.path(), options));
+  if (location->kind == storage::LocationKind::kS3) {
+    ASSIGN_OR_RETURN(files, RemoteDatasetFiles::Open(path, options));
   } else {
     files = LocalDatasetFiles();
   }
-  ASSIGN_OR_RETURN(DatasetFiles::Resolved src, files->Resolve(spec.path()));
+  ASSIGN_OR_RETURN(DatasetFiles::Resolved src, files->Resolve(path));
   std::string format = spec.format();
   if (format.empty()) {
-    ASSIGN_OR_RETURN(format, DetectFormat(spec.path(), src, *files));
+    ASSIGN_OR_RETURN(format, DetectFormat(path, src, *files));
   }
   std::vector<std::unique_ptr<ShardReader>> shards;
   if (format == "megatron") {
-    ASSIGN_OR_RETURN(shards, OpenMegatron(spec.path(), src, *files));
+    ASSIGN_OR_RETURN(shards, OpenMegatron(path, src, *files));
   } else if (format == "flat") {
     ASSIGN_OR_RETURN(shards, OpenFlat(spec, src, *files));
   } else if (format == "jsonl") {

@@ -6,6 +6,8 @@
 // an object-store URL "s3://bucket/key" (remote_files.h): the same rules apply, with
 // "directory" = the objects directly under key + "/" and globs matched by fnmatch
 // without crossing '/'; shard bytes are read through OpenOptions::shard_cache.
+// `path` is classified by storage::ClassifyLocation, like aggregate_dir: "file:///abs"
+// opens as "/abs"; any other scheme ("gs://", "S3://") is INVALID_ARGUMENT.
 //   format "megatron": a directory (every X.bin + X.idx pair in it is a shard; an .idx
 //     without its .bin or vice versa is an error naming it), a shard prefix (path.bin /
 //     path.idx; a trailing ".bin"/".idx" on `path` is stripped), or a glob: each match
@@ -71,7 +73,7 @@ struct OpenOptions {
 class Dataset {
  public:
   // Errors name the dataset path (and file/line where applicable): INVALID_ARGUMENT
-  // for a bad format/dtype or an empty dataset, NOT_FOUND for missing files or an
+  // for an unsupported location, a bad format/dtype or an empty dataset, NOT_FOUND for missing files or an
   // unmatched glob, DATA_LOSS for malformed shard contents.
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(const proto::DatasetSpec& spec,
                                                        const OpenOptions& options = {});

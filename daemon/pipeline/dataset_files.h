@@ -5,7 +5,8 @@
 // pairing, directory and glob semantics) are written once, in dataset.cc, and a dataset
 // opens to the same shards, in the same order, from either place.
 //
-// Paths are what the spec names: local paths, or URLs for the remote implementation.
+// Paths are local paths ("file://" already stripped by Dataset::Open), or URLs for the
+// remote implementation.
 // Thread-compatible: one Dataset::Open uses an instance at a time.
 #ifndef ZEPHON_DAEMON_PIPELINE_DATASET_FILES_H_
 #define ZEPHON_DAEMON_PIPELINE_DATASET_FILES_H_

@@ -195,5 +195,42 @@ TEST(DatasetTest, FingerprintCoversShardNamesAndSizes) {
   EXPECT_NE(Dataset::Open(Spec(dir)).value()->Fingerprint(), fp1);
 }
 
+TEST(DatasetTest, FileUrlOpensLikeThePlainPath) {
+  const std::string dir = MakeTempDir("file_url");
+  ASSERT_EQ(dir.front(), '/');
+  ASSERT_TRUE(WriteMegatronShard(dir + "/a", kDocs).ok());
+  ASSERT_TRUE(WriteMegatronShard(dir + "/b", {{20}}).ok());
+  auto by_path = Dataset::Open(Spec(dir));
+  ASSERT_TRUE(by_path.ok()) << by_path.status();
+  for (const std::string& url : {"file://" + dir, "file://" + dir + "/a.bin"}) {
+    auto by_url = Dataset::Open(Spec(url));
+    ASSERT_TRUE(by_url.ok()) << url << ": " << by_url.status();
+    EXPECT_EQ((*by_url)->format(), "megatron") << url;
+    EXPECT_EQ((*by_url)->shard(0).FileName(), "a.bin") << url;
+    EXPECT_EQ(Tokens(**by_url, 0, 3), kDocs[3]) << url;
+  }
+  EXPECT_EQ(Dataset::Open(Spec("file://" + dir)).value()->Fingerprint(),
+            (*by_path)->Fingerprint());
+  // Flat and glob forms go through the same stripping.
+  const std::string flat_dir = MakeTempDir("file_url_flat");
+  ASSERT_TRUE(WriteFlatFile(flat_dir + "/x.tok", {1, 2, 3}).ok());
+  auto flat = Dataset::Open(Spec("file://" + flat_dir + "/*.tok", "flat"));
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ(Tokens(**flat, 0, 0), (std::vector<int32_t>{1, 2, 3}));
+}
+
+TEST(DatasetTest, UnsupportedSchemesAreInvalidArgumentsNotMissingFiles) {
+  for (const char* path : {"gs://bucket/x", "S3://bucket/x", "http://host/x", "file://rel/x"}) {
+    auto ds = Dataset::Open(Spec(path));
+    ASSERT_FALSE(ds.ok()) << path;
+    EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument) << ds.status();
+    EXPECT_NE(ds.status().message().find(path), std::string::npos) << ds.status();
+  }
+  const absl::Status gs = Dataset::Open(Spec("gs://bucket/x")).status();
+  EXPECT_NE(gs.message().find("s3://bucket/prefix"), std::string::npos) << gs;
+  EXPECT_EQ(gs.message().find("cannot open"), std::string::npos) << gs;
+  EXPECT_EQ(gs.message().find("dataset 'd': "), 0u) << gs;
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

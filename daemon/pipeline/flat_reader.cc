@@ -10,7 +10,6 @@ namespace zephon::pipeline {
 
 FlatShard::FlatShard(std::unique_ptr<ShardFile> file, TokenType type, uint64_t sample_tokens)
     : file_(std::move(file)),
-      data_(file_->data()),
       type_(type),
       sample_tokens_(sample_tokens),
       num_tokens_(file_->size() / TokenWidth(type)) {}
@@ -56,16 +55,7 @@ uint64_t FlatShard::SampleLength(uint64_t index) const {
 absl::Status FlatShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
                                    int32_t* out) const {
   const uint64_t start = (index * sample_tokens_ + offset) * TokenWidth(type_);
-  if (data_ != nullptr) {  // local: decode straight from the mapping
-    DecodeTokens(data_ + start, type_, count, out);
-    return absl::OkStatus();
-  }
-  thread_local std::string scratch;  // reused: this runs for every sample piece
-  ASSIGN_OR_RETURN(std::string_view bytes,
-                   file_->View(start, count * TokenWidth(type_), &scratch));
-  DecodeTokens(bytes.data(), type_, count, out);
-  if (scratch.capacity() > (size_t{4} << 20)) std::string().swap(scratch);  // a huge sample
-  return absl::OkStatus();
+  return DecodeTokensAt(*file_, start, type_, count, out);
 }
 
 }  // namespace zephon::pipeline

@@ -40,7 +40,6 @@ class FlatShard final : public ShardReader {
   FlatShard(std::unique_ptr<ShardFile> file, TokenType type, uint64_t sample_tokens);
 
   const std::unique_ptr<ShardFile> file_;
-  const char* const data_;  // file_->data(): nullptr for remote files
   const TokenType type_;
   const uint64_t sample_tokens_;
   const uint64_t num_tokens_;

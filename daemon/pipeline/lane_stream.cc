@@ -233,7 +233,9 @@ absl::Status MaterializeInto(const BatchPlan& plan,
     const absl::Status read = datasets[id.dataset]->CopyTokens(id.shard, id.index, seg.offset,
                                                                seg.count, tokens + filled);
     if (!read.ok()) {
-      // Short: this message may end up in a ring's 256-byte poison reason.
+      // This message reaches the ranks as a ring's poison_detail (shm/ring_layout.h,
+      // 1 KiB; cut there, while zephond logs the whole error): where in the batch, then
+      // the reader's error (object URL, HTTP status) unchanged.
       return absl::Status(read.code(),
                           absl::StrCat("lane ", plan.lane, " batch ", plan.lane_batch_index,
                                        ", sample ", id.dataset, "/", id.shard, "/", id.index,

@@ -38,7 +38,6 @@ MegatronShard::MegatronShard(std::unique_ptr<ShardFile> idx, std::unique_ptr<Sha
     : idx_(std::move(idx)),
       bin_(std::move(bin)),
       idx_data_(idx_->data()),
-      bin_data_(bin_->data()),
       type_(type),
       num_sequences_(num_sequences) {}
 
@@ -113,17 +112,8 @@ int64_t MegatronShard::Pointer(uint64_t index) const {
 
 absl::Status MegatronShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
                                        int32_t* out) const {
-  const uint64_t width = TokenWidth(type_);
-  const uint64_t start = static_cast<uint64_t>(Pointer(index)) + offset * width;
-  if (bin_data_ != nullptr) {  // local: decode straight from the mapping
-    DecodeTokens(bin_data_ + start, type_, count, out);
-    return absl::OkStatus();
-  }
-  thread_local std::string scratch;  // reused: this runs for every sample piece
-  ASSIGN_OR_RETURN(std::string_view bytes, bin_->View(start, count * width, &scratch));
-  DecodeTokens(bytes.data(), type_, count, out);
-  if (scratch.capacity() > (size_t{4} << 20)) std::string().swap(scratch);  // a huge sample
-  return absl::OkStatus();
+  const uint64_t start = static_cast<uint64_t>(Pointer(index)) + offset * TokenWidth(type_);
+  return DecodeTokensAt(*bin_, start, type_, count, out);
 }
 
 }  // namespace zephon::pipeline

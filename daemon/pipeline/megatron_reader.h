@@ -58,7 +58,6 @@ class MegatronShard final : public ShardReader {
   const std::unique_ptr<ShardFile> idx_;  // resident
   const std::unique_ptr<ShardFile> bin_;
   const char* const idx_data_;  // idx_->data()
-  const char* const bin_data_;  // bin_->data(): nullptr for remote files
   const TokenType type_;
   const uint64_t num_sequences_;
 };

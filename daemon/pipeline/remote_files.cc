@@ -37,8 +37,6 @@ class RemoteShardFile final : public ShardFile {
 
 }  // namespace
 
-bool IsRemotePath(std::string_view path) { return path.substr(0, 5) == kS3Scheme; }
-
 absl::StatusOr<std::unique_ptr<RemoteDatasetFiles>> RemoteDatasetFiles::Open(
     const std::string& url, const OpenOptions& options) {
   ASSIGN_OR_RETURN(storage::S3Location location, storage::ParseS3Url(url));

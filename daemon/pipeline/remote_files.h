@@ -24,7 +24,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/dataset.h"
@@ -34,15 +33,14 @@
 
 namespace zephon::pipeline {
 
-// True for dataset paths that name an object store ("s3://...").
-bool IsRemotePath(std::string_view path);
-
 class RemoteDatasetFiles final : public DatasetFiles {
  public:
-  // The files of the bucket `url` names. Opens its store (options.open_store, else
-  // S3Store with options' timeouts; INVALID_ARGUMENT for a malformed URL,
-  // FAILED_PRECONDITION without credentials) and uses options.shard_cache (or a private
-  // memory-only cache). Contacts nothing yet.
+  // The files of the bucket `url` ("s3://bucket/key", a location that
+  // storage::ClassifyLocation calls kS3) names. Opens its store (options.open_store,
+  // else S3Store::OpenUrl with the process's S3 defaults: storage::S3Defaults, i.e.
+  // zephond's --s3-* flags in s3_flags.h, then the AWS_* environment and shared files;
+  // INVALID_ARGUMENT for a malformed URL, FAILED_PRECONDITION without credentials) and
+  // uses options.shard_cache (or a private memory-only cache). Contacts nothing yet.
   static absl::StatusOr<std::unique_ptr<RemoteDatasetFiles>> Open(const std::string& url,
                                                                   const OpenOptions& options);
 

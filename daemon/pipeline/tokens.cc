@@ -1,8 +1,11 @@
 #include "daemon/pipeline/tokens.h"
 
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -65,6 +68,18 @@ void DecodeTokens(const char* data, TokenType type, uint64_t count, int32_t* out
     case TokenType::kUint32: return DecodeAs<uint32_t>(data, count, out);
     case TokenType::kInt64: return DecodeAs<int64_t>(data, count, out);
   }
+}
+
+absl::Status DecodeTokensAt(const ShardFile& file, uint64_t byte_offset, TokenType type,
+                            uint64_t count, int32_t* out) {
+  constexpr size_t kMaxKeptScratch = size_t{4} << 20;
+  thread_local std::string scratch;  // reused: this runs for every sample piece
+  // Resident files: a view into data() (scratch untouched); others: read into scratch.
+  ASSIGN_OR_RETURN(std::string_view bytes,
+                   file.View(byte_offset, count * TokenWidth(type), &scratch));
+  DecodeTokens(bytes.data(), type, count, out);
+  if (scratch.capacity() > kMaxKeptScratch) std::string().swap(scratch);  // a huge sample
+  return absl::OkStatus();
 }
 
 }  // namespace zephon::pipeline

@@ -2,7 +2,8 @@
 //
 // All token arrays are little-endian. Decoding converts each element to int32 with a
 // plain C++ conversion: int64 / uint32 ids above INT32_MAX wrap (vocabularies are
-// assumed < 2^31). Pure functions; thread-safe.
+// assumed < 2^31). Thread-safe: pure functions, and DecodeTokensAt reads a (thread-safe)
+// ShardFile through a per-thread buffer.
 #ifndef ZEPHON_DAEMON_PIPELINE_TOKENS_H_
 #define ZEPHON_DAEMON_PIPELINE_TOKENS_H_
 
@@ -11,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/pipeline/shard_file.h"
 
 namespace zephon::pipeline {
 
@@ -24,10 +27,20 @@ std::string TokenTypeName(TokenType type);
 // Parses "uint16" / "uint32" (the flat-file dtypes). INVALID_ARGUMENT otherwise.
 absl::StatusOr<TokenType> ParseFlatDtype(const std::string& name);
 
-// Appends `count` elements of `type` starting at `data` to `out` as int32.
+// Decodes `count` little-endian tokens of `type` at `data` (any alignment) into
+// out[0..count).
 // REQUIRES: data points at count * TokenWidth(type) readable bytes.
-// Decodes `count` little-endian tokens of `type` at `data` (any alignment) into out[0..count).
 void DecodeTokens(const char* data, TokenType type, uint64_t count, int32_t* out);
+
+// Decodes the `count` tokens of `type` that start at byte `byte_offset` of `file` into
+// out[0..count): the one token read of the shard readers (flat, Megatron .bin).
+// Resident files (local mmap) are decoded in place, with no copy; others are read
+// (ShardFile::View) into a thread-local scratch buffer, which is released afterwards
+// when it grew past 4 MiB so one huge sample does not stay pinned per thread.
+// Errors are ShardFile::View's: OUT_OF_RANGE naming the file when the range passes its
+// end, or the storage's read error (naming the URL).
+absl::Status DecodeTokensAt(const ShardFile& file, uint64_t byte_offset, TokenType type,
+                            uint64_t count, int32_t* out);
 
 }  // namespace zephon::pipeline
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,18 @@ constexpr char kS3Scheme[] = "s3://";
 constexpr char kFileScheme[] = "file://";
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// RFC 3986 scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+bool IsUrlScheme(absl::string_view s) {
+  if (s.empty() || !absl::ascii_isalpha(static_cast<unsigned char>(s.front()))) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' &&
+        c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
 
 // Status payload of VersionMismatchError; its value is the found version.
 constexpr char kVersionMismatchUrl[] = "type.zephon.dev/storage.VersionMismatch";
@@ -92,24 +105,38 @@ absl::StatusOr<S3Location> ParseS3Url(const std::string& url) {
   return loc;
 }
 
-absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url) {
-  if (url.empty()) return absl::InvalidArgumentError("store URL is empty");
-  if (absl::StartsWith(url, kS3Scheme)) {
-    ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store, S3Store::OpenUrl(url));
-    return std::unique_ptr<ObjectStore>(std::move(store));
+absl::StatusOr<Location> ClassifyLocation(const std::string& location) {
+  constexpr char kSupported[] = "a path, file:///path or s3://bucket/prefix";
+  if (location.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("location is empty (use ", kSupported, ")"));
   }
-  std::string path = url;
-  if (absl::StartsWith(url, kFileScheme)) {
-    path = url.substr(sizeof(kFileScheme) - 1);
+  const size_t sep = location.find("://");
+  if (sep == std::string::npos || !IsUrlScheme(absl::string_view(location).substr(0, sep))) {
+    return Location{LocationKind::kLocal, location};
+  }
+  if (absl::StartsWith(location, kS3Scheme)) return Location{LocationKind::kS3, location};
+  if (absl::StartsWith(location, kFileScheme)) {
+    std::string path = location.substr(sizeof(kFileScheme) - 1);
     if (path.empty() || path.front() != '/') {
       return absl::InvalidArgumentError(absl::StrCat(
-          "'", url, "': file:// URLs need an absolute path (file:///abs/dir)"));
+          "'", location, "': file:// URLs need an absolute path (file:///abs/dir)"));
     }
-  } else if (url.find("://") != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", url, "': unsupported URL scheme (use a path, file:// or s3://)"));
+    return Location{LocationKind::kLocal, std::move(path)};
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> store, LocalStore::Open(path));
+  const absl::string_view scheme = absl::string_view(location).substr(0, sep);
+  const std::string hint = absl::EqualsIgnoreCase(scheme, "s3") ? "; use lowercase s3://" : "";
+  return absl::InvalidArgumentError(absl::StrCat("'", location, "': unsupported scheme '",
+                                                 scheme, "://'", hint, " (supported: ",
+                                                 kSupported, ")"));
+}
+
+absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url) {
+  ASSIGN_OR_RETURN(Location location, ClassifyLocation(url));
+  if (location.kind == LocationKind::kS3) {
+    ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store, S3Store::OpenUrl(location.path_or_url));
+    return std::unique_ptr<ObjectStore>(std::move(store));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> store, LocalStore::Open(location.path_or_url));
   return std::unique_ptr<ObjectStore>(std::move(store));
 }
 

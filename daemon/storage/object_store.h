@@ -79,13 +79,36 @@ class ObjectStore {
   virtual absl::StatusOr<ObjectInfo> Head(const std::string& key) = 0;
 };
 
-// Opens the store rooted at `url`:
+// Where a location string (aggregate_dir, a dataset path) points. The one place that
+// decides between the local filesystem and an object store; every component that takes
+// a location classifies it here so they all accept the same forms.
+enum class LocationKind { kLocal, kS3 };
+
+struct Location {
+  LocationKind kind = LocationKind::kLocal;
+  // kLocal: the filesystem path ("file://" stripped); kS3: the URL unchanged.
+  std::string path_or_url;
+};
+
+// Classifies `location`:
+//   "/abs/dir", "rel/dir" (no scheme)  -> kLocal, the path unchanged
+//   "file:///abs/dir"                  -> kLocal, "/abs/dir"
+//   "s3://bucket[/prefix]"             -> kS3, the URL unchanged (not validated further:
+//                                         ParseS3Url does that when the store opens)
+// A scheme is the text before the first "://" when it is a URL scheme name (a letter,
+// then letters, digits, '+', '-', '.'); a path like "./a://b" has none and is local.
+// INVALID_ARGUMENT, quoting `location` and listing the supported forms, for "", any
+// other scheme ("gs://", "http://", "S3://": schemes are matched in lowercase only) and
+// a file:// URL without an absolute path ("file://rel", "file://host/x").
+absl::StatusOr<Location> ClassifyLocation(const std::string& location);
+
+// Opens the store rooted at `url` (classified by ClassifyLocation):
 //   "/abs/dir", "rel/dir", "file:///abs/dir" -> LocalStore (the directory is created if
 //                                               missing)
 //   "s3://bucket[/prefix]"                    -> S3Store::OpenUrl (endpoint, region and
 //                                               credentials from the environment;
 //                                               FAILED_PRECONDITION without credentials)
-// Any other "scheme://" is INVALID_ARGUMENT, as is "".
+// Any other "scheme://" is INVALID_ARGUMENT, as is "" (ClassifyLocation's errors).
 absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url);
 
 struct S3Location {

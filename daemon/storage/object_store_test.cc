@@ -59,10 +59,52 @@ TEST(OpenStore, PlainPathAndFileUrlOpenTheSameLocalStore) {
   EXPECT_EQ(*(*by_url)->Get("x/y"), "v");
 }
 
+TEST(ClassifyLocation, PathsAndFileUrlsAreLocalS3UrlsAreRemote) {
+  struct Case {
+    const char* location;
+    LocationKind kind;
+    const char* path_or_url;
+  };
+  for (const Case& c : {
+           Case{"/abs/dir", LocationKind::kLocal, "/abs/dir"},
+           Case{"rel/dir", LocationKind::kLocal, "rel/dir"},
+           Case{"file:///abs/dir", LocationKind::kLocal, "/abs/dir"},
+           Case{"file:///abs/dir/", LocationKind::kLocal, "/abs/dir/"},
+           Case{"./a://b", LocationKind::kLocal, "./a://b"},  // no scheme before "://"
+           Case{"s3://bucket", LocationKind::kS3, "s3://bucket"},
+           Case{"s3://bucket/prefix/x", LocationKind::kS3, "s3://bucket/prefix/x"},
+       }) {
+    auto loc = ClassifyLocation(c.location);
+    ASSERT_TRUE(loc.ok()) << c.location << ": " << loc.status();
+    EXPECT_EQ(loc->kind, c.kind) << c.location;
+    EXPECT_EQ(loc->path_or_url, c.path_or_url) << c.location;
+  }
+}
+
+TEST(ClassifyLocation, OtherSchemesAreInvalidArgumentsListingTheSupportedForms) {
+  for (const char* bad : {"gs://bucket/x", "http://host/x", "S3://bucket/x", "Gs://b/x",
+                          "FILE:///abs", "file://relative", "file://host/x", ""}) {
+    auto loc = ClassifyLocation(bad);
+    EXPECT_EQ(loc.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(loc.status().message(), bad)) << loc.status();
+  }
+  const absl::Status gs = ClassifyLocation("gs://bucket/x").status();
+  EXPECT_TRUE(absl::StrContains(gs.message(), "'gs://'")) << gs;
+  EXPECT_TRUE(absl::StrContains(gs.message(), "file:///path")) << gs;
+  EXPECT_TRUE(absl::StrContains(gs.message(), "s3://bucket/prefix")) << gs;
+  EXPECT_FALSE(absl::StrContains(gs.message(), "lowercase")) << gs;
+  const absl::Status upper = ClassifyLocation("S3://bucket/x").status();
+  EXPECT_TRUE(absl::StrContains(upper.message(), "use lowercase s3://")) << upper;
+}
+
 TEST(OpenStore, RejectsEmptyAndUnknownSchemes) {
   EXPECT_EQ(OpenStore("").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenStore("gs://bucket/x").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenStore("file://relative").status().code(), absl::StatusCode::kInvalidArgument);
+  // Not a local directory named "S3:" (a plain path would be created and succeed).
+  const absl::Status upper = OpenStore("S3://bucket/x").status();
+  EXPECT_EQ(upper.code(), absl::StatusCode::kInvalidArgument) << upper;
+  EXPECT_TRUE(absl::StrContains(upper.message(), "lowercase")) << upper;
 }
 
 }  // namespace
