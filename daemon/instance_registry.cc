@@ -21,6 +21,10 @@
 namespace zephon::daemon {
 namespace {
 
+// Longest an attach waits on the store for the leader file (retries included): a store
+// that hangs fails the attach with its error instead of stalling it for minutes.
+constexpr absl::Duration kLeaderWriteBudget = absl::Seconds(30);
+
 std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
 
 uint32_t RoundUpToPowerOfTwo(uint32_t v) {
@@ -151,7 +155,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     // harmless. A store that refuses the write (bad credentials, missing bucket) fails
     // the attach here, naming the object, instead of stalling the first checkpoint.
     ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
-                     checkpoint::AggregateDir::Open(identity.aggregate_dir));
+                     checkpoint::AggregateDir::Open(identity.aggregate_dir, kLeaderWriteBudget));
     RETURN_IF_ERROR(aggregate->WriteLeader(identity.run_id, options_.peer_address,
                                            options_.daemon_label));
   }

@@ -67,19 +67,14 @@ struct RunListing {
   std::vector<std::pair<uint64_t, Checked>> files;  // by round
 };
 
-bool IsLocal(const std::string& aggregate_dir) {
-  return aggregate_dir.find("://") == std::string::npos ||
-         absl::StartsWith(aggregate_dir, "file://");
-}
-
 // Opens aggregate_dir for reading: a local directory must already exist (opening would
 // create it, and a typo should be an error, not a new empty directory).
 absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> OpenForReading(
     const std::string& aggregate_dir) {
-  if (IsLocal(aggregate_dir)) {
+  ASSIGN_OR_RETURN(storage::Location where, storage::ClassifyLocation(aggregate_dir));
+  if (where.kind == storage::LocationKind::kLocal) {
     std::error_code ec;
-    const std::string path(absl::StripPrefix(aggregate_dir, "file://"));
-    if (!fs::is_directory(path, ec)) {
+    if (!fs::is_directory(where.path_or_url, ec)) {
       return absl::NotFoundError(absl::StrCat(aggregate_dir, " is not a directory"));
     }
   }

@@ -55,8 +55,6 @@ absl::Status WithContext(const absl::Status& s, absl::string_view context) {
   return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
 }
 
-bool IsUrl(const std::string& location) { return location.find("://") != std::string::npos; }
-
 }  // namespace
 
 absl::Status ValidateRunLocation(const std::string& aggregate_dir, const std::string& run_id) {
@@ -89,7 +87,8 @@ namespace {
 // OpenStore, with an s3:// store's calls bounded by `budget` (retries included).
 absl::StatusOr<std::unique_ptr<storage::ObjectStore>> OpenBudgeted(const std::string& location,
                                                                    absl::Duration budget) {
-  if (budget == absl::InfiniteDuration() || !absl::StartsWith(location, "s3://")) {
+  ASSIGN_OR_RETURN(storage::Location kind, storage::ClassifyLocation(location));
+  if (budget == absl::InfiniteDuration() || kind.kind != storage::LocationKind::kS3) {
     return storage::OpenStore(location);
   }
   ASSIGN_OR_RETURN(storage::S3Location where, storage::ParseS3Url(location));
@@ -228,7 +227,8 @@ absl::StatusOr<std::vector<RunEntry>> AggregateDir::ListRuns() {
 absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
   std::string root;
   std::string key;
-  if (IsUrl(location) && !absl::StartsWith(location, "file://")) {
+  ASSIGN_OR_RETURN(storage::Location where, storage::ClassifyLocation(location));
+  if (where.kind == storage::LocationKind::kS3) {
     ASSIGN_OR_RETURN(storage::S3Location s3, storage::ParseS3Url(location));
     if (s3.key.empty() || absl::EndsWith(s3.key, "/")) {
       return absl::InvalidArgumentError(
@@ -237,7 +237,7 @@ absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
     root = absl::StrCat("s3://", s3.bucket);
     key = s3.key;
   } else {
-    std::string path(absl::StripPrefix(location, "file://"));
+    const std::string& path = where.path_or_url;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       const int err = errno;

@@ -9,11 +9,12 @@ give clear errors and leave no partial checkpoint.
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
 from s3rver import BUCKET, CLIENT, REQUIRES_S3RVER, node
-from fault_proxy import DROP_REQUEST, PASS, REFUSE, FaultProxy
+from fault_proxy import DROP_REQUEST, PASS, REFUSE, STALL, FaultProxy
 from test_checkpoint import STEPS, Job, corpus, make_pipe, nodes, reference_steps  # noqa: F401
 from zephond_process import zephonctl_path
 
@@ -225,9 +226,21 @@ def test_store_down_or_dying_mid_upload_fails_the_round_and_writes_nothing(serve
         proxy.set_fault(PASS)
         assert not s3_has(f"{PREFIX}/outage/checkpoint-00000002.zckpt")
 
+        # Round 3: downloads hang (uploads work). Followers cannot read the rendezvous
+        # object; they give up on it after a bounded wait and report to the leader they
+        # found in round 0, so the round completes and its checkpoint is written.
+        proxy.set_fault(STALL, methods=("GET",))
+        job.step()
+        started = time.monotonic()
+        stalled = job.checkpoint()
+        assert time.monotonic() - started < 20, "bounded by the rendezvous read budget"
+        proxy.set_fault(PASS)
+        assert all(s == stalled[0] for s in stalled)
+        assert s3_get(f"{PREFIX}/outage/checkpoint-00000003.zckpt", tmp_path) == stalled[0]
+
         # The store is back: the run checkpoints again, without restarting anything.
         job.step()
         again = job.checkpoint()
         assert all(s == again[0] for s in again) and again[0] != first[0]
-        assert s3_get(f"{PREFIX}/outage/checkpoint-00000003.zckpt", tmp_path) == again[0]
+        assert s3_get(f"{PREFIX}/outage/checkpoint-00000004.zckpt", tmp_path) == again[0]
         job.close()
