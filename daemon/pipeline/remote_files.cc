@@ -78,7 +78,16 @@ absl::StatusOr<DatasetFiles::Resolved> RemoteDatasetFiles::Resolve(const std::st
   if (IsGlobPattern(key)) {
     out.kind = Kind::kGlob;
     const std::string literal = key.substr(0, key.find_first_of("*?[\\"));
-    ASSIGN_OR_RETURN(std::vector<storage::ObjectInfo> listed, store_->List(literal));
+    // Under FNM_PATHNAME only a '/' in the pattern matches a '/' in a key, so with none
+    // past the literal part every match lies directly in the literal's "directory"
+    // (s3://b/data/shard-*.bin): one level is listed, not the subtree under it.
+    std::vector<storage::ObjectInfo> listed;
+    if (key.find('/', literal.size()) == std::string::npos) {
+      ASSIGN_OR_RETURN(storage::DirectoryListing level, store_->ListDirectory(literal));
+      listed = std::move(level.objects);
+    } else {
+      ASSIGN_OR_RETURN(listed, store_->List(literal));
+    }
     for (storage::ObjectInfo& info : listed) {
       if (fnmatch(key.c_str(), info.key.c_str(), FNM_PATHNAME | FNM_PERIOD) != 0) continue;
       out.files.push_back(UrlOf(info.key));
@@ -92,10 +101,12 @@ absl::StatusOr<DatasetFiles::Resolved> RemoteDatasetFiles::Resolve(const std::st
   }
   while (!key.empty() && key.back() == '/') key.pop_back();
   const std::string dir = key.empty() ? "" : key + "/";
-  ASSIGN_OR_RETURN(std::vector<storage::ObjectInfo> listed, store_->List(dir));
-  if (key.empty() || !listed.empty()) {
+  // One level: a "directory" is a key with any object under it, directly (objects) or
+  // deeper (common_prefixes), exactly when a recursive List(dir) would be non-empty.
+  ASSIGN_OR_RETURN(storage::DirectoryListing listed, store_->ListDirectory(dir));
+  if (key.empty() || !listed.objects.empty() || !listed.common_prefixes.empty()) {
     out.kind = Kind::kDirectory;
-    for (storage::ObjectInfo& info : listed) {
+    for (storage::ObjectInfo& info : listed.objects) {
       const std::string name = info.key.substr(dir.size());
       if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos) continue;
       out.files.push_back(UrlOf(info.key));

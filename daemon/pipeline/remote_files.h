@@ -1,13 +1,17 @@
 // RemoteDatasetFiles: DatasetFiles (dataset_files.h) over an object store, for dataset
 // paths "s3://bucket/key". A key is resolved like a local path:
-//   glob      the key holds '*', '?' or '[': List(the key's literal part before the first
-//             metacharacter), then every listed key is matched against the whole
-//             pattern with fnmatch(FNM_PATHNAME | FNM_PERIOD), so wildcards never cross
-//             '/' nor match a leading '.', as glob(3) does locally; matches sorted by
-//             key; none is NOT_FOUND naming the URL.
-//   directory List(key + "/") is non-empty (or the key is empty: the bucket's top
-//             level): the objects directly under it (no further '/'), names not
-//             starting with '.', sorted by key.
+//   glob      the key holds '*', '?' or '[': the key's literal part before the first
+//             metacharacter is listed, then every listed key is matched against the
+//             whole pattern with fnmatch(FNM_PATHNAME | FNM_PERIOD), so wildcards never
+//             cross '/' nor match a leading '.', as glob(3) does locally; matches sorted
+//             by key; none is NOT_FOUND naming the URL. A pattern with no '/' after its
+//             literal part ("data/shard-*.bin") can only match objects directly in that
+//             directory, so only that level is listed (ListDirectory); one spanning
+//             directories ("data/*/x.bin") lists the literal part recursively (List).
+//   directory ListDirectory(key + "/") finds any object under it, at any depth (or the
+//             key is empty: the bucket's top level): the objects directly under it (no
+//             further '/'), names not starting with '.', sorted by key. Only that one
+//             level is listed, however many objects lie deeper.
 //   single    otherwise: the object `key` itself (HEAD when it is opened or tested).
 // Files open as RemoteShardFile: size and version come from the listing (or HEAD) and
 // stay fixed; bytes are read through the node's ShardCache (storage/shard_cache.h),

@@ -3,8 +3,10 @@
 // the local path, read through the shard cache.
 #include "daemon/pipeline/remote_files.h"
 
+#include <fnmatch.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -14,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/pipeline/dataset.h"
 #include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/path_glob.h"
 #include "daemon/pipeline/spec.h"
 #include "daemon/pipeline/testing_corpus.h"
 #include "daemon/storage/local_store.h"
@@ -27,10 +30,26 @@ using storage::ObjectStore;
 
 constexpr char kBucket[] = "s3://zephon-test";
 
-// Forwards to a LocalStore, counting calls per key; can fail every ranged read.
+// Forwards to a LocalStore, counting calls per key; can fail every ranged read. Logs
+// each listing ("List(prefix)", "ListDirectory(prefix)") and counts the objects the
+// listings returned.
 class CountingStore final : public ObjectStore {
  public:
   explicit CountingStore(std::unique_ptr<ObjectStore> inner) : inner_(std::move(inner)) {}
+
+  std::vector<std::string> listings() {
+    absl::MutexLock lock(&mu_);
+    return listings_;
+  }
+  int listed_objects() {
+    absl::MutexLock lock(&mu_);
+    return listed_objects_;
+  }
+  void ResetListings() {
+    absl::MutexLock lock(&mu_);
+    listings_.clear();
+    listed_objects_ = 0;
+  }
 
   int gets(const std::string& key) {
     absl::MutexLock lock(&mu_);
@@ -73,7 +92,18 @@ class CountingStore final : public ObjectStore {
     return inner_->Put(key, bytes);
   }
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override {
-    return inner_->List(prefix);
+    absl::StatusOr<std::vector<ObjectInfo>> all = inner_->List(prefix);
+    absl::MutexLock lock(&mu_);
+    listings_.push_back(absl::StrCat("List(", prefix, ")"));
+    if (all.ok()) listed_objects_ += static_cast<int>(all->size());
+    return all;
+  }
+  absl::StatusOr<storage::DirectoryListing> ListDirectory(const std::string& prefix) override {
+    absl::StatusOr<storage::DirectoryListing> level = inner_->ListDirectory(prefix);
+    absl::MutexLock lock(&mu_);
+    listings_.push_back(absl::StrCat("ListDirectory(", prefix, ")"));
+    if (level.ok()) listed_objects_ += static_cast<int>(level->objects.size());
+    return level;
   }
   absl::Status Delete(const std::string& key) override { return inner_->Delete(key); }
   absl::StatusOr<ObjectInfo> Head(const std::string& key) override { return inner_->Head(key); }
@@ -84,6 +114,8 @@ class CountingStore final : public ObjectStore {
   std::map<std::string, int> gets_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> ranges_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> listings_ ABSL_GUARDED_BY(mu_);
+  int listed_objects_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 std::vector<std::vector<int32_t>> Docs(int n, int seed) {
@@ -307,6 +339,146 @@ TEST_F(RemoteDatasetTest, ReadErrorsReachTheBatchNamingLaneBatchAndObject) {
   EXPECT_TRUE(MaterializeInto(plan, datasets, tokens.data(), positions.data()).ok());
   const std::vector<int32_t> doc = Docs(60, 1)[2];
   EXPECT_EQ(tokens, std::vector<int32_t>(doc.begin(), doc.begin() + 4));
+}
+
+// A deep subtree under the dataset directory: 3 levels of 4 directories of 5 files.
+void WriteNestedTree(const std::string& dir) {
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      for (int c = 0; c < 4; ++c) {
+        const std::string sub = absl::StrCat(dir, "/d", a, "/d", b, "/d", c);
+        fs::create_directories(sub);
+        for (int f = 0; f < 5; ++f) {
+          ASSERT_TRUE(testing::WriteFlatFile(absl::StrCat(sub, "/shard-", f, ".bin"), {1}).ok());
+        }
+      }
+    }
+  }
+}
+
+TEST_F(RemoteDatasetTest, DirectoriesAndOneLevelGlobsListOnlyTheirLevel) {
+  WriteNestedTree(bucket_dir_ + "/corpus/nested");  // 320 objects below the dataset
+  auto files = RemoteDatasetFiles::Open(kBucket, options_);
+  ASSERT_TRUE(files.ok()) << files.status();
+  const std::vector<std::string> top = {absl::StrCat(kBucket, "/corpus/shard-0.bin"),
+                                        absl::StrCat(kBucket, "/corpus/shard-0.idx"),
+                                        absl::StrCat(kBucket, "/corpus/shard-1.bin"),
+                                        absl::StrCat(kBucket, "/corpus/shard-1.idx")};
+
+  auto dir = (*files)->Resolve(absl::StrCat(kBucket, "/corpus/"));
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_EQ(dir->kind, DatasetFiles::Kind::kDirectory);
+  EXPECT_EQ(dir->files, top);
+  EXPECT_EQ(store_->listings(), (std::vector<std::string>{"ListDirectory(corpus/)"}));
+  EXPECT_EQ(store_->listed_objects(), 5);  // the four shard files and .hidden
+
+  store_->ResetListings();
+  auto glob = (*files)->Resolve(absl::StrCat(kBucket, "/corpus/shard-*.bin"));
+  ASSERT_TRUE(glob.ok()) << glob.status();
+  EXPECT_EQ(glob->kind, DatasetFiles::Kind::kGlob);
+  EXPECT_EQ(glob->files, (std::vector<std::string>{top[0], top[2]}));
+  EXPECT_EQ(store_->listings(), (std::vector<std::string>{"ListDirectory(corpus/shard-)"}));
+  EXPECT_EQ(store_->listed_objects(), 4);
+
+  store_->ResetListings();
+  auto bare = (*files)->Resolve(absl::StrCat(kBucket, "/corpus/*"));
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(bare->files, top);  // "nested" is no object, ".hidden" needs an explicit '.'
+  EXPECT_EQ(store_->listings(), (std::vector<std::string>{"ListDirectory(corpus/)"}));
+
+  // A pattern spanning directories still lists the subtree under its literal part.
+  store_->ResetListings();
+  auto deep = (*files)->Resolve(absl::StrCat(kBucket, "/corpus/nested/d1/*/d3/shard-4.bin"));
+  ASSERT_TRUE(deep.ok()) << deep.status();
+  EXPECT_EQ(deep->files,
+            (std::vector<std::string>{
+                absl::StrCat(kBucket, "/corpus/nested/d1/d0/d3/shard-4.bin"),
+                absl::StrCat(kBucket, "/corpus/nested/d1/d1/d3/shard-4.bin"),
+                absl::StrCat(kBucket, "/corpus/nested/d1/d2/d3/shard-4.bin"),
+                absl::StrCat(kBucket, "/corpus/nested/d1/d3/d3/shard-4.bin")}));
+  EXPECT_EQ(store_->listings(), (std::vector<std::string>{"List(corpus/nested/d1/)"}));
+  EXPECT_EQ(store_->listed_objects(), 80);
+
+  // The dataset opens to the same shards as before, listing one level.
+  store_->ResetListings();
+  auto ds = Open(absl::StrCat(kBucket, "/corpus"));
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ(Names(**ds), (std::vector<std::string>{"shard-0.bin", "shard-1.bin"}));
+  for (const std::string& listing : store_->listings()) {
+    EXPECT_TRUE(absl::StartsWith(listing, "ListDirectory(")) << listing;
+  }
+  EXPECT_LE(store_->listed_objects(), 5);
+}
+
+// The oracle: Resolve as it was before ListDirectory, a recursive List for every form.
+absl::StatusOr<DatasetFiles::Resolved> RecursiveResolve(ObjectStore& store, std::string key) {
+  using Kind = DatasetFiles::Kind;
+  auto url = [](const std::string& k) { return absl::StrCat(kBucket, "/", k); };
+  DatasetFiles::Resolved out;
+  if (IsGlobPattern(key)) {
+    out.kind = Kind::kGlob;
+    const std::string literal = key.substr(0, key.find_first_of("*?[\\"));
+    absl::StatusOr<std::vector<ObjectInfo>> listed = store.List(literal);
+    if (!listed.ok()) return listed.status();
+    for (const ObjectInfo& info : *listed) {
+      if (fnmatch(key.c_str(), info.key.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0) {
+        out.files.push_back(url(info.key));
+      }
+    }
+    if (out.files.empty()) return absl::NotFoundError("glob matches nothing");
+    std::sort(out.files.begin(), out.files.end());
+    return out;
+  }
+  while (!key.empty() && key.back() == '/') key.pop_back();
+  const std::string dir = key.empty() ? "" : key + "/";
+  absl::StatusOr<std::vector<ObjectInfo>> listed = store.List(dir);
+  if (!listed.ok()) return listed.status();
+  if (key.empty() || !listed->empty()) {
+    out.kind = Kind::kDirectory;
+    for (const ObjectInfo& info : *listed) {
+      const std::string name = info.key.substr(dir.size());
+      if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos) continue;
+      out.files.push_back(url(info.key));
+    }
+    std::sort(out.files.begin(), out.files.end());
+    return out;
+  }
+  out.kind = Kind::kSingle;
+  out.files.push_back(url(key));
+  return out;
+}
+
+TEST_F(RemoteDatasetTest, OneLevelListingsResolveExactlyAsRecursiveListingsDid) {
+  WriteNestedTree(bucket_dir_ + "/corpus/nested");
+  fs::create_directories(bucket_dir_ + "/only-deeper/a/b");  // objects only further down
+  ASSERT_TRUE(testing::WriteFlatFile(bucket_dir_ + "/only-deeper/a/b/x.bin", {1}).ok());
+  fs::create_directories(bucket_dir_ + "/empty-dirs/a/b");  // no object at all
+  ASSERT_TRUE(testing::WriteFlatFile(bucket_dir_ + "/top.bin", {1}).ok());
+  const std::vector<std::string> paths = {
+      "", "/", "/corpus", "/corpus/", "/corpus//", "/corpus/nested", "/corpus/nested/d2/d0",
+      "/only-deeper", "/only-deeper/a", "/empty-dirs", "/empty-dirs/a", "/missing",
+      "/corpus/shard-0.bin", "/corpus/shard-0", "/corpus/shard-*", "/corpus/shard-?.idx",
+      "/corpus/*", "/corpus/.*", "/corpus/[s]hard-1.*", "/corpus/nested/*/d1/shard-[0-2].bin",
+      "/*/shard-1.bin", "/*", "/corpus/nested/d3/d3/d3/*", "/only-deeper/*", "/empty-dirs/*",
+      "/corpus/zzz*"};
+  auto files = RemoteDatasetFiles::Open(kBucket, options_);
+  ASSERT_TRUE(files.ok()) << files.status();
+  for (const std::string& path : paths) {
+    auto got = (*files)->Resolve(kBucket + path);
+    auto want = RecursiveResolve(*store_, path.empty() ? "" : path.substr(1));
+    ASSERT_EQ(got.status().code(), want.status().code()) << path << ": " << got.status();
+    if (!got.ok()) continue;
+    EXPECT_EQ(got->kind, want->kind) << path;
+    EXPECT_EQ(got->files, want->files) << path;
+  }
+  // The cases that tell "directory" from "object" by objects deeper down.
+  auto deeper = (*files)->Resolve(absl::StrCat(kBucket, "/only-deeper"));
+  ASSERT_TRUE(deeper.ok()) << deeper.status();
+  EXPECT_EQ(deeper->kind, DatasetFiles::Kind::kDirectory);
+  EXPECT_TRUE(deeper->files.empty());
+  auto empty = (*files)->Resolve(absl::StrCat(kBucket, "/empty-dirs"));
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->kind, DatasetFiles::Kind::kSingle);  // no object: as in S3
 }
 
 TEST_F(RemoteDatasetTest, WithoutANodeCacheDatasetsStillOpenAndRead) {

@@ -94,25 +94,55 @@ absl::StatusOr<std::string> ReadAt(int fd, const std::string& path, uint64_t off
   return out;
 }
 
-// Appends every regular file under `dir` (key prefix `key_dir`, "" or ending in '/')
-// whose key starts with `prefix`. Missing directories contribute nothing.
-absl::Status Walk(const std::string& dir, const std::string& key_dir,
-                  const std::string& prefix, std::vector<ObjectInfo>* out) {
+// The entries of directory `dir` but ".", ".." and temp files, in readdir order. A
+// missing directory (or a file) has none.
+absl::Status ReadNames(const std::string& dir, std::vector<std::string>* names) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) {
     if (errno == ENOENT || errno == ENOTDIR) return absl::OkStatus();
     return PathError(errno, "cannot list directory", dir);
   }
-  std::vector<std::string> names;
   errno = 0;
   while (struct dirent* e = ::readdir(d)) {
     const absl::string_view name = e->d_name;
     if (name == "." || name == ".." || absl::StartsWith(name, kLocalTempPrefix)) continue;
-    names.emplace_back(name);
+    names->emplace_back(name);
   }
   const int read_errno = errno;
   ::closedir(d);
   if (read_errno != 0) return PathError(read_errno, "cannot list directory", dir);
+  return absl::OkStatus();
+}
+
+// Whether List would find an object under directory `dir`: a regular file, not a temp
+// file, at any depth. Stops at the first one.
+absl::StatusOr<bool> HoldsObject(const std::string& dir) {
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(ReadNames(dir, &names));
+  std::vector<std::string> subdirs;
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // raced with a Delete
+      return PathError(errno, "cannot stat", path);
+    }
+    if (S_ISREG(st.st_mode)) return true;
+    if (S_ISDIR(st.st_mode)) subdirs.push_back(path);
+  }
+  for (const std::string& sub : subdirs) {  // this level's files before any subtree
+    ASSIGN_OR_RETURN(bool found, HoldsObject(sub));
+    if (found) return true;
+  }
+  return false;
+}
+
+// Appends every regular file under `dir` (key prefix `key_dir`, "" or ending in '/')
+// whose key starts with `prefix`. Missing directories contribute nothing.
+absl::Status Walk(const std::string& dir, const std::string& key_dir,
+                  const std::string& prefix, std::vector<ObjectInfo>* out) {
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(ReadNames(dir, &names));
   for (const std::string& name : names) {
     const std::string key = key_dir + name;
     const std::string path = dir + "/" + name;
@@ -204,6 +234,46 @@ absl::StatusOr<std::vector<ObjectInfo>> LocalStore::List(const std::string& pref
   RETURN_IF_ERROR(Walk(root_.empty() ? "/" : root_, "", prefix, &out));
   std::sort(out.begin(), out.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  return out;
+}
+
+absl::StatusOr<DirectoryListing> LocalStore::ListDirectory(const std::string& prefix) {
+  DirectoryListing out;
+  // prefix = key_dir + name_prefix; key_dir is "" or a valid key plus '/'.
+  const size_t slash = prefix.rfind('/');
+  std::string key_dir;
+  std::string dir = root_.empty() ? "/" : root_;
+  if (slash != std::string::npos) {
+    const std::string dir_key = prefix.substr(0, slash);
+    // No key has an empty, "." or ".." segment (and none starts with '/'), so nothing
+    // matches; not opening it also keeps "../x" from leaving the root.
+    if (!ValidateKey(dir_key).ok()) return out;
+    key_dir = dir_key + "/";
+    dir = PathOf(dir_key);
+  }
+  const absl::string_view name_prefix = absl::string_view(prefix).substr(key_dir.size());
+  std::vector<std::string> names;
+  RETURN_IF_ERROR(ReadNames(dir, &names));
+  for (const std::string& name : names) {
+    if (!absl::StartsWith(name, name_prefix)) continue;
+    const std::string path = dir + "/" + name;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // raced with a Delete
+      return PathError(errno, "cannot stat", path);
+    }
+    const std::string key = key_dir + name;
+    if (S_ISREG(st.st_mode)) {
+      out.objects.push_back(ObjectInfo{key, static_cast<uint64_t>(st.st_size),
+                                       absl::TimeFromTimespec(st.st_mtim), LocalVersion(st)});
+    } else if (S_ISDIR(st.st_mode)) {
+      ASSIGN_OR_RETURN(bool holds_object, HoldsObject(path));
+      if (holds_object) out.common_prefixes.push_back(key + "/");
+    }
+  }
+  std::sort(out.objects.begin(), out.objects.end(),
+            [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  std::sort(out.common_prefixes.begin(), out.common_prefixes.end());
   return out;
 }
 

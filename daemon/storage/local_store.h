@@ -4,7 +4,7 @@
 // Atomicity: Put writes a temp file in the destination directory, fsyncs it, renames it
 // over the destination and fsyncs the directory, so after a crash a key holds either
 // its old or its new bytes. Temp files are named ".zephon-tmp.<name>.XXXXXX"; they are
-// removed on every error path and List skips them.
+// removed on every error path and List and ListDirectory skip them.
 //
 // Errors carry the filesystem path and errno text. Thread-safety: thread-safe (no
 // mutable state; the filesystem serializes).
@@ -52,6 +52,11 @@ class LocalStore final : public ObjectStore {
                                        const std::string& if_version = "") override;
   absl::Status Put(const std::string& key, std::string_view bytes) override;
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override;
+  // Reads the one directory holding `prefix`'s level (skipping temp files, as List
+  // does); a subdirectory is a common prefix when some regular file lies under it (the
+  // search stops at the first). A prefix whose directory part is no valid key ("a//",
+  // "../x") lists nothing, as in List, and is never opened.
+  absl::StatusOr<DirectoryListing> ListDirectory(const std::string& prefix) override;
   absl::Status Delete(const std::string& key) override;
   absl::StatusOr<ObjectInfo> Head(const std::string& key) override;
 

@@ -193,6 +193,82 @@ TEST_F(LocalStoreTest, ListIsRecursiveSortedAndPrefixFiltered) {
   EXPECT_TRUE(none->empty());
 }
 
+std::vector<std::string> Keys(const std::vector<ObjectInfo>& infos) {
+  std::vector<std::string> out;
+  for (const auto& i : infos) out.push_back(i.key);
+  return out;
+}
+
+TEST_F(LocalStoreTest, ListDirectoryListsOneLevelAndRollsUpDeeperKeys) {
+  for (const char* k : {"run/b/2", "run/a/1", "run/a/10", "run/a/deep/er", "run/top.bin",
+                        "run/.hidden", "runner/x", "other/y", "top", "run/c/d/e/only-deep"}) {
+    ASSERT_TRUE(store_->Put(k, k).ok());
+  }
+  ASSERT_EQ(mkdir((root_ + "/run/empty").c_str(), 0755), 0);  // no object: not listed
+  ASSERT_EQ(mkdir((root_ + "/run/empty/sub").c_str(), 0755), 0);
+
+  auto root = store_->ListDirectory("");
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(Keys(root->objects), (std::vector<std::string>{"top"}));
+  EXPECT_EQ(root->common_prefixes, (std::vector<std::string>{"other/", "run/", "runner/"}));
+
+  auto run = store_->ListDirectory("run/");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(Keys(run->objects), (std::vector<std::string>{"run/.hidden", "run/top.bin"}));
+  EXPECT_EQ(run->objects[1].size, 11u);
+  EXPECT_EQ(run->objects[1].version, store_->Head("run/top.bin")->version);
+  EXPECT_EQ(run->common_prefixes, (std::vector<std::string>{"run/a/", "run/b/", "run/c/"}));
+
+  // A prefix inside a name filters that level, as S3's delimiter=/ listing does.
+  auto named = store_->ListDirectory("run/a/1");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(Keys(named->objects), (std::vector<std::string>{"run/a/1", "run/a/10"}));
+  EXPECT_TRUE(named->common_prefixes.empty());
+  auto partial = store_->ListDirectory("ru");
+  ASSERT_TRUE(partial.ok()) << partial.status();
+  EXPECT_TRUE(partial->objects.empty());
+  EXPECT_EQ(partial->common_prefixes, (std::vector<std::string>{"run/", "runner/"}));
+  auto dir_name = store_->ListDirectory("run/a");  // "run/a" itself is a directory
+  ASSERT_TRUE(dir_name.ok()) << dir_name.status();
+  EXPECT_TRUE(dir_name->objects.empty());
+  EXPECT_EQ(dir_name->common_prefixes, (std::vector<std::string>{"run/a/"}));
+
+  // Missing directories, a file in place of one, and prefixes no key can have: empty.
+  for (const char* prefix : {"nothing/here/", "top/", "run//", "/run/", "../", "./run/",
+                             "run/../run/", "run/empty/"}) {
+    auto none = store_->ListDirectory(prefix);
+    ASSERT_TRUE(none.ok()) << prefix << ": " << none.status();
+    EXPECT_TRUE(none->objects.empty()) << prefix;
+    EXPECT_TRUE(none->common_prefixes.empty()) << prefix;
+  }
+}
+
+TEST_F(LocalStoreTest, ListDirectoryIsListCutAtTheNextSlash) {
+  for (const char* k : {"a/b/c/d", "a/b/x", "a/bc", "a/b.c", "a/b-/z", "ab", "a/.d/e", "z"}) {
+    ASSERT_TRUE(store_->Put(k, "v").ok());
+  }
+  const std::string tmp = absl::StrCat(root_, "/a/", kLocalTempPrefix, "bc.XyZ123");
+  FILE* f = fopen(tmp.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
+  for (const char* prefix : {"", "a", "a/", "a/b", "a/b/", "a/b/c", "a/b/c/", "a/.", "ab", "q"}) {
+    auto all = store_->List(prefix);
+    auto level = store_->ListDirectory(prefix);
+    ASSERT_TRUE(all.ok() && level.ok()) << prefix;
+    std::vector<std::string> objects, common;
+    for (const ObjectInfo& info : *all) {
+      const size_t slash = info.key.find('/', std::string(prefix).size());
+      if (slash == std::string::npos) {
+        objects.push_back(info.key);
+      } else if (common.empty() || common.back() != info.key.substr(0, slash + 1)) {
+        common.push_back(info.key.substr(0, slash + 1));
+      }
+    }
+    EXPECT_EQ(Keys(level->objects), objects) << prefix;
+    EXPECT_EQ(level->common_prefixes, common) << prefix;
+  }
+}
+
 TEST_F(LocalStoreTest, DeleteRemovesAndIsIdempotent) {
   ASSERT_TRUE(store_->Put("d/x", "1").ok());
   ASSERT_TRUE(store_->Delete("d/x").ok());

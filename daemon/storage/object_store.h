@@ -36,6 +36,18 @@ struct ObjectInfo {
   std::string version;
 };
 
+// One level of the key hierarchy under a prefix, as ObjectStore::ListDirectory sees it
+// ('/' is the only separator; S3's ListObjectsV2 with delimiter=/).
+struct DirectoryListing {
+  // The objects whose key starts with the prefix and has no '/' after it, sorted by key.
+  std::vector<ObjectInfo> objects;
+  // The deeper objects, rolled up: for each object whose key has a '/' after the prefix,
+  // that key up to and including the first such '/' ("a/b/" for "a/b/c/d" under "a/"),
+  // each once, sorted (S3's CommonPrefixes). A prefix is here only when at least one
+  // object lies under it, so an empty local subdirectory does not appear.
+  std::vector<std::string> common_prefixes;
+};
+
 class ObjectStore {
  public:
   virtual ~ObjectStore() = default;
@@ -71,6 +83,15 @@ class ObjectStore {
   // Every object whose key starts with `prefix` (a plain string prefix, as in S3; ""
   // lists everything), sorted by key. An empty result is OK, not NOT_FOUND.
   virtual absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
+
+  // List, one level deep: the objects whose key starts with `prefix` and has no '/'
+  // after it, and the common prefixes of the deeper ones (see DirectoryListing).
+  // "data/" lists the "directory" data/; "data/shard-" its entries named shard-*. The
+  // work is proportional to that level, not to the subtree under it (S3Store: paged
+  // ListObjectsV2 with delimiter=/; LocalStore: one directory read, plus a search for
+  // one object in each subdirectory that would be a common prefix). Empty is OK, not
+  // NOT_FOUND; errors as List's.
+  virtual absl::StatusOr<DirectoryListing> ListDirectory(const std::string& prefix) = 0;
 
   // Removes the object. Deleting a missing key is OK (idempotent, as in S3).
   virtual absl::Status Delete(const std::string& key) = 0;

@@ -495,23 +495,26 @@ absl::StatusOr<ObjectInfo> S3Store::Head(const std::string& key) {
   return info;
 }
 
-absl::StatusOr<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
+absl::StatusOr<DirectoryListing> S3Store::ListPaged(const std::string& prefix,
+                                                    bool delimited) const {
   const std::string root = options_.prefix.empty() ? "" : options_.prefix + "/";
   const std::string full_prefix = root + prefix;
-  std::vector<ObjectInfo> out;
+  const std::string what =
+      absl::StrCat("listing prefix '", full_prefix, "'", delimited ? " with delimiter '/'" : "");
+  DirectoryListing out;
   std::string token;
   for (;;) {
     Request req{"GET", "", {{"list-type", "2"},
                              {"max-keys", absl::StrCat(options_.list_page_size)}},
                 {}, {}};
     if (!full_prefix.empty()) req.query.emplace_back("prefix", full_prefix);
+    if (delimited) req.query.emplace_back("delimiter", "/");
     if (!token.empty()) req.query.emplace_back("continuation-token", token);
     absl::StatusOr<Response> resp_or = Send(req);
     absl::Status err = resp_or.status();
     if (err.ok() && resp_or->status != 200) err = HttpError(req, *resp_or);
     if (!err.ok()) {
-      return absl::Status(err.code(), absl::StrCat(err.message(), " (listing prefix '",
-                                                   full_prefix, "')"));
+      return absl::Status(err.code(), absl::StrCat(err.message(), " (", what, ")"));
     }
     Response& resp = *resp_or;
     absl::StatusOr<ListPage> page = ParseListObjectsV2(resp.body);
@@ -521,8 +524,18 @@ absl::StatusOr<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix)
     }
     for (ObjectInfo& info : page->objects) {
       if (!absl::StartsWith(info.key, full_prefix)) continue;
+      const size_t slash = delimited ? info.key.find('/', full_prefix.size()) : std::string::npos;
+      if (slash != std::string::npos) {  // the server ignored the delimiter
+        out.common_prefixes.push_back(info.key.substr(root.size(), slash + 1 - root.size()));
+        continue;
+      }
       info.key.erase(0, root.size());
-      out.push_back(std::move(info));
+      out.objects.push_back(std::move(info));
+    }
+    for (std::string& common : page->common_prefixes) {
+      if (!delimited || !absl::StartsWith(common, full_prefix)) continue;
+      common.erase(0, root.size());
+      out.common_prefixes.push_back(std::move(common));
     }
     if (!page->truncated) break;
     if (page->next_continuation_token.empty() || page->next_continuation_token == token) {
@@ -532,9 +545,21 @@ absl::StatusOr<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix)
     }
     token = std::move(page->next_continuation_token);
   }
-  std::sort(out.begin(), out.end(),
+  std::sort(out.objects.begin(), out.objects.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+  std::sort(out.common_prefixes.begin(), out.common_prefixes.end());
+  out.common_prefixes.erase(std::unique(out.common_prefixes.begin(), out.common_prefixes.end()),
+                            out.common_prefixes.end());
   return out;
+}
+
+absl::StatusOr<std::vector<ObjectInfo>> S3Store::List(const std::string& prefix) {
+  ASSIGN_OR_RETURN(DirectoryListing all, ListPaged(prefix, /*delimited=*/false));
+  return std::move(all.objects);
+}
+
+absl::StatusOr<DirectoryListing> S3Store::ListDirectory(const std::string& prefix) {
+  return ListPaged(prefix, /*delimited=*/true);
 }
 
 }  // namespace zephon::storage

@@ -110,6 +110,11 @@ class S3Store final : public ObjectStore {
                                        const std::string& if_version = "") override;
   absl::Status Put(const std::string& key, std::string_view bytes) override;
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override;
+  // ListObjectsV2 with delimiter=/, paged like List (list_page_size entries per page,
+  // objects and common prefixes counted together, as S3 does). A common prefix that
+  // comes back on two pages is kept once; a server that ignores the delimiter still
+  // gives the right answer (deeper keys are rolled up here), only more slowly.
+  absl::StatusOr<DirectoryListing> ListDirectory(const std::string& prefix) override;
   absl::Status Delete(const std::string& key) override;
   absl::StatusOr<ObjectInfo> Head(const std::string& key) override;
 
@@ -130,6 +135,10 @@ class S3Store final : public ObjectStore {
   // ETag is not `if_version`; OK otherwise (and always when `if_version` is "").
   absl::Status CheckVersion(const Request& request, const Response& response,
                             const std::string& if_version) const;
+
+  // Every page of ListObjectsV2 for `prefix` (relative to the store root), keys relative
+  // to the root, sorted; with `delimited`, delimiter=/ (deeper keys as common prefixes).
+  absl::StatusOr<DirectoryListing> ListPaged(const std::string& prefix, bool delimited) const;
 
   std::string FullKey(const std::string& key) const;
   std::string Describe(const std::string& full_key) const;  // "s3://bucket/key"

@@ -8,6 +8,10 @@
 //   s3_tool [flags] range s3://bucket/key OFFSET LENGTH LOCAL_FILE|-
 //   s3_tool [flags] head s3://bucket/key          prints "SIZE<TAB>MTIME<TAB>ETAG"
 //   s3_tool [flags] list s3://bucket[/prefix]     prints "SIZE<TAB>MTIME<TAB>KEY" lines
+//   s3_tool [flags] ls-dir s3://bucket[/prefix]   one level (ListObjectsV2 delimiter=/):
+//                                                 list's lines for the objects with no
+//                                                 '/' after the prefix, then
+//                                                 "PRE<TAB>-<TAB>COMMON_PREFIX" lines
 //   s3_tool [flags] delete s3://bucket/key
 // Flags: --endpoint=URL --region=R --path-style --virtual-host --page-size=N
 //        --connect-timeout-ms=N --timeout-ms=N --attempts=N
@@ -42,7 +46,7 @@ constexpr char kUsage[] =
     "               [--if-version=ETAG]\n"
     "               put LOCAL s3://b/k | get s3://b/k LOCAL|- |\n"
     "               range s3://b/k OFFSET LENGTH LOCAL|- | head s3://b/k |\n"
-    "               list s3://b[/prefix] | delete s3://b/k\n";
+    "               list s3://b[/prefix] | ls-dir s3://b[/prefix] | delete s3://b/k\n";
 
 int Usage(const std::string& why) {
   std::cerr << "s3_tool: " << why << "\n" << kUsage;
@@ -91,6 +95,15 @@ absl::Status Run(S3Options options, const std::string& if_version,
     for (const ObjectInfo& o : *objects) {
       std::cout << o.size << "\t" << Iso8601(o.mtime) << "\t" << o.key << "\n";
     }
+    return absl::OkStatus();
+  }
+  if (cmd == "ls-dir") {
+    absl::StatusOr<DirectoryListing> level = s.ListDirectory(loc->key);
+    if (!level.ok()) return level.status();
+    for (const ObjectInfo& o : level->objects) {
+      std::cout << o.size << "\t" << Iso8601(o.mtime) << "\t" << o.key << "\n";
+    }
+    for (const std::string& p : level->common_prefixes) std::cout << "PRE\t-\t" << p << "\n";
     return absl::OkStatus();
   }
   if (cmd == "put") {
@@ -158,8 +171,9 @@ int Main(int argc, char** argv) {
   const std::string& cmd = args[0];
   const size_t want = cmd == "put" || cmd == "get" ? 3
                       : cmd == "range"                ? 5
-                      : cmd == "head" || cmd == "list" || cmd == "delete" ? 2
-                                                                        : 0;
+                      : cmd == "head" || cmd == "list" || cmd == "ls-dir" || cmd == "delete"
+                          ? 2
+                          : 0;
   if (want == 0) return Usage(absl::StrCat("unknown command '", cmd, "'"));
   if (args.size() != want) return Usage(absl::StrCat("wrong arguments for '", cmd, "'"));
   if (!if_version.empty() && cmd != "get" && cmd != "range") {

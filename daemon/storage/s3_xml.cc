@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -125,6 +126,24 @@ absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml) {
     info.version = std::string(absl::StripSuffix(
         absl::StripPrefix(XmlElementText(entry, "ETag", nullptr), "\""), "\""));
     page.objects.push_back(std::move(info));
+  }
+  // <CommonPrefixes><Prefix>a/b/</Prefix></CommonPrefixes>, one element per prefix (a
+  // block holding several Prefix elements is read whole, too; an empty block is none).
+  for (absl::string_view entry : Elements(xml, "CommonPrefixes")) {
+    if (absl::StripAsciiWhitespace(entry).empty()) continue;
+    const std::vector<absl::string_view> prefixes = Elements(entry, "Prefix");
+    if (prefixes.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ListBucketResult CommonPrefixes entry without a Prefix: '", entry, "'"));
+    }
+    for (absl::string_view prefix : prefixes) {
+      if (prefix.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ListBucketResult CommonPrefixes entry with an empty Prefix: '", entry,
+                         "'"));
+      }
+      page.common_prefixes.push_back(XmlUnescape(prefix));
+    }
   }
   // IsTruncated and NextContinuationToken appear only at the top level.
   page.truncated = XmlElementText(xml, "IsTruncated", nullptr) == "true";

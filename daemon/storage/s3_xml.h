@@ -26,13 +26,17 @@ std::string XmlElementText(absl::string_view xml, absl::string_view tag, bool* f
 
 struct ListPage {
   std::vector<ObjectInfo> objects;       // keys as S3 sent them (full bucket keys)
+  // CommonPrefixes/Prefix values in document order (full bucket keys ending in the
+  // delimiter); only a listing with a delimiter has them.
+  std::vector<std::string> common_prefixes;
   bool truncated = false;                // IsTruncated
   std::string next_continuation_token;  // NextContinuationToken ("" when absent)
 };
 
 // Parses a ListBucketResult (ListObjectsV2). INVALID_ARGUMENT (quoting the bad value)
-// when it is not one, or a Contents entry lacks a Key or has a non-numeric Size; an
-// unparseable LastModified gives mtime = absl::InfinitePast().
+// when it is not one, a Contents entry lacks a Key or has a non-numeric Size, or a
+// CommonPrefixes entry has no (or an empty) Prefix; an unparseable LastModified gives
+// mtime = absl::InfinitePast().
 absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml);
 
 // "Code: Message" of an S3 <Error> document; "" when `xml` is not one.

@@ -1,5 +1,6 @@
 #include "daemon/storage/s3_xml.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
@@ -33,6 +34,36 @@ TEST(ParseListObjectsV2, ReadsEntriesAndContinuation) {
   EXPECT_EQ(page->objects[1].version, "");
   EXPECT_TRUE(page->truncated);
   EXPECT_EQ(page->next_continuation_token, "t&1");
+}
+
+TEST(ParseListObjectsV2, ReadsCommonPrefixesOfADelimitedListing) {
+  const char* xml =
+      "<ListBucketResult><Name>b</Name><Prefix>p/</Prefix><Delimiter>/</Delimiter>"
+      "<IsTruncated>false</IsTruncated>"
+      "<Contents><Key>p/top.bin</Key><Size>3</Size></Contents>"
+      "<CommonPrefixes><Prefix>p/a&amp;b/</Prefix></CommonPrefixes>"
+      "<CommonPrefixes>\n  <Prefix>p/sub/</Prefix>\n</CommonPrefixes>"
+      "<CommonPrefixes/>"
+      "</ListBucketResult>";
+  auto page = ParseListObjectsV2(xml);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->objects.size(), 1u);  // the top-level <Prefix> is not a common prefix
+  EXPECT_EQ(page->objects[0].key, "p/top.bin");
+  EXPECT_EQ(page->common_prefixes, (std::vector<std::string>{"p/a&b/", "p/sub/"}));
+  EXPECT_FALSE(page->truncated);
+
+  auto plain = ParseListObjectsV2("<ListBucketResult><Prefix>p/</Prefix>"
+                                  "<Contents><Key>p/x/y</Key><Size>1</Size></Contents>"
+                                  "</ListBucketResult>");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->common_prefixes.empty());
+
+  for (const char* bad : {"<CommonPrefixes><Key>x</Key></CommonPrefixes>",
+                          "<CommonPrefixes><Prefix></Prefix></CommonPrefixes>"}) {
+    auto page = ParseListObjectsV2(absl::StrCat("<ListBucketResult>", bad, "</ListBucketResult>"));
+    EXPECT_EQ(page.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(page.status().message().find("CommonPrefixes"), std::string::npos) << page.status();
+  }
 }
 
 TEST(ParseListObjectsV2, RejectsOtherDocumentsAndBadSizes) {

@@ -67,6 +67,9 @@ class FakeStore final : public ObjectStore {
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string&) override {
     return absl::UnimplementedError("read-only fake");
   }
+  absl::StatusOr<DirectoryListing> ListDirectory(const std::string&) override {
+    return absl::UnimplementedError("read-only fake");
+  }
   absl::Status Delete(const std::string&) override {
     return absl::UnimplementedError("read-only fake");
   }

@@ -84,6 +84,94 @@ def test_list_pages_through_continuation_tokens_and_delete(server, tmp_path):
     assert subprocess.run(["node", CLIENT, "head", BUCKET, "run/007.bin"]).returncode == 3
 
 
+def _ls_dir(*args, env=None):
+    """s3_tool ls-dir: (object rows [size, mtime, key], common prefixes)."""
+    r = tool(*args, env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    rows = [line.split("\t") for line in r.stdout.decode().splitlines()]
+    objects = [row for row in rows if row[0] != "PRE"]
+    prefixes = [row[2] for row in rows if row[0] == "PRE"]
+    assert rows == objects + [["PRE", "-", p] for p in prefixes]  # objects first
+    return objects, prefixes
+
+
+def _one_level(keys, prefix):
+    """What a delimiter=/ listing of `prefix` must return, cut from a recursive one."""
+    objects, prefixes = [], set()
+    for key in keys:
+        rest = key[len(prefix):]
+        if "/" in rest:
+            prefixes.add(prefix + rest[:rest.index("/") + 1])
+        else:
+            objects.append(key)
+    return sorted(objects), sorted(prefixes)
+
+
+def test_ls_dir_lists_only_the_top_level_of_nested_sdk_objects_with_paging(server, tmp_path):
+    src = tmp_path / "x"
+    top = [f"tree/f{i:02d}.bin" for i in range(10)] + ["tree/.hidden", "tree/m.bin"]
+    # Every subdirectory holds an object of its own: s3rver 3.7 reports a common prefix
+    # only for a directory with a direct object (it prunes its walk below one level).
+    nested = ["tree/f03/x.bin", "tree/g/z.bin", "tree/g/deep/y.bin", "tree/sub1/a.bin",
+              "tree/sub1/b/c.bin", "tree/sub1/b/d/e.bin"]
+    outside = ["tree-sibling.bin", "treehouse/x.bin"]
+    for i, key in enumerate(top + nested + outside):
+        src.write_bytes(b"y" * i)
+        node("put", BUCKET, key, str(src))
+    sizes = {key: i for i, key in enumerate(top + nested + outside)}
+    everything = node("list", BUCKET, "tree/").split()
+    assert sorted(everything) == sorted(top + nested)
+    want_objects, want_prefixes = _one_level(everything, "tree/")
+    assert want_prefixes == ["tree/f03/", "tree/g/", "tree/sub1/"]
+
+    with FaultProxy(server.port) as proxy:
+        objects, prefixes = _ls_dir("--page-size=3", "ls-dir", f"s3://{BUCKET}/tree/",
+                                    env={"AWS_ENDPOINT_URL": proxy.endpoint})
+        heads = [h.decode() for h in proxy.request_heads()]
+    assert [row[2] for row in objects] == want_objects == sorted(top)
+    assert [int(row[0]) for row in objects] == [sizes[k] for k in want_objects]
+    assert all(row[1].startswith("20") for row in objects)  # a real LastModified
+    assert prefixes == want_prefixes
+    # Paged with delimiter=/ (12 top-level objects, 3 per page): several requests, each
+    # after the first continuing the one before.
+    assert len(heads) >= 4, heads
+    for i, head in enumerate(heads):
+        request_line = head.split("\r\n", 1)[0]
+        assert "list-type=2" in request_line and "delimiter=%2F" in request_line, head
+        assert "max-keys=3" in request_line and "prefix=tree%2F" in request_line, head
+        assert ("continuation-token=" in request_line) == (i > 0), head
+
+    # One level further down, and a prefix inside a name, as S3 defines them.
+    for prefix in ("tree/sub1/", "tree/f0", "tree/g/", "tree", ""):
+        want = _one_level(node("list", BUCKET, prefix).split(), prefix)
+        objects, prefixes = _ls_dir("--page-size=2", "ls-dir", f"s3://{BUCKET}/{prefix}")
+        assert ([row[2] for row in objects], prefixes) == want, prefix
+    objects, prefixes = _ls_dir("ls-dir", f"s3://{BUCKET}/tree/f0")
+    assert [row[2] for row in objects] == [f"tree/f{i:02d}.bin" for i in range(10)]
+    assert prefixes == ["tree/f03/"]
+    assert _ls_dir("ls-dir", f"s3://{BUCKET}/nothing/here/") == ([], [])
+    # The recursive listing is unchanged.
+    r = tool("--page-size=4", "list", f"s3://{BUCKET}/tree/")
+    assert r.returncode == 0, r.stderr.decode()
+    assert [line.split("\t")[2] for line in r.stdout.decode().splitlines()] == \
+        sorted(top + nested)
+
+
+def test_ls_dir_errors_name_bucket_prefix_and_http_status(server):
+    r = tool("ls-dir", "s3://no-such-bucket-zephon/data/")
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert "FAILED_PRECONDITION" in err and "NoSuchBucket" in err and "HTTP 404" in err, err
+    assert "no-such-bucket-zephon" in err and "listing prefix 'data/'" in err, err
+    r = tool("ls-dir", f"s3://{BUCKET}/data/", env={"AWS_ACCESS_KEY_ID": "NOT-S3RVER"})
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert "PERMISSION_DENIED" in err and "HTTP 403" in err and BUCKET in err, err
+    assert "delimiter '/'" in err, err
+    r = tool("ls-dir", f"s3://{BUCKET}/a", f"s3://{BUCKET}/b")
+    assert r.returncode == 2 and b"ls-dir" in r.stderr
+
+
 def test_bad_credentials_fail_with_the_http_status(server):
     # s3rver checks the access key id but does not verify V4 signatures (its
     # authentication middleware says "Signature version 4 calculation is
