@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <google/protobuf/util/message_differencer.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,11 @@ namespace {
 constexpr absl::Duration kLeaderWriteBudget = absl::Seconds(30);
 
 std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
+
+// The data identity ranks share an instance by: run, DP degree and DP group.
+std::string InstanceKey(const std::string& run_key, const RankIdentity& identity) {
+  return absl::StrCat(run_key, "/dp", identity.dp_degree, "/g", identity.dp_group_id);
+}
 
 uint32_t RoundUpToPowerOfTwo(uint32_t v) {
   uint32_t p = 1;
@@ -161,12 +167,20 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   }
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(spec, identity.dp_degree));
-  pipeline::OpenOptions open_options;
-  open_options.cache_dir = options_.cache_dir;
-  open_options.shard_cache = options_.shard_cache;
-  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
-                   pipeline::OpenDatasets(resolved, open_options));
-  const std::string spec_hash = pipeline::SpecHash(resolved, datasets);
+  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
+  std::string spec_hash;
+  if (std::shared_ptr<PipelineInstance> peer = RunningPeer(identity, resolved)) {
+    // Joining a running instance of the identical spec: its datasets are what this rank
+    // will read, so no dataset I/O (for s3:// no listing, no .idx copy per rank).
+    datasets = peer->config().datasets;
+    spec_hash = peer->config().spec_hash;
+  } else {
+    pipeline::OpenOptions open_options;
+    open_options.cache_dir = options_.cache_dir;
+    open_options.shard_cache = options_.shard_cache;
+    ASSIGN_OR_RETURN(datasets, pipeline::OpenDatasets(resolved, open_options));
+    spec_hash = pipeline::SpecHash(resolved, datasets);
+  }
   if (restored && restored->spec_hash() != spec_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",
@@ -177,8 +191,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   absl::MutexLock lock(&mu_);
   std::string run_key = identity.run_id;
   if (run_key.empty()) run_key = absl::StrCat("local-", ++anonymous_runs_);
-  const std::string key =
-      absl::StrCat(run_key, "/dp", identity.dp_degree, "/g", identity.dp_group_id);
+  const std::string key = InstanceKey(run_key, identity);
 
   Attachment out;
   // How many reader slots a new instance holds at the stream's start.
@@ -249,6 +262,22 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   return out;
 }
 
+std::shared_ptr<PipelineInstance> InstanceRegistry::RunningPeer(
+    const RankIdentity& identity, const proto::PipelineSpec& resolved) const {
+  if (identity.run_id.empty()) return nullptr;  // unnamed runs never share an instance
+  const std::string key = InstanceKey(identity.run_id, identity);
+  std::shared_ptr<PipelineInstance> peer;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = instances_.find(key);
+    if (it == instances_.end() || it->second.back()->poisoned()) return nullptr;
+    peer = it->second.back();
+  }
+  return google::protobuf::util::MessageDifferencer::Equals(resolved, peer->config().spec)
+             ? peer
+             : nullptr;
+}
+
 absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstance(
     const proto::AttachRequest& request, const RankIdentity& identity,
     proto::PipelineSpec resolved, const std::string& spec_hash,
@@ -275,6 +304,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
     }
     lane_starts.push_back(p);
   }
+  std::vector<std::shared_ptr<const pipeline::Dataset>> kept = datasets;
   ASSIGN_OR_RETURN(std::unique_ptr<pipeline::GroupStream> stream,
                    pipeline::GroupStream::Create(resolved, std::move(datasets), lanes,
                                                  start.restored ? &lane_starts : nullptr));
@@ -283,6 +313,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   InstanceConfig config;
   config.instance_id = absl::StrCat(key, "/", spec_hash.substr(0, 8), "#", serial);
   config.spec_hash = spec_hash;
+  config.datasets = std::move(kept);
   config.identity = identity;
   config.owned_lanes = lanes;
   config.shm_name = absl::StrCat("/", options_.shm_prefix, ".", getpid(), ".", serial);

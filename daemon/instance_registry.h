@@ -123,6 +123,11 @@ class InstanceRegistry {
   void CloseAll() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The running, unpoisoned instance that a rank of `identity` would join, when its
+  // resolved spec equals `resolved`; else null (the rank opens its own datasets).
+  std::shared_ptr<PipelineInstance> RunningPeer(const RankIdentity& identity,
+                                                const proto::PipelineSpec& resolved) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<PipelineInstance>> CreateInstance(
       const proto::AttachRequest& request, const RankIdentity& identity,
       proto::PipelineSpec resolved, const std::string& spec_hash,

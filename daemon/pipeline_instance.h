@@ -48,6 +48,9 @@ struct InstanceConfig {
   std::string instance_id;
   std::string spec_hash;
   proto::PipelineSpec spec;  // resolved
+  // The datasets the stream reads (shared, immutable): a rank joining this instance with
+  // the identical spec reuses them instead of opening its own.
+  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
   RankIdentity identity;     // of the first rank; data identity is shared by all readers
   std::vector<uint32_t> owned_lanes;
   std::string shm_name;

@@ -262,3 +262,40 @@ def test_the_store_dying_mid_run_fails_the_pipeline_with_a_clear_error(server, c
         p.close()
     finally:
         assert d.stop() == 0
+
+
+def test_a_rank_joining_its_dp_group_opens_no_s3_dataset(server, corpus, tmp_path,
+                                                          monkeypatch):
+    # Two ranks of one DP group on one node share one instance; only the first opens the
+    # dataset (List/HEAD/.idx). Counted at a proxy in front of the store.
+    from fault_proxy import FaultProxy
+    upload(corpus)
+    with FaultProxy(server.port) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        d = node(tmp_path, "node")
+        try:
+            opts = dict(world_size=2, dp_degree=1, run_id="join", local_peers=2,
+                        aggregate_dir=str(tmp_path / "agg"))
+            first = make_pipe(URL, d, global_rank=0, dp_group_id=0, **opts)
+            second = make_pipe(URL, d, global_rank=1, dp_group_id=0, **opts)
+            def opening_requests():
+                # Listings, HEADs and .idx reads open a dataset; .bin block reads are the
+                # running instance's producer reading ahead, which may go on meanwhile.
+                return [h for h in proxy.request_heads()
+                        if b"list-type=2" in h or h.startswith(b"HEAD ")
+                        or b".idx " in h.split(b"\r\n", 1)[0]]
+
+            first.attach()
+            before = len(opening_requests())
+            assert before > 0, "the first rank opened the dataset through the store"
+            second.attach()
+            assert len(opening_requests()) == before, "the joining rank opened nothing"
+            assert first.attach_info["spec_hash"] == second.attach_info["spec_hash"]
+            assert first.attach_info["instance_id"] == second.attach_info["instance_id"]
+            a, b = iter(first), iter(second)
+            for _ in range(3):
+                assert digest(next(a)) == digest(next(b))
+            first.close()
+            second.close()
+        finally:
+            assert d.stop() == 0
