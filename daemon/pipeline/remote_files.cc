@@ -99,11 +99,19 @@ absl::StatusOr<DatasetFiles::Resolved> RemoteDatasetFiles::Resolve(const std::st
     std::sort(out.files.begin(), out.files.end());
     return out;
   }
+  const bool names_a_directory = key.empty() || key.back() == '/';
   while (!key.empty() && key.back() == '/') key.pop_back();
   const std::string dir = key.empty() ? "" : key + "/";
   // One level: a "directory" is a key with any object under it, directly (objects) or
   // deeper (common_prefixes), exactly when a recursive List(dir) would be non-empty.
-  ASSIGN_OR_RETURN(storage::DirectoryListing listed, store_->ListDirectory(dir));
+  absl::StatusOr<storage::DirectoryListing> level = store_->ListDirectory(dir);
+  if (absl::IsPermissionDenied(level.status()) && !names_a_directory) {
+    // A read-only policy may grant s3:GetObject without s3:ListBucket: then the path
+    // can only be an object (or a Megatron prefix), which HEAD/GET decide.
+    out.files.push_back(UrlOf(key));
+    return out;
+  }
+  ASSIGN_OR_RETURN(storage::DirectoryListing listed, std::move(level));
   if (key.empty() || !listed.objects.empty() || !listed.common_prefixes.empty()) {
     out.kind = Kind::kDirectory;
     for (storage::ObjectInfo& info : listed.objects) {

@@ -45,6 +45,11 @@ class CountingStore final : public ObjectStore {
     absl::MutexLock lock(&mu_);
     return listed_objects_;
   }
+  // Listings fail with PERMISSION_DENIED, as under a policy without s3:ListBucket.
+  void DenyListing() {
+    absl::MutexLock lock(&mu_);
+    deny_listing_ = true;
+  }
   void ResetListings() {
     absl::MutexLock lock(&mu_);
     listings_.clear();
@@ -94,6 +99,7 @@ class CountingStore final : public ObjectStore {
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override {
     absl::StatusOr<std::vector<ObjectInfo>> all = inner_->List(prefix);
     absl::MutexLock lock(&mu_);
+    if (deny_listing_) return absl::PermissionDeniedError("HTTP 403 AccessDenied (list)");
     listings_.push_back(absl::StrCat("List(", prefix, ")"));
     if (all.ok()) listed_objects_ += static_cast<int>(all->size());
     return all;
@@ -101,6 +107,7 @@ class CountingStore final : public ObjectStore {
   absl::StatusOr<storage::DirectoryListing> ListDirectory(const std::string& prefix) override {
     absl::StatusOr<storage::DirectoryListing> level = inner_->ListDirectory(prefix);
     absl::MutexLock lock(&mu_);
+    if (deny_listing_) return absl::PermissionDeniedError("HTTP 403 AccessDenied (list)");
     listings_.push_back(absl::StrCat("ListDirectory(", prefix, ")"));
     if (level.ok()) listed_objects_ += static_cast<int>(level->objects.size());
     return level;
@@ -116,6 +123,7 @@ class CountingStore final : public ObjectStore {
   absl::Status fail_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> listings_ ABSL_GUARDED_BY(mu_);
   int listed_objects_ ABSL_GUARDED_BY(mu_) = 0;
+  bool deny_listing_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 std::vector<std::vector<int32_t>> Docs(int n, int seed) {
@@ -213,6 +221,19 @@ TEST_F(RemoteDatasetTest, MegatronDirectoryReadsTheSameTokensAsTheLocalFiles) {
   auto ds = Open(absl::StrCat(kBucket, "/corpus"));
   ASSERT_TRUE(ds.ok());
   EXPECT_EQ(Names(**ds), (std::vector<std::string>{"shard-0.bin", "shard-1.bin"}));
+}
+
+TEST_F(RemoteDatasetTest, ObjectsOpenWithoutListPermission) {
+  // s3:GetObject without s3:ListBucket: a shard prefix or object still opens; a
+  // directory or glob needs the listing and says so.
+  store_->DenyListing();
+  ExpectSameAsLocal(absl::StrCat(kBucket, "/corpus/shard-0"), bucket_dir_ + "/corpus/shard-0");
+  ExpectSameAsLocal(absl::StrCat(kBucket, "/corpus/shard-1.bin"),
+                    bucket_dir_ + "/corpus/shard-1.bin", "megatron");
+  EXPECT_EQ(Open(absl::StrCat(kBucket, "/corpus/")).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Open(absl::StrCat(kBucket, "/corpus/shard-*")).status().code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(RemoteDatasetTest, MegatronPrefixAndGlobsPairLikeLocalPaths) {

@@ -70,10 +70,8 @@ class MemoryFile final : public ResidentFile {
 
 absl::StatusOr<std::string_view> ShardFile::View(uint64_t offset, uint64_t n,
                                                  std::string* scratch) const {
-  if (const char* d = data(); d != nullptr) {
-    RETURN_IF_ERROR(CheckRange(*this, offset, n));
-    return std::string_view(d + offset, n);
-  }
+  RETURN_IF_ERROR(CheckRange(*this, offset, n));  // before sizing any buffer by `n`
+  if (const char* d = data(); d != nullptr) return std::string_view(d + offset, n);
   scratch->resize(n);
   RETURN_IF_ERROR(ReadAt(offset, n, scratch->data()));
   return std::string_view(*scratch);

@@ -74,12 +74,17 @@ absl::Status DecodeTokensAt(const ShardFile& file, uint64_t byte_offset, TokenTy
                             uint64_t count, int32_t* out) {
   constexpr size_t kMaxKeptScratch = size_t{4} << 20;
   thread_local std::string scratch;  // reused: this runs for every sample piece
+  const uint64_t width = TokenWidth(type);
+  if (count > UINT64_MAX / width) {
+    return absl::OutOfRangeError(absl::StrCat("reading ", count, " tokens of ", width,
+                                              " bytes from ", file.path(), " overflows"));
+  }
   // Resident files: a view into data() (scratch untouched); others: read into scratch.
-  ASSIGN_OR_RETURN(std::string_view bytes,
-                   file.View(byte_offset, count * TokenWidth(type), &scratch));
-  DecodeTokens(bytes.data(), type, count, out);
-  if (scratch.capacity() > kMaxKeptScratch) std::string().swap(scratch);  // a huge sample
-  return absl::OkStatus();
+  absl::StatusOr<std::string_view> bytes = file.View(byte_offset, count * width, &scratch);
+  if (bytes.ok()) DecodeTokens(bytes->data(), type, count, out);
+  // On every path, failed reads included: a huge sample must not pin its buffer.
+  if (scratch.capacity() > kMaxKeptScratch) std::string().swap(scratch);
+  return bytes.status();
 }
 
 }  // namespace zephon::pipeline

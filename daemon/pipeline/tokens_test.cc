@@ -118,5 +118,18 @@ TEST(DecodeTokensAt, ErrorsNameTheFile) {
   EXPECT_TRUE(absl::StrContains(past.message(), "/data/short.bin")) << past;
 }
 
+TEST(DecodeTokensAt, AbsurdRangesFailBeforeAnyBufferIsSized) {
+  RemoteFake remote(Uint16Bytes({1, 2, 3}));
+  int32_t out[1];
+  // Would ask for ~2^63 bytes of scratch if the range were not checked first.
+  const absl::Status huge =
+      DecodeTokensAt(remote, 0, TokenType::kUint16, (uint64_t{1} << 62), out);
+  EXPECT_EQ(huge.code(), absl::StatusCode::kOutOfRange) << huge;
+  EXPECT_EQ(remote.reads, 0);
+  const absl::Status overflow = DecodeTokensAt(remote, 0, TokenType::kUint32, UINT64_MAX / 2, out);
+  EXPECT_EQ(overflow.code(), absl::StatusCode::kOutOfRange) << overflow;
+  EXPECT_TRUE(absl::StrContains(overflow.message(), "s3://bucket/remote.bin")) << overflow;
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

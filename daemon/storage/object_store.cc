@@ -112,6 +112,15 @@ absl::StatusOr<Location> ClassifyLocation(const std::string& location) {
   }
   const size_t sep = location.find("://");
   if (sep == std::string::npos || !IsUrlScheme(absl::string_view(location).substr(0, sep))) {
+    // "s3:/bucket" or "file:/x" is a mistyped URL, not a relative directory to create.
+    for (absl::string_view scheme : {"s3:", "file:"}) {
+      if (absl::StartsWith(absl::AsciiStrToLower(location.substr(0, scheme.size())), scheme)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'", location, "' looks like a mistyped URL: expected ",
+            scheme == "s3:" ? "s3://bucket/prefix" : "file:///abs/path", " (or write ./",
+            location, " for a relative path)"));
+      }
+    }
     return Location{LocationKind::kLocal, location};
   }
   if (absl::StartsWith(location, kS3Scheme)) return Location{LocationKind::kS3, location};

@@ -97,6 +97,17 @@ TEST(ClassifyLocation, OtherSchemesAreInvalidArgumentsListingTheSupportedForms) 
   EXPECT_TRUE(absl::StrContains(upper.message(), "use lowercase s3://")) << upper;
 }
 
+TEST(ClassifyLocation, MistypedUrlsAreNotRelativeDirectories) {
+  for (const char* typo : {"s3:/bucket/ckpt", "s3:bucket", "S3:/b", "file:/abs/dir"}) {
+    auto loc = ClassifyLocation(typo);
+    EXPECT_EQ(loc.status().code(), absl::StatusCode::kInvalidArgument) << typo;
+    EXPECT_TRUE(absl::StrContains(loc.status().message(), "mistyped URL")) << loc.status();
+  }
+  // A directory that merely starts with those letters is still a path.
+  EXPECT_EQ(ClassifyLocation("s3data/x")->kind, LocationKind::kLocal);
+  EXPECT_EQ(ClassifyLocation("./s3:/x")->kind, LocationKind::kLocal);
+}
+
 TEST(OpenStore, RejectsEmptyAndUnknownSchemes) {
   EXPECT_EQ(OpenStore("").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenStore("gs://bucket/x").status().code(), absl::StatusCode::kInvalidArgument);
