@@ -26,6 +26,9 @@ namespace {
 // that hangs fails the attach with its error instead of stalling it for minutes.
 constexpr absl::Duration kLeaderWriteBudget = absl::Seconds(30);
 
+// Longest a rank waits for a DP-group peer's dataset open before opening its own.
+constexpr absl::Duration kPeerOpenWait = absl::Minutes(2);
+
 std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
 
 // The data identity ranks share an instance by: run, DP degree and DP group.
@@ -167,20 +170,9 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   }
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(spec, identity.dp_degree));
-  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
-  std::string spec_hash;
-  if (std::shared_ptr<PipelineInstance> peer = RunningPeer(identity, resolved)) {
-    // Joining a running instance of the identical spec: its datasets are what this rank
-    // will read, so no dataset I/O (for s3:// no listing, no .idx copy per rank).
-    datasets = peer->config().datasets;
-    spec_hash = peer->config().spec_hash;
-  } else {
-    pipeline::OpenOptions open_options;
-    open_options.cache_dir = options_.cache_dir;
-    open_options.shard_cache = options_.shard_cache;
-    ASSIGN_OR_RETURN(datasets, pipeline::OpenDatasets(resolved, open_options));
-    spec_hash = pipeline::SpecHash(resolved, datasets);
-  }
+  ASSIGN_OR_RETURN(OpenedDatasets opened, DatasetsFor(identity, resolved));
+  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets = std::move(opened.datasets);
+  const std::string spec_hash = std::move(opened.spec_hash);
   if (restored && restored->spec_hash() != spec_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",
@@ -276,6 +268,53 @@ std::shared_ptr<PipelineInstance> InstanceRegistry::RunningPeer(
   return google::protobuf::util::MessageDifferencer::Equals(resolved, peer->config().spec)
              ? peer
              : nullptr;
+}
+
+absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
+    const RankIdentity& identity, const proto::PipelineSpec& resolved) {
+  if (std::shared_ptr<PipelineInstance> peer = RunningPeer(identity, resolved)) {
+    // Joining a running instance of the identical spec: its datasets are what this rank
+    // will read, so no dataset I/O (for s3:// no listing, no .idx copy per rank).
+    return OpenedDatasets{peer->config().datasets, peer->config().spec_hash};
+  }
+  // Ranks of one DP group usually attach together: the first opens, the others wait for
+  // its datasets instead of each listing and fetching the same objects.
+  std::shared_ptr<PendingOpen> mine;
+  std::shared_ptr<PendingOpen> theirs;
+  const std::string key = InstanceKey(identity.run_id, identity);
+  if (!identity.run_id.empty()) {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<PendingOpen>& slot = opening_[key];
+    if (slot == nullptr) {
+      slot = mine = std::make_shared<PendingOpen>();
+      mine->spec = resolved;
+    } else if (google::protobuf::util::MessageDifferencer::Equals(slot->spec, resolved)) {
+      theirs = slot;
+    }
+  }
+  if (theirs != nullptr &&
+      theirs->done.WaitForNotificationWithTimeout(kPeerOpenWait) && theirs->result.ok()) {
+    return *theirs->result;
+  }
+  // Else open our own: the peer's open failed (its error may not be ours) or is slow.
+  absl::StatusOr<OpenedDatasets> opened = [&]() -> absl::StatusOr<OpenedDatasets> {
+    pipeline::OpenOptions open_options;
+    open_options.cache_dir = options_.cache_dir;
+    open_options.shard_cache = options_.shard_cache;
+    ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
+                     pipeline::OpenDatasets(resolved, open_options));
+    std::string spec_hash = pipeline::SpecHash(resolved, datasets);
+    return OpenedDatasets{std::move(datasets), std::move(spec_hash)};
+  }();
+  if (mine != nullptr) {
+    mine->result = opened;  // published by Notify
+    mine->done.Notify();
+    absl::MutexLock lock(&mu_);
+    if (auto it = opening_.find(key); it != opening_.end() && it->second == mine) {
+      opening_.erase(it);
+    }
+  }
+  return opened;
 }
 
 absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstance(

@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
@@ -123,6 +124,22 @@ class InstanceRegistry {
   void CloseAll() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct OpenedDatasets {
+    std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
+    std::string spec_hash;
+  };
+  // A dataset open in progress for an instance key, awaited by its DP-group peers.
+  struct PendingOpen {
+    proto::PipelineSpec spec;  // resolved; peers with another spec do not wait
+    absl::Notification done;
+    absl::StatusOr<OpenedDatasets> result = absl::UnknownError("not opened yet");
+  };
+
+  // The datasets (and spec hash) a rank of `identity` reads: a running peer's, a peer's
+  // open in progress (waited for, at most kPeerOpenWait), else newly opened.
+  absl::StatusOr<OpenedDatasets> DatasetsFor(const RankIdentity& identity,
+                                             const proto::PipelineSpec& resolved)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The running, unpoisoned instance that a rank of `identity` would join, when its
   // resolved spec equals `resolved`; else null (the rank opens its own datasets).
   std::shared_ptr<PipelineInstance> RunningPeer(const RankIdentity& identity,
@@ -144,6 +161,8 @@ class InstanceRegistry {
   // Data-identity key -> instances (more than one only after regeneration).
   std::map<std::string, std::vector<std::shared_ptr<PipelineInstance>>> instances_
       ABSL_GUARDED_BY(mu_);
+  // Instance key -> the dataset open its first rank is doing (removed when done).
+  std::map<std::string, std::shared_ptr<PendingOpen>> opening_ ABSL_GUARDED_BY(mu_);
   uint64_t created_total_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t anonymous_runs_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time idle_since_ ABSL_GUARDED_BY(mu_);

@@ -40,6 +40,8 @@ well inside the object (headers are a few hundred bytes):
                    s3rver does not, real S3 answers 400 BadDigest).
   REFUSE           stop listening: new connections are refused (ECONNREFUSED) until
                    another fault is set, which listens on the same port again.
+  DELAY            forward untouched, but only `after_bytes` milliseconds after the
+                   connection arrived (a slow store: makes concurrent requests overlap).
 
 Every blocking step has a timeout (upstream connect 5 s, socket I/O `io_timeout_s`,
 set_fault and stop 5 s), and stop() closes every socket and joins every thread.
@@ -56,9 +58,10 @@ DROP_REQUEST = "drop_request"
 STALL = "stall"
 CORRUPT_REQUEST = "corrupt_request"
 REFUSE = "refuse"
+DELAY = "delay"
 
-KINDS = (PASS, CUT_RESPONSE, CUT_REQUEST, DROP_REQUEST, STALL, CORRUPT_REQUEST, REFUSE)
-_NEEDS_BYTES = (CUT_RESPONSE, CUT_REQUEST, DROP_REQUEST, CORRUPT_REQUEST)
+KINDS = (PASS, CUT_RESPONSE, CUT_REQUEST, DROP_REQUEST, STALL, CORRUPT_REQUEST, REFUSE, DELAY)
+_NEEDS_BYTES = (CUT_RESPONSE, CUT_REQUEST, DROP_REQUEST, CORRUPT_REQUEST, DELAY)
 
 _POLL_S = 0.05            # how often loops look at the stop flag
 _CONTROL_TIMEOUT_S = 5.0  # set_fault / stop / upstream connect
@@ -255,6 +258,10 @@ class FaultProxy:
                 else:
                     with self._lock:
                         self._faulted += 1
+            if kind == DELAY:
+                if self._closing.wait(after / 1000.0):
+                    return
+                kind = PASS
             if kind == DROP_REQUEST or (kind == STALL and after is None):
                 self._swallow(client, limit=after if kind == DROP_REQUEST else None)
                 return

@@ -299,3 +299,30 @@ def test_a_rank_joining_its_dp_group_opens_no_s3_dataset(server, corpus, tmp_pat
             second.close()
         finally:
             assert d.stop() == 0
+
+
+def test_ranks_attaching_together_open_the_s3_dataset_once(server, corpus, tmp_path,
+                                                           monkeypatch):
+    # Four ranks of one DP group attach at the same moment against a slow store: one of
+    # them opens the dataset, the others wait for its datasets instead of listing too.
+    from concurrent.futures import ThreadPoolExecutor
+    from fault_proxy import DELAY, FaultProxy
+    upload(corpus)
+    with FaultProxy(server.port) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        d = node(tmp_path, "node")
+        try:
+            proxy.set_fault(DELAY, after_bytes=300)  # every request takes >= 0.3 s
+            opts = dict(world_size=4, dp_degree=1, run_id="together", local_peers=4,
+                        aggregate_dir=str(tmp_path / "agg"))
+            pipes = [make_pipe(URL, d, global_rank=r, dp_group_id=0, **opts) for r in range(4)]
+            with ThreadPoolExecutor(4) as pool:
+                list(pool.map(lambda p: p.attach(), pipes))
+            listings = [h for h in proxy.request_heads() if b"list-type=2" in h]
+            assert len(listings) == 1, [h.split(b"\r\n", 1)[0] for h in listings]
+            assert len({p.attach_info["instance_id"] for p in pipes}) == 1
+            for p in pipes:
+                p.close()
+        finally:
+            proxy.set_fault(DELAY, after_bytes=0)
+            assert d.stop() == 0
