@@ -171,29 +171,64 @@ absl::StatusOr<AwsIniProfiles> ParseAwsIni(absl::string_view text,
   return out;
 }
 
-absl::StatusOr<AwsSharedConfig> LoadAwsSharedConfig() {
+absl::StatusOr<AwsSharedConfig> LoadAwsSharedConfig(AwsSharedConfigNeeds needs) {
   AwsSharedConfig out;
   const std::string requested_profile = GetEnv("AWS_PROFILE");
-  out.profile = requested_profile.empty() ? "default" : requested_profile;
+  const bool named_profile = !requested_profile.empty();
+  out.profile = named_profile ? requested_profile : "default";
   out.credentials_file = SharedFilePath("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials");
   out.config_file = SharedFilePath("AWS_CONFIG_FILE", "~/.aws/config");
 
-  AwsIniProfiles cred_profiles, config_profiles;
-  ASSIGN_OR_RETURN(std::optional<std::string> cred_text, ReadIfExists(out.credentials_file));
-  if (cred_text.has_value()) {
-    ASSIGN_OR_RETURN(cred_profiles,
-                     ParseAwsIni(*cred_text, out.credentials_file, AwsIniKind::kCredentials));
+  const std::string env_key = GetEnv("AWS_ACCESS_KEY_ID");
+  const std::string env_secret = GetEnv("AWS_SECRET_ACCESS_KEY");
+  const bool env_pair = !env_key.empty() && !env_secret.empty();
+  if (needs.credentials && !env_pair && (!env_key.empty() || !env_secret.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        env_key.empty() ? "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is empty"
+                        : "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is empty",
+        ": set both, or unset both to use profile '", out.profile,
+        "' from the AWS shared files"));
   }
-  ASSIGN_OR_RETURN(std::optional<std::string> config_text, ReadIfExists(out.config_file));
-  if (config_text.has_value()) {
-    ASSIGN_OR_RETURN(config_profiles,
-                     ParseAwsIni(*config_text, out.config_file, AwsIniKind::kConfig));
+
+  // The credentials file: for a named profile (which must exist), or for credentials
+  // that the environment does not supply.
+  AwsIniProfiles cred_profiles;
+  std::optional<std::string> cred_text;
+  if (named_profile || (needs.credentials && !env_pair)) {
+    ASSIGN_OR_RETURN(cred_text, ReadIfExists(out.credentials_file));
+    if (cred_text.has_value()) {
+      ASSIGN_OR_RETURN(cred_profiles,
+                       ParseAwsIni(*cred_text, out.credentials_file, AwsIniKind::kCredentials));
+    }
   }
   const auto cred_it = cred_profiles.find(out.profile);
-  const auto config_it = config_profiles.find(out.profile);
   const bool in_creds = cred_it != cred_profiles.end();
+  if (needs.credentials && env_pair) {
+    out.credentials = {env_key, env_secret, GetEnv("AWS_SESSION_TOKEN")};
+    out.credentials_source = "environment";
+  } else if (needs.credentials && in_creds) {
+    ASSIGN_OR_RETURN(std::optional<SigV4Credentials> c,
+                     ProfileCredentials(cred_it->second, out.credentials_file, out.profile));
+    if (c.has_value()) {
+      out.credentials = std::move(*c);
+      out.credentials_source = absl::StrCat(out.credentials_file, " [", out.profile, "]");
+    }
+  }
+  const bool need_config_credentials = needs.credentials && out.credentials.access_key.empty();
+
+  // The config file: for a named profile, a needed region, or credentials still missing.
+  AwsIniProfiles config_profiles;
+  std::optional<std::string> config_text;
+  if (named_profile || needs.region || need_config_credentials) {
+    ASSIGN_OR_RETURN(config_text, ReadIfExists(out.config_file));
+    if (config_text.has_value()) {
+      ASSIGN_OR_RETURN(config_profiles,
+                       ParseAwsIni(*config_text, out.config_file, AwsIniKind::kConfig));
+    }
+  }
+  const auto config_it = config_profiles.find(out.profile);
   const bool in_config = config_it != config_profiles.end();
-  if (!requested_profile.empty() && !in_creds && !in_config) {
+  if (named_profile && !in_creds && !in_config) {
     auto describe = [](const std::string& path, bool exists) {
       if (path.empty()) return std::string("(none: $HOME is unset)");
       return exists ? path : absl::StrCat(path, " (missing)");
@@ -208,31 +243,7 @@ absl::StatusOr<AwsSharedConfig> LoadAwsSharedConfig() {
     auto it = config_it->second.find("region");
     if (it != config_it->second.end()) out.region = it->second;
   }
-
-  const std::string env_key = GetEnv("AWS_ACCESS_KEY_ID");
-  const std::string env_secret = GetEnv("AWS_SECRET_ACCESS_KEY");
-  if (!env_key.empty() || !env_secret.empty()) {
-    if (env_key.empty() || env_secret.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          env_key.empty() ? "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is empty"
-                          : "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is empty",
-          ": set both, or unset both to use profile '", out.profile,
-          "' from the AWS shared files"));
-    }
-    out.credentials = {env_key, env_secret, GetEnv("AWS_SESSION_TOKEN")};
-    out.credentials_source = "environment";
-    return out;
-  }
-  if (in_creds) {
-    ASSIGN_OR_RETURN(std::optional<SigV4Credentials> c,
-                     ProfileCredentials(cred_it->second, out.credentials_file, out.profile));
-    if (c.has_value()) {
-      out.credentials = std::move(*c);
-      out.credentials_source = absl::StrCat(out.credentials_file, " [", out.profile, "]");
-      return out;
-    }
-  }
-  if (in_config) {
+  if (need_config_credentials && in_config) {
     ASSIGN_OR_RETURN(std::optional<SigV4Credentials> c,
                      ProfileCredentials(config_it->second, out.config_file, out.profile));
     if (c.has_value()) {

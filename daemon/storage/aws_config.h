@@ -14,6 +14,15 @@
 // empty; only an explicitly requested profile (AWS_PROFILE set) that neither file has is
 // an error.
 //
+// Which files are read (so that a file that cannot matter cannot fail the load):
+//   AWS_PROFILE set      both files (the named profile must exist in one of them).
+//   otherwise            the credentials file only while credentials are still needed:
+//                        not when AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY are both set
+//                        (the environment wins) or the caller has its own; the config
+//                        file only for a needed region, or for credentials that neither
+//                        the environment nor the credentials file has.
+// A malformed or unreadable file is an error only when it is read.
+//
 // Credential precedence (the AWS CLI's; the session token always comes from the same
 // place as the key pair, never mixed):
 //   1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN)
@@ -75,13 +84,20 @@ struct AwsSharedConfig {
   std::string config_file;         //  no override is given)
 };
 
+// What the caller still lacks; the rest is not looked up (see "Which files are read").
+struct AwsSharedConfigNeeds {
+  bool credentials = true;  // false: the caller has a key pair; credentials stay empty
+  bool region = true;       // false: the caller has a region; region may stay ""
+};
+
 // Resolves the profile, credentials and config-file region as described above.
 // FAILED_PRECONDITION naming the profile and both files when AWS_PROFILE names a profile
 // that neither file has; INVALID_ARGUMENT naming the source (environment, or file and
 // profile) for a half-configured key pair; INVALID_ARGUMENT naming file:line for a
-// malformed file; PERMISSION_DENIED / UNKNOWN naming the file when it exists but cannot
-// be read. No credentials anywhere is not an error here (the caller decides).
-absl::StatusOr<AwsSharedConfig> LoadAwsSharedConfig();
+// malformed file that is read; PERMISSION_DENIED / UNKNOWN naming the file when it
+// exists but cannot be read. No credentials anywhere is not an error here (the caller
+// decides).
+absl::StatusOr<AwsSharedConfig> LoadAwsSharedConfig(AwsSharedConfigNeeds needs = {});
 
 }  // namespace zephon::storage
 

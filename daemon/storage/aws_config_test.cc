@@ -218,6 +218,60 @@ TEST_F(LoadAwsSharedConfigTest, FileVariablesOverrideTheDefaultsWithTildeExpansi
   EXPECT_EQ(c->region, "sa-east-1");
 }
 
+TEST_F(LoadAwsSharedConfigTest, EnvironmentKeysSkipAMalformedCredentialsFile) {
+  Creds("[default]\naws_access_key_id = A\n[default]\n");  // section twice: malformed
+  Config("[default]\nregion = eu-north-1\n");
+  env_.Set("AWS_ACCESS_KEY_ID", "ENVKEY");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "ENVSECRET");
+  auto c = LoadAwsSharedConfig();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->credentials.access_key, "ENVKEY");
+  EXPECT_EQ(c->credentials_source, "environment");
+  EXPECT_EQ(c->region, "eu-north-1");  // the config file is still read for the region
+}
+
+TEST_F(LoadAwsSharedConfigTest, AMalformedConfigFileFailsOnlyWhenItIsNeeded) {
+  const std::string config = Config("region = before any section\n");
+  env_.Set("AWS_ACCESS_KEY_ID", "ENVKEY");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "ENVSECRET");
+  auto c = LoadAwsSharedConfig({/*credentials=*/true, /*region=*/false});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->credentials.access_key, "ENVKEY");
+  EXPECT_EQ(c->region, "");
+  c = LoadAwsSharedConfig();  // the region is needed: the broken file matters
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), config + ":1:")) << c.status();
+  // Credentials from the credentials file also leave the config file unread.
+  env_.Set("AWS_ACCESS_KEY_ID", "");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "");
+  Creds("[default]\naws_access_key_id = CK\naws_secret_access_key = CS\n");
+  c = LoadAwsSharedConfig({/*credentials=*/true, /*region=*/false});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->credentials.access_key, "CK");
+}
+
+TEST_F(LoadAwsSharedConfigTest, CallerCredentialsLeaveTheCredentialsFileUnread) {
+  Creds("garbage\n");
+  Config("[default]\nregion = us-west-1\n");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "half a pair: not looked at either");
+  auto c = LoadAwsSharedConfig({/*credentials=*/false, /*region=*/true});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->credentials.access_key, "");
+  EXPECT_EQ(c->region, "us-west-1");
+}
+
+TEST_F(LoadAwsSharedConfigTest, ANamedProfileReadsBothFilesEvenWithEnvironmentKeys) {
+  const std::string creds = Creds("[ci]\n???\n");
+  Config("[profile ci]\nregion = r\n");
+  env_.Set("AWS_ACCESS_KEY_ID", "ENVKEY");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "ENVSECRET");
+  env_.Set("AWS_PROFILE", "ci");
+  auto c = LoadAwsSharedConfig();
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::StrContains(c.status().message(), creds + ":2:")) << c.status();
+}
+
 TEST_F(LoadAwsSharedConfigTest, MalformedOrUnreadableFilesAreNamed) {
   const std::string config = Config("[default]\nregion us-east-1\n");
   auto c = LoadAwsSharedConfig();

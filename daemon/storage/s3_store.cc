@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <random>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -36,9 +37,31 @@ struct S3Store::Response {
   int attempts = 0;
 };
 
-namespace {
+absl::Duration S3RetryDelay(int retry, absl::Duration initial_backoff,
+                            std::optional<absl::Duration> retry_after, double uniform01) {
+  if (retry_after.has_value()) {
+    return std::clamp(*retry_after, absl::ZeroDuration(), kS3MaxBackoff);
+  }
+  absl::Duration ceiling = std::clamp(initial_backoff, absl::ZeroDuration(), kS3MaxBackoff);
+  for (int i = 1; i < retry && ceiling < kS3MaxBackoff; ++i) {
+    ceiling = std::min(ceiling * 2, kS3MaxBackoff);
+  }
+  return ceiling * std::clamp(uniform01, 0.0, 1.0);
+}
 
-constexpr absl::Duration kMaxBackoff = absl::Seconds(5);
+std::optional<absl::Duration> ParseRetryAfterSeconds(std::string_view value) {
+  const absl::string_view v =
+      absl::StripAsciiWhitespace(absl::string_view(value.data(), value.size()));
+  if (v.empty() || v.size() > 9 ||
+      !std::all_of(v.begin(), v.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+    return std::nullopt;  // an HTTP-date, or garbage
+  }
+  int64_t seconds = 0;
+  if (!absl::SimpleAtoi(v, &seconds)) return std::nullopt;
+  return absl::Seconds(seconds);
+}
+
+namespace {
 
 std::string GetEnv(const char* name) {
   const char* v = std::getenv(name);
@@ -81,12 +104,56 @@ bool Permanent(CURLcode code) {
          code == CURLE_SSL_CACERT_BADFILE || code == CURLE_OUT_OF_MEMORY;
 }
 
-bool Retryable(long status) { return status >= 500 || status == 429; }
-
 // S3's answers to a body that arrived different from what the client hashed: corrupted
 // in transit (or by a middlebox). S3 stores nothing; a resend can succeed.
 bool IsDigestMismatch(long status, absl::string_view s3_code) {
   return status == 400 && (s3_code == "BadDigest" || s3_code == "XAmzContentSHA256Mismatch");
+}
+
+// S3's 400 when the connection sat idle past its socket timeout mid-request.
+bool IsRequestTimeout(long status, absl::string_view s3_code) {
+  return status == 400 && s3_code == "RequestTimeout";
+}
+
+// HTTP answers that a resend can fix: 5xx except 501 NotImplemented (which no resend
+// changes), 429, and the transient 400s (digest mismatch, RequestTimeout).
+bool Retryable(long status, absl::string_view s3_code) {
+  if (status == 501) return false;
+  return status >= 500 || status == 429 || IsDigestMismatch(status, s3_code) ||
+         IsRequestTimeout(status, s3_code);
+}
+
+double Uniform01() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+}
+
+// "bytes FIRST-LAST/TOTAL" (TOTAL may be "*": unknown).
+struct ContentRange {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  std::optional<uint64_t> total;
+};
+
+std::optional<ContentRange> ParseContentRange(absl::string_view v) {
+  if (!absl::ConsumePrefix(&v, "bytes ")) return std::nullopt;
+  const size_t dash = v.find('-');
+  const size_t slash = v.find('/');
+  if (dash == absl::string_view::npos || slash == absl::string_view::npos || slash < dash) {
+    return std::nullopt;
+  }
+  ContentRange r;
+  if (!absl::SimpleAtoi(v.substr(0, dash), &r.first) ||
+      !absl::SimpleAtoi(v.substr(dash + 1, slash - dash - 1), &r.last) || r.last < r.first) {
+    return std::nullopt;
+  }
+  const absl::string_view total = v.substr(slash + 1);
+  if (total != "*") {
+    uint64_t t = 0;
+    if (!absl::SimpleAtoi(total, &t) || r.last >= t) return std::nullopt;
+    r.total = t;
+  }
+  return r;
 }
 
 // What a transport failure means for the caller, in words; "" when curl's text says it.
@@ -149,11 +216,15 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
   if (!o.prefix.empty()) RETURN_IF_ERROR(ValidateKey(o.prefix));
   if (o.region.empty()) o.region = GetEnv("AWS_REGION");
   if (o.region.empty()) o.region = GetEnv("AWS_DEFAULT_REGION");
-  // The shared files are read only when they can matter: something is still unset, or
-  // AWS_PROFILE asks for a profile (which must then exist).
+  // The environment and the shared files are consulted only for what is still unset, or
+  // when AWS_PROFILE asks for a profile (which must then exist); LoadAwsSharedConfig
+  // reads only the files that can matter (aws_config.h).
   std::string credentials_hint = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY";
   if (o.credentials.access_key.empty() || o.region.empty() || !GetEnv("AWS_PROFILE").empty()) {
-    absl::StatusOr<AwsSharedConfig> shared = LoadAwsSharedConfig();
+    AwsSharedConfigNeeds needs;
+    needs.credentials = o.credentials.access_key.empty();
+    needs.region = o.region.empty();
+    absl::StatusOr<AwsSharedConfig> shared = LoadAwsSharedConfig(needs);
     if (!shared.ok()) {
       return absl::Status(shared.status().code(),
                           absl::StrCat("AWS configuration for s3://", o.bucket, ": ",
@@ -170,7 +241,6 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
   if (o.endpoint.empty()) o.endpoint = GetEnv("AWS_ENDPOINT_URL");
   const bool custom_endpoint = !o.endpoint.empty();
   if (!custom_endpoint) o.endpoint = absl::StrCat("https://s3.", o.region, ".amazonaws.com");
-  if (!o.path_style.has_value()) o.path_style = custom_endpoint;
 
   std::string scheme;
   absl::string_view rest = o.endpoint;
@@ -183,6 +253,12 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
         "S3 endpoint '", o.endpoint, "' must start with http:// or https://"));
   }
   absl::ConsumeSuffix(&rest, "/");
+  if (!o.path_style.has_value()) {
+    // Virtual-host style puts the bucket into the TLS host name, and AWS's wildcard
+    // certificate (*.s3.<region>.amazonaws.com) covers one label only: a bucket with a
+    // '.' would fail peer verification, so it goes path-style, as the AWS SDKs do.
+    o.path_style = custom_endpoint || (scheme == "https" && absl::StrContains(o.bucket, '.'));
+  }
   if (rest.empty() || rest.find_first_of("/?#@ ") != absl::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "S3 endpoint '", o.endpoint, "' must be scheme://host[:port] (no path)"));
@@ -337,16 +413,12 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
 }
 
 absl::StatusOr<S3Store::Response> S3Store::Send(const Request& req) const {
-  absl::Duration backoff = options_.initial_backoff;
-  absl::Status last;
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<Response> resp = SendOnce(req);
     const bool retry =
-        resp.ok() ? (Retryable(resp->status) ||
-                     IsDigestMismatch(resp->status,
-                                      resp->status == 400
-                                          ? XmlElementText(resp->body, "Code", nullptr)
-                                          : std::string()))
+        resp.ok() ? Retryable(resp->status, resp->status == 400
+                                                ? XmlElementText(resp->body, "Code", nullptr)
+                                                : std::string())
                   : (absl::IsUnavailable(resp.status()) ||
                      absl::IsDeadlineExceeded(resp.status()));
     if (!retry || attempt >= options_.max_attempts) {
@@ -359,8 +431,11 @@ absl::StatusOr<S3Store::Response> S3Store::Send(const Request& req) const {
                           absl::StrCat(resp.status().message(), " (after ", attempt,
                                        " attempts)"));
     }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, kMaxBackoff);
+    std::optional<absl::Duration> retry_after;
+    if (resp.ok() && (resp->status == 503 || resp->status == 429)) {
+      retry_after = ParseRetryAfterSeconds(HeaderValue(resp->headers, "retry-after"));
+    }
+    absl::SleepFor(S3RetryDelay(attempt, options_.initial_backoff, retry_after, Uniform01()));
   }
 }
 
@@ -379,6 +454,11 @@ absl::Status S3Store::HttpError(const Request& req, const Response& resp) const 
         absl::StrCat(msg, " [bucket '", options_.bucket, "' does not exist]"));
   }
   if (s == 404) return absl::NotFoundError(msg);
+  if (s == 501) {
+    return absl::UnimplementedError(absl::StrCat(
+        msg, " [the server at ", options_.endpoint, " does not implement S3 ", req.op,
+        " as sent here; not retried]"));
+  }
   if (s == 401) return absl::UnauthenticatedError(msg);
   if (s == 403) return absl::PermissionDeniedError(msg);
   if (s == 416) return absl::OutOfRangeError(msg);
@@ -387,7 +467,7 @@ absl::Status S3Store::HttpError(const Request& req, const Response& resp) const 
         msg, " [the body S3 received does not match the Content-MD5 / SHA-256 the client "
         "sent: corrupted in transit; S3 stored nothing]"));
   }
-  if (s >= 500 || s == 429) return absl::UnavailableError(msg);
+  if (s >= 500 || s == 429 || IsRequestTimeout(s, s3_code)) return absl::UnavailableError(msg);
   if (s == 400) return absl::InvalidArgumentError(msg);
   return absl::FailedPreconditionError(msg);
 }
@@ -447,13 +527,61 @@ absl::StatusOr<std::string> S3Store::GetRange(const std::string& key, uint64_t o
   if (!if_version.empty()) req.headers.emplace_back("if-match", QuotedEtag(if_version));
   ASSIGN_OR_RETURN(Response resp, Send(req));
   RETURN_IF_ERROR(CheckVersion(req, resp, if_version));
-  if (resp.status == 206) return std::move(resp.body);
+  if (resp.status == 206) {
+    RETURN_IF_ERROR(CheckPartialContent(req, resp, offset, length));
+    return std::move(resp.body);
+  }
   if (resp.status == 416) return empty_or_out_of_range();
   if (resp.status == 200) {  // the server ignored Range: cut locally
     if (offset > resp.body.size()) return empty_or_out_of_range();
     return resp.body.substr(offset, length);
   }
   return HttpError(req, resp);
+}
+
+absl::Status S3Store::CheckPartialContent(const Request& req, const Response& resp,
+                                          uint64_t offset, uint64_t length) const {
+  const uint64_t size = resp.body.size();
+  const std::string content_range = HeaderValue(resp.headers, "content-range");
+  std::string problem;
+  if (content_range.empty()) {
+    if (size == 0 || size > length) problem = "no Content-Range, and a body of that length";
+  } else if (const std::optional<ContentRange> r = ParseContentRange(content_range);
+             !r.has_value()) {
+    problem = "a malformed Content-Range";
+  } else if (r->first != offset) {
+    problem = "a range that starts elsewhere";
+  } else if (r->last - r->first + 1 != size) {
+    problem = "a body whose length disagrees with its Content-Range";
+  } else if (size > length) {
+    problem = "more bytes than were asked for";
+  } else if (size < length && r->total.has_value() && r->last + 1 != *r->total) {
+    problem = "fewer bytes than asked for, yet not up to the object's end";
+  }
+  if (problem.empty()) return absl::OkStatus();
+  const uint64_t last = length - 1 > UINT64_MAX - offset ? UINT64_MAX : offset + length - 1;
+  return absl::DataLossError(absl::StrCat(
+      "S3 GET ", Describe(req.full_key), " (bucket '", options_.bucket, "', endpoint ",
+      options_.endpoint, "): asked for bytes ", offset, "-", last, ", the server answered "
+      "206 with Content-Range '", content_range.empty() ? "(none)" : content_range, "' and ",
+      size, " body bytes: ", problem, "; the bytes are not used"));
+}
+
+absl::Status S3Store::BucketMissingAfter404(const Request& req) const {
+  const Request bucket_req{"HEAD", "", {}, {}, {}};  // HeadBucket
+  absl::StatusOr<Response> resp = Send(bucket_req);
+  if (!resp.ok()) {
+    return absl::Status(resp.status().code(),
+                        absl::StrCat("S3 ", req.op, " ", Describe(req.full_key),
+                                     " answered HTTP 404; checking that bucket '",
+                                     options_.bucket, "' exists (HeadBucket) failed: ",
+                                     resp.status().message()));
+  }
+  if (resp->status != 404) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "S3 ", req.op, " ", Describe(req.full_key), " (bucket '", options_.bucket,
+      "', endpoint ", options_.endpoint, "): HTTP 404, and HeadBucket HTTP 404: bucket '",
+      options_.bucket, "' does not exist (NoSuchBucket)"));
 }
 
 absl::Status S3Store::Put(const std::string& key, std::string_view bytes) {
@@ -479,6 +607,10 @@ absl::StatusOr<ObjectInfo> S3Store::Head(const std::string& key) {
   RETURN_IF_ERROR(ValidateKey(key));
   const Request req{"HEAD", FullKey(key), {}, {}, {}};
   ASSIGN_OR_RETURN(Response resp, Send(req));
+  if (resp.status == 404 && resp.body.empty()) {
+    // A HEAD answer has no error document to say NoSuchKey or NoSuchBucket.
+    RETURN_IF_ERROR(BucketMissingAfter404(req));
+  }
   if (resp.status != 200) return HttpError(req, resp);
   ObjectInfo info;
   info.key = key;

@@ -13,10 +13,15 @@
 //                else in ~/.aws/config; with none, Open fails. Instance metadata, SSO
 //                and assume-role profiles are NOT supported.
 //   addressing   path-style (http://host/bucket/key) or virtual-host style
-//                (http://bucket.host/key); by default path-style iff a custom endpoint
-//                is set.
+//                (http://bucket.host/key); by default path-style when a custom endpoint
+//                is set, or when the bucket name contains '.' and the endpoint is https
+//                (AWS's wildcard certificate *.s3.<region>.amazonaws.com does not cover
+//                "my.bucket.s3...", so TLS peer verification would fail; the AWS SDKs
+//                make the same choice). An explicit path_style is always kept.
 // The shared files are read only when a field above is still unset or AWS_PROFILE is
-// set (a named profile must then exist).
+// set (a named profile must then exist), and then only the file that can supply it:
+// with AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY set (and no AWS_PROFILE) a malformed
+// ~/.aws/credentials is never read, and ~/.aws/config only for an unset region.
 //
 // Semantics: Put is one PUT of the whole object, so readers see the old or the new
 // object, never a mix, and an interrupted upload stores nothing (S3's own atomicity;
@@ -25,19 +30,28 @@
 // Content-MD5, so S3 rejects a body corrupted in transit (400 BadDigest /
 // XAmzContentSHA256Mismatch) instead of storing it.
 //
-// Each attempt has a connect timeout and a total timeout. Connection errors (including
-// a connection cut mid-body, CURLE_PARTIAL_FILE), timeouts, HTTP 5xx, 429 and digest
-// mismatches are retried with exponential backoff up to max_attempts, so no call blocks
-// longer than about max_attempts * (request_timeout + backoff).
+// Each attempt has a connect timeout and a total timeout (request_timeout, which
+// includes connecting). Connection errors (including a connection cut mid-body,
+// CURLE_PARTIAL_FILE), timeouts, HTTP 5xx except 501, 429, digest mismatches and 400
+// RequestTimeout are retried up to max_attempts in all. Before retry n the pause is
+// "full jitter": uniformly random in [0, min(5 s, initial_backoff * 2^(n-1))]; a 503 or
+// 429 carrying Retry-After: SECONDS waits that long instead, capped at the same 5 s
+// (kS3MaxBackoff; an HTTP-date Retry-After is ignored). So one HTTP request blocks at
+// most about max_attempts * request_timeout + (max_attempts - 1) * 5 s. The bound is per
+// request: Head of a missing key sends a second one (HeadBucket), and List and
+// ListDirectory send one per page of list_page_size keys, each page with its own bound.
 //
 // Errors name the operation, bucket, key, HTTP status and S3's error Code and Message:
 //   404 NoSuchKey -> NOT_FOUND; NoSuchBucket -> FAILED_PRECONDITION (not NOT_FOUND, so a
 //   missing bucket is never mistaken for a missing key); 403 -> PERMISSION_DENIED;
 //   BadDigest / XAmzContentSHA256Mismatch -> DATA_LOSS (after the last attempt);
 //   412 PreconditionFailed of a conditional read -> FAILED_PRECONDITION
-//   (VersionMismatchError: the object changed); other 4xx -> INVALID_ARGUMENT /
-//   FAILED_PRECONDITION; 5xx and connection errors after the last attempt ->
-//   UNAVAILABLE; timeouts -> DEADLINE_EXCEEDED. Transport errors say
+//   (VersionMismatchError: the object changed); 501 NotImplemented -> UNIMPLEMENTED
+//   naming the operation (never retried); 400 RequestTimeout, other 5xx and connection
+//   errors after the last attempt -> UNAVAILABLE; other 4xx -> INVALID_ARGUMENT /
+//   FAILED_PRECONDITION; timeouts -> DEADLINE_EXCEEDED. A HEAD 404 has no error
+//   document, so Head then sends one HeadBucket: 404 there -> FAILED_PRECONDITION
+//   "bucket ... does not exist (NoSuchBucket)", else NOT_FOUND. Transport errors say
 //   what happened ("the server closed the connection before the whole body arrived")
 //   with curl's own detail, and for a PUT how many body bytes were sent.
 //
@@ -65,12 +79,12 @@ struct S3Options {
   std::string prefix;  // store root inside the bucket; "" or "a/b" ('/' added)
   std::string endpoint;  // "http://127.0.0.1:4568"; "" -> environment / AWS default
   std::string region;    // "" -> environment / config file / us-east-1
-  std::optional<bool> path_style;  // unset -> path-style iff a custom endpoint is used
+  std::optional<bool> path_style;  // unset -> custom endpoint, or https + '.' in bucket
   SigV4Credentials credentials;    // empty access_key -> environment / shared files
   absl::Duration connect_timeout = absl::Seconds(5);
   absl::Duration request_timeout = absl::Seconds(60);  // per attempt, whole transfer
   int max_attempts = 4;                                 // >= 1
-  absl::Duration initial_backoff = absl::Milliseconds(100);  // doubles per retry
+  absl::Duration initial_backoff = absl::Milliseconds(100);  // jitter ceiling; doubles
   int list_page_size = 1000;  // ListObjectsV2 max-keys, 1..1000
 };
 
@@ -81,6 +95,20 @@ struct S3Options {
 // ignored (credentials stay in the environment or the shared files). Thread-safe.
 void SetS3Defaults(const S3Options& defaults);
 S3Options S3Defaults();
+
+// The longest pause between two attempts of one request.
+inline constexpr absl::Duration kS3MaxBackoff = absl::Seconds(5);
+
+// The pause before retry `retry` (1 before the second attempt): `retry_after` (a 503's or
+// 429's Retry-After) clamped to [0, kS3MaxBackoff] when present, else full jitter,
+// uniform01 * min(kS3MaxBackoff, initial_backoff * 2^(retry - 1)). `uniform01` is a
+// uniform random number in [0, 1] (clamped). Pure; exposed for tests.
+absl::Duration S3RetryDelay(int retry, absl::Duration initial_backoff,
+                            std::optional<absl::Duration> retry_after, double uniform01);
+
+// A Retry-After header value in delta-seconds ("120"); nullopt for an HTTP-date or
+// anything else that is not a plain non-negative integer.
+std::optional<absl::Duration> ParseRetryAfterSeconds(std::string_view value);
 
 class S3Store final : public ObjectStore {
  public:
@@ -105,10 +133,18 @@ class S3Store final : public ObjectStore {
   // response with if_version; either way no bytes of another version come back.
   absl::StatusOr<std::string> Get(const std::string& key,
                                   const std::string& if_version = "") override;
+  // A 206 answer must carry Content-Range "bytes a-b/total" with a == offset,
+  // b - a + 1 == the body's length, no more bytes than asked for, and fewer only when b
+  // is the object's last byte; anything else is DATA_LOSS naming the object, the range
+  // asked for and the server's. A 206 without Content-Range (not S3, but some proxies)
+  // is accepted only when its body is non-empty and no longer than `length` (a shorter
+  // one cannot be checked and is read as the object's end).
   absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset,
                                        uint64_t length,
                                        const std::string& if_version = "") override;
   absl::Status Put(const std::string& key, std::string_view bytes) override;
+  // ListObjectsV2, one request per page of list_page_size keys, so a listing of N keys
+  // may take ceil(N / list_page_size) times the per-request bound above.
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) override;
   // ListObjectsV2 with delimiter=/, paged like List (list_page_size entries per page,
   // objects and common prefixes counted together, as S3 does). A common prefix that
@@ -116,6 +152,8 @@ class S3Store final : public ObjectStore {
   // gives the right answer (deeper keys are rolled up here), only more slowly.
   absl::StatusOr<DirectoryListing> ListDirectory(const std::string& prefix) override;
   absl::Status Delete(const std::string& key) override;
+  // NOT_FOUND for a missing key; FAILED_PRECONDITION (NoSuchBucket) for a missing
+  // bucket, found with one extra HeadBucket request after the 404.
   absl::StatusOr<ObjectInfo> Head(const std::string& key) override;
 
  private:
@@ -135,6 +173,14 @@ class S3Store final : public ObjectStore {
   // ETag is not `if_version`; OK otherwise (and always when `if_version` is "").
   absl::Status CheckVersion(const Request& request, const Response& response,
                             const std::string& if_version) const;
+
+  // OK when the 206 `response` to `request` holds bytes [offset, offset + length) or
+  // their tail up to the object's end; DATA_LOSS otherwise (see GetRange).
+  absl::Status CheckPartialContent(const Request& request, const Response& response,
+                                   uint64_t offset, uint64_t length) const;
+  // After a bodiless 404 to `request`: one HeadBucket. FAILED_PRECONDITION (NoSuchBucket)
+  // when that is 404 too, its transport error when it fails, OK otherwise.
+  absl::Status BucketMissingAfter404(const Request& request) const;
 
   // Every page of ListObjectsV2 for `prefix` (relative to the store root), keys relative
   // to the root, sorted; with `delimited`, delimiter=/ (deeper keys as common prefixes).

@@ -2,6 +2,10 @@
 // The protocol itself is tested against s3rver in tests/s3.
 #include "daemon/storage/s3_store.h"
 
+#include <stdlib.h>
+
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -113,6 +117,111 @@ TEST_F(S3StoreOpenTest, ExplicitOptionsNeedNoSharedFiles) {
   s = S3Store::Open(o);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.status().message(), "/.aws/config:1:")) << s.status();
+}
+
+TEST_F(S3StoreOpenTest, DottedBucketOverHttpsDefaultsToPathStyle) {
+  env_.Set("AWS_ACCESS_KEY_ID", "K");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "S");
+  unsetenv("AWS_ENDPOINT_URL");  // AWS itself: https://s3.<region>.amazonaws.com
+  auto open = [](const std::string& bucket, const std::string& endpoint,
+                 std::optional<bool> path_style) {
+    S3Options o;
+    o.bucket = bucket;
+    o.endpoint = endpoint;
+    o.path_style = path_style;
+    absl::StatusOr<std::unique_ptr<S3Store>> s = S3Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? (*s)->options().path_style : std::nullopt;
+  };
+  // *.s3.<region>.amazonaws.com cannot cover "my.bucket.s3...": path style.
+  EXPECT_EQ(open("my.bucket", "", std::nullopt), true);
+  EXPECT_EQ(open("my-bucket", "", std::nullopt), false);  // virtual host, as AWS prefers
+  EXPECT_EQ(open("my.bucket", "https://s3.example.com", std::nullopt), true);
+  EXPECT_EQ(open("my.bucket", "", false), false);  // an explicit choice is kept
+  EXPECT_EQ(open("my-bucket", "", true), true);
+  S3Options defaults;
+  defaults.region = "eu-west-1";
+  SetS3Defaults(defaults);
+  auto s = S3Store::OpenUrl("s3://logs.example.org/run1");
+  SetS3Defaults(S3Options());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().endpoint, "https://s3.eu-west-1.amazonaws.com");
+  EXPECT_EQ((*s)->options().path_style, true);
+}
+
+TEST_F(S3StoreOpenTest, EnvironmentKeysIgnoreAMalformedCredentialsFile) {
+  env_.WriteHomeFile(".aws/credentials", "this is not INI\n");
+  env_.Set("AWS_ACCESS_KEY_ID", "ENVKEY");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "ENVSECRET");
+  auto s = Open();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().credentials.access_key, "ENVKEY");
+  EXPECT_EQ((*s)->options().region, "us-east-1");
+  // The config file is read for the region only when nothing else sets it.
+  env_.WriteHomeFile(".aws/config", "neither\n");
+  s = Open();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "/.aws/config:1:")) << s.status();
+  env_.Set("AWS_REGION", "r");
+  s = Open();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().region, "r");
+  // A named profile must exist, so AWS_PROFILE makes both files matter again.
+  env_.Set("AWS_PROFILE", "ci");
+  s = Open();
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "/.aws/credentials:1:")) << s.status();
+}
+
+TEST_F(S3StoreOpenTest, ExplicitCredentialsNeedOnlyTheConfigFileForTheRegion) {
+  env_.WriteHomeFile(".aws/credentials", "this is not INI\n");
+  env_.WriteHomeFile(".aws/config", "[default]\nregion = from-config\n");
+  S3Options o;
+  o.bucket = "bkt";
+  o.credentials = {"K", "S", ""};
+  auto s = S3Store::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->options().region, "from-config");
+  EXPECT_EQ((*s)->options().credentials.access_key, "K");
+}
+
+// --- retry timing ---------------------------------------------------------------------
+
+TEST(S3RetryDelay, FullJitterUnderADoublingCeilingCappedAtFiveSeconds) {
+  const absl::Duration base = absl::Milliseconds(100);
+  EXPECT_EQ(S3RetryDelay(1, base, std::nullopt, 0.0), absl::ZeroDuration());
+  EXPECT_EQ(S3RetryDelay(1, base, std::nullopt, 1.0), absl::Milliseconds(100));
+  EXPECT_EQ(S3RetryDelay(1, base, std::nullopt, 0.5), absl::Milliseconds(50));
+  EXPECT_EQ(S3RetryDelay(2, base, std::nullopt, 1.0), absl::Milliseconds(200));
+  EXPECT_EQ(S3RetryDelay(4, base, std::nullopt, 1.0), absl::Milliseconds(800));
+  EXPECT_EQ(S3RetryDelay(4, base, std::nullopt, 0.25), absl::Milliseconds(200));
+  EXPECT_EQ(S3RetryDelay(7, base, std::nullopt, 1.0), kS3MaxBackoff);  // 6.4 s capped
+  EXPECT_EQ(S3RetryDelay(1000, base, std::nullopt, 1.0), kS3MaxBackoff);  // no overflow
+  EXPECT_EQ(S3RetryDelay(1000, base, std::nullopt, 0.5), kS3MaxBackoff / 2);
+  EXPECT_EQ(S3RetryDelay(1, absl::Seconds(60), std::nullopt, 1.0), kS3MaxBackoff);
+  EXPECT_EQ(S3RetryDelay(2, base, std::nullopt, 7.0), absl::Milliseconds(200));  // clamped
+  EXPECT_EQ(S3RetryDelay(2, base, std::nullopt, -1.0), absl::ZeroDuration());
+  EXPECT_EQ(S3RetryDelay(3, -base, std::nullopt, 1.0), absl::ZeroDuration());
+}
+
+TEST(S3RetryDelay, RetryAfterIsHonouredUpToTheCapWithoutJitter) {
+  const absl::Duration base = absl::Milliseconds(100);
+  EXPECT_EQ(S3RetryDelay(1, base, absl::Seconds(2), 0.0), absl::Seconds(2));
+  EXPECT_EQ(S3RetryDelay(3, base, absl::Seconds(2), 1.0), absl::Seconds(2));
+  EXPECT_EQ(S3RetryDelay(1, base, absl::Seconds(3600), 0.5), kS3MaxBackoff);
+  EXPECT_EQ(S3RetryDelay(1, base, absl::ZeroDuration(), 1.0), absl::ZeroDuration());
+}
+
+TEST(ParseRetryAfterSeconds, AcceptsDeltaSecondsOnly) {
+  EXPECT_EQ(ParseRetryAfterSeconds("3"), absl::Seconds(3));
+  EXPECT_EQ(ParseRetryAfterSeconds(" 120 "), absl::Seconds(120));
+  EXPECT_EQ(ParseRetryAfterSeconds("0"), absl::ZeroDuration());
+  EXPECT_EQ(ParseRetryAfterSeconds(""), std::nullopt);
+  EXPECT_EQ(ParseRetryAfterSeconds("-1"), std::nullopt);
+  EXPECT_EQ(ParseRetryAfterSeconds("1.5"), std::nullopt);
+  EXPECT_EQ(ParseRetryAfterSeconds("99999999999999999999"), std::nullopt);
+  EXPECT_EQ(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT"), std::nullopt);
 }
 
 }  // namespace

@@ -120,7 +120,8 @@ struct FileHeader {
 };
 
 bool ReadHeader(const std::string& path, FileHeader* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named like an entry must not hang the scan (it fails S_ISREG).
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return false;
   struct stat st;
   char fixed[kFixedHeaderBytes];
@@ -149,9 +150,11 @@ struct ShardCache::Entry {
   enum class State { kLoading, kReady, kFailed };
 
   std::string identity;
-  std::string path;  // "<dir>/<name>.blk" when on disk (or about to be); "" memory only
+  // "<dir>/<name>.blk" when on disk (or about to be); "" when held in memory. Decides the
+  // entry's charge pool and LRU; changes only while the entry loads (memory fallback).
+  std::string path;
   uint64_t payload_bytes = 0;
-  uint64_t charge = 0;  // bytes counted in resident_bytes_
+  uint64_t charge = 0;  // bytes counted in its pool (disk_bytes_ or memory_bytes_)
   State state = State::kLoading;
   absl::Status error;  // kFailed: what the download returned
   int pins = 0;
@@ -192,16 +195,25 @@ absl::StatusOr<std::shared_ptr<ShardCache>> ShardCache::Create(ShardCacheOptions
   if (options.wait_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("shard cache wait_timeout must be positive");
   }
+  if (options.lock_retry_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("shard cache lock_retry_interval must be positive");
+  }
   while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   return std::shared_ptr<ShardCache>(new ShardCache(std::move(options)));
 }
 
-ShardCache::ShardCache(ShardCacheOptions options) : options_(std::move(options)) {}
+ShardCache::ShardCache(ShardCacheOptions options) : options_(std::move(options)) {
+  const bool memory_only = options_.dir.empty() || options_.max_bytes == 0;
+  absl::MutexLock lock(&mu_);
+  disk_ = memory_only ? Disk::kMemoryOnly : Disk::kNotOpened;
+  disk_settled_.store(memory_only, std::memory_order_release);
+}
 
 ShardCache::~ShardCache() {
   absl::MutexLock lock(&mu_);
   entries_.clear();
-  lru_.clear();
+  disk_lru_.clear();
+  memory_lru_.clear();
   mapped_lru_.clear();
   if (lock_fd_ >= 0) close(lock_fd_);
 }
@@ -246,6 +258,7 @@ absl::Status ShardCache::Read(ObjectStore& store, const RemoteObject& object, ui
 
 absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
     ObjectStore& store, const RemoteObject& object, uint64_t block) {
+  if (!disk_settled_.load(std::memory_order_acquire)) RETURN_IF_ERROR(EnsureDisk(object.url));
   const uint64_t size = object.info.size;
   const bool whole = size <= options_.block_bytes;
   const uint64_t span = whole ? size : options_.block_bytes;
@@ -267,16 +280,16 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
 
   std::shared_ptr<Entry> entry;
   bool try_file = false;
+  std::vector<std::string> doomed;
   {
     absl::MutexLock lock(&mu_);
-    if (!disk_opened_) OpenDiskLocked();
     for (;;) {
       auto it = entries_.find(identity);
       if (it == entries_.end()) {  // a miss: this thread downloads
         entry = std::make_shared<Entry>();
         entry->identity = identity;
         entry->payload_bytes = length;
-        if (on_disk_) {
+        if (disk_ == Disk::kOpen) {
           entry->path = absl::StrCat(options_.dir, "/", NameOf(identity), kEntrySuffix);
           entry->charge = HeaderBytes(identity) + length;
         } else {
@@ -284,10 +297,10 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
         }
         entry->pins = 1;
         entries_.emplace(identity, entry);
-        resident_bytes_ += entry->charge;
+        PoolLocked(*entry) += entry->charge;
         pinned_bytes_ += entry->charge;
         ++counters_.misses;
-        EvictLocked();
+        EvictLocked(&doomed);
         break;
       }
       std::shared_ptr<Entry> found = it->second;
@@ -307,50 +320,52 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
         if (found->state == Entry::State::kFailed) return found->error;
         continue;  // ready now (or already evicted again): look it up afresh
       }
-      if (!found->verified || !found->has_payload()) {
-        // On disk but not mapped (adopted, or unmapped for the mapping budget): this
-        // thread maps it (and checks an adopted file's CRC) while others wait.
-        found->state = Entry::State::kLoading;
-        found->pins = 1;
-        if (found->in_lru) lru_.erase(found->lru_it);
+      const bool unused = found->pins++ == 0;
+      if (unused) {
+        pinned_bytes_ += found->charge;
+        if (found->in_lru) LruLocked(*found).erase(found->lru_it);
         if (found->in_mapped_lru) mapped_lru_.erase(found->mapped_it);
         found->in_lru = found->in_mapped_lru = false;
-        pinned_bytes_ += found->charge;
-        ++counters_.hits;
+      }
+      if (!found->verified || !found->has_payload()) {
+        // On disk but not mapped (adopted, or unmapped for the mapping budget): this
+        // thread maps it (and checks an adopted file's CRC) while others wait. Unmapped
+        // entries are never pinned, so this thread holds the only pin.
+        found->state = Entry::State::kLoading;
         entry = std::move(found);
         try_file = true;
         break;
-      }
-      if (found->pins++ == 0) {
-        pinned_bytes_ += found->charge;
-        if (found->in_lru) lru_.erase(found->lru_it);
-        if (found->in_mapped_lru) mapped_lru_.erase(found->mapped_it);
-        found->in_lru = found->in_mapped_lru = false;
       }
       ++counters_.hits;
       return found;
     }
   }
+  DeleteFiles(doomed);
 
   const uint64_t old_charge = entry->charge;
-  const absl::Status loaded = Load(store, object, block, entry.get(), try_file);
+  const bool had_file = !entry->path.empty();
+  bool from_file = false;
+  const absl::Status loaded = Load(store, object, block, entry.get(), try_file, &from_file);
   absl::MutexLock lock(&mu_);
   if (!loaded.ok()) {
     entry->state = Entry::State::kFailed;
     entry->error = loaded;
     pinned_bytes_ -= old_charge;
     entry->pins = 0;
-    RemoveLocked(entry.get(), /*delete_file=*/false);
+    RemoveLocked(entry.get(), /*doomed=*/nullptr);  // Load deleted any file it left
     ++counters_.errors;
     loaded_.SignalAll();
     return loaded;
   }
-  // Load may have fallen back to memory (disk full): charge what is held now.
-  const uint64_t new_charge =
-      entry->map != nullptr || !on_disk_ ? entry->charge : entry->payload_bytes;
-  resident_bytes_ = resident_bytes_ - old_charge + new_charge;
-  pinned_bytes_ = pinned_bytes_ - old_charge + new_charge;
-  entry->charge = new_charge;
+  if (try_file) ++(from_file ? counters_.hits : counters_.misses);
+  if (had_file && entry->path.empty()) {
+    // The directory refused the block (disk full, mmap failing): it is held in memory
+    // now and charged against memory_bytes.
+    disk_bytes_ -= old_charge;
+    entry->charge = entry->payload_bytes;
+    memory_bytes_ += entry->charge;
+    pinned_bytes_ = pinned_bytes_ - old_charge + entry->charge;
+  }
   if (entry->map != nullptr) ++mapped_;
   entry->state = Entry::State::kReady;
   entry->verified = true;
@@ -360,7 +375,7 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
 }
 
 absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, uint64_t block,
-                              Entry* entry, bool try_file) {
+                              Entry* entry, bool try_file, bool* from_file) {
   if (try_file) {
     const int fd = open(entry->path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -374,6 +389,7 @@ absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, ui
         if (entry->verified ||
             Crc32(entry->payload(), entry->payload_bytes) == entry->crc) {
           close(fd);
+          *from_file = true;
           return absl::OkStatus();
         }
         entry->Unmap();
@@ -393,23 +409,35 @@ absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, ui
     absl::MutexLock lock(&mu_);
     ++counters_.downloads;
     counters_.bytes_downloaded += payload.size();
+    // An evicted file of the same name may not be deleted yet: do not write over it.
+    while (!entry->path.empty() && unlinking_.count(entry->path) > 0) unlinked_.Wait(&mu_);
   }
   if (!entry->path.empty()) {
-    const absl::Status written = WriteAndMap(entry, payload);
-    if (written.ok()) return absl::OkStatus();
-    // The bytes are good; only the disk refused them. Serve this block from memory.
-    if (!warned_disk_.exchange(true)) {
-      spdlog::warn("shard cache: cannot store blocks in {} ({}); keeping them in memory "
-                   "(logged once; free disk space or lower --shard-cache-bytes)",
-                   options_.dir, written.ToString());
+    bool written = false;
+    const absl::Status stored = WriteAndMap(entry, payload, &written);
+    if (stored.ok()) return absl::OkStatus();
+    // The bytes are good; only the directory refused them. Serve this block from memory
+    // (charged against memory_bytes, evicted on its own LRU).
+    if (!written && !warned_write_.exchange(true)) {
+      spdlog::warn("shard cache: cannot store blocks in {} ({}); keeping such blocks in "
+                   "memory, at most {} bytes of them (logged once; free disk space or lower "
+                   "--shard-cache-bytes)",
+                   options_.dir, stored.ToString(), options_.memory_bytes);
+    } else if (written && !warned_map_.exchange(true)) {
+      spdlog::warn("shard cache: cannot map entry files of {} ({}); keeping such blocks in "
+                   "memory, at most {} bytes of them (logged once; check vm.max_map_count "
+                   "and the daemon's memory limits)",
+                   options_.dir, stored.ToString(), options_.memory_bytes);
     }
-    unlink(entry->path.c_str());
+    if (written) unlink(entry->path.c_str());
+    entry->path.clear();
   }
   entry->memory = std::move(payload);
   return absl::OkStatus();
 }
 
-absl::Status ShardCache::WriteAndMap(Entry* entry, const std::string& payload) const {
+absl::Status ShardCache::WriteAndMap(Entry* entry, const std::string& payload,
+                                     bool* written) const {
   static std::atomic<uint64_t> counter{0};
   const std::string temp =
       absl::StrCat(options_.dir, "/", kTempPrefix, entry->path.substr(options_.dir.size() + 1),
@@ -436,15 +464,18 @@ absl::Status ShardCache::WriteAndMap(Entry* entry, const std::string& payload) c
     unlink(temp.c_str());
     return s;
   }
+  *written = true;
   const int rfd = open(entry->path.c_str(), O_RDONLY | O_CLOEXEC);
   if (rfd < 0) {
     return absl::InternalError(absl::StrCat("cannot open ", entry->path, ": ", ErrnoText()));
   }
   const size_t bytes = header.size() + payload.size();
   void* p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, rfd, 0);
+  const int map_errno = errno;
   close(rfd);
   if (p == MAP_FAILED) {
-    return absl::InternalError(absl::StrCat("cannot map ", entry->path, ": ", ErrnoText()));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map ", entry->path, ": ", std::strerror(map_errno)));
   }
   entry->map = p;
   entry->map_bytes = bytes;
@@ -461,6 +492,9 @@ absl::StatusOr<std::string> ShardCache::Download(ObjectStore& store, const Remot
       whole ? object.url
             : absl::StrCat("block ", block, " (bytes [", offset, ", ", offset + length,
                            ")) of ", object.url);
+  const std::string changed = absl::StrCat(
+      ": the object changed since the dataset was opened (it had ", info.size,
+      " bytes then); restart the pipeline to read the new object");
   // With a version, the read is conditional (If-Match on S3, the opened file's version
   // locally): the store fails it instead of returning bytes of a replaced object, in
   // the same request, so a block never mixes two objects.
@@ -476,6 +510,12 @@ absl::StatusOr<std::string> ShardCache::Download(ObjectStore& store, const Remot
         " now): its cached bytes would mix two objects; restart the pipeline to read the new "
         "object"));
   }
+  if (!bytes.ok() && absl::IsOutOfRange(bytes.status())) {
+    // The range lies within the length seen at open (Read checked it), so the store's
+    // "past the end" means the object shrank: a changed length, DATA_LOSS.
+    return absl::DataLossError(absl::StrCat("reading ", what, ": the store says it passes "
+                                            "the end of the object", changed));
+  }
   if (!bytes.ok()) {
     // Short: this message may end up in a ring's 256-byte poison reason. The store's
     // own message usually names the URL already.
@@ -489,95 +529,164 @@ absl::StatusOr<std::string> ShardCache::Download(ObjectStore& store, const Remot
   }
   // Stores without versions (and verify_version = false) only have the length to go by.
   if (bytes->size() != length) {
-    return absl::DataLossError(absl::StrCat(
-        "reading ", what, ": the store returned ", bytes->size(), " bytes, expected ", length,
-        ": the object changed since the dataset was opened (it had ", info.size,
-        " bytes then); restart the pipeline to read the new object"));
+    return absl::DataLossError(absl::StrCat("reading ", what, ": the store returned ",
+                                            bytes->size(), " bytes, expected ", length,
+                                            changed));
   }
   return std::move(bytes).value();
 }
 
 void ShardCache::Release(const std::shared_ptr<Entry>& entry) {
-  absl::MutexLock lock(&mu_);
-  if (--entry->pins > 0) return;
-  pinned_bytes_ -= entry->charge;
-  auto it = entries_.find(entry->identity);
-  if (it == entries_.end() || it->second != entry) return;  // not cached (cannot happen)
-  entry->lru_it = lru_.insert(lru_.end(), entry.get());
-  entry->in_lru = true;
-  if (entry->map != nullptr) {
-    entry->mapped_it = mapped_lru_.insert(mapped_lru_.end(), entry.get());
-    entry->in_mapped_lru = true;
+  std::vector<std::string> doomed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (--entry->pins > 0) return;
+    pinned_bytes_ -= entry->charge;
+    auto it = entries_.find(entry->identity);
+    if (it == entries_.end() || it->second != entry) return;  // not cached (cannot happen)
+    std::list<Entry*>& lru = LruLocked(*entry);
+    entry->lru_it = lru.insert(lru.end(), entry.get());
+    entry->in_lru = true;
+    if (entry->map != nullptr) {
+      entry->mapped_it = mapped_lru_.insert(mapped_lru_.end(), entry.get());
+      entry->in_mapped_lru = true;
+    }
+    EvictLocked(&doomed);
+    UnmapExcessLocked();
   }
-  EvictLocked();
-  UnmapExcessLocked();
+  DeleteFiles(doomed);
 }
 
 ShardCacheStats ShardCache::Stats() const {
   absl::MutexLock lock(&mu_);
   ShardCacheStats s = counters_;
-  // The directory while it is (or may still become) the cache; "" once memory only.
-  s.dir = options_.max_bytes > 0 && (on_disk_ || !disk_opened_) ? options_.dir : "";
-  s.on_disk = on_disk_;
-  s.limit_bytes = LimitLocked();
+  // The directory while it is (or may still become, on first use) the cache.
+  const bool disk = disk_ == Disk::kNotOpened || disk_ == Disk::kOpen;
+  s.dir = disk ? options_.dir : "";
+  s.on_disk = disk_ == Disk::kOpen;
+  s.limit_bytes = disk ? options_.max_bytes : options_.memory_bytes;
   s.block_bytes = options_.block_bytes;
-  s.resident_bytes = resident_bytes_;
+  s.resident_bytes = disk_bytes_ + memory_bytes_;
+  s.memory_resident_bytes = memory_bytes_;
   s.pinned_bytes = pinned_bytes_;
   s.entries = entries_.size();
   return s;
 }
 
-void ShardCache::OpenDiskLocked() {
-  disk_opened_ = true;
-  if (options_.dir.empty() || options_.max_bytes == 0) return;
+absl::Status ShardCache::EnsureDisk(const std::string& url) {
+  bool retry = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!opening_ && (disk_ == Disk::kNotOpened ||
+                      (disk_ == Disk::kLockBusy && absl::Now() >= next_lock_try_))) {
+      opening_ = true;
+      retry = disk_ == Disk::kLockBusy;
+    } else {
+      // A first-use scan in flight: wait for it, so that this Read can hit the files it
+      // finds. (During a lock retry the cache keeps serving from memory instead.)
+      const absl::Time deadline = absl::Now() + options_.wait_timeout;
+      while (opening_ && disk_ == Disk::kNotOpened) {
+        if (loaded_.WaitWithDeadline(&mu_, deadline) && opening_ &&
+            disk_ == Disk::kNotOpened) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "waited ", absl::FormatDuration(options_.wait_timeout), " for the shard cache's "
+              "scan of ", options_.dir, " before reading ", url, " (is the disk responding?)"));
+        }
+      }
+      return absl::OkStatus();
+    }
+  }
+  OpenDisk(retry);
+  return absl::OkStatus();
+}
+
+void ShardCache::OpenDisk(bool retry) {
+  // Fails for good (a directory that cannot be made) or for now (the lock is held).
+  const auto give_up = [this](Disk disk) {
+    absl::MutexLock lock(&mu_);
+    disk_ = disk;
+    opening_ = false;
+    if (disk == Disk::kLockBusy) {
+      next_lock_try_ = absl::Now() + options_.lock_retry_interval;
+    } else {
+      disk_settled_.store(true, std::memory_order_release);
+    }
+    loaded_.SignalAll();
+  };
   const absl::Status made = EnsureDir(options_.dir);
   if (!made.ok()) {
     spdlog::error("shard cache: {}; caching in memory only (fix the directory or pass "
                   "another --cache-dir)", made.ToString());
+    give_up(Disk::kMemoryOnly);
     return;
   }
   const std::string lock_path = absl::StrCat(options_.dir, "/", kLockName);
   const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    spdlog::warn("shard cache: {} is in use by another zephond ({}); this daemon caches "
-                 "dataset blocks in memory only: give each zephond its own --cache-dir",
-                 options_.dir, fd < 0 ? ErrnoText() : "flock held");
+    const std::string why = fd < 0 ? ErrnoText() : "flock held";
     if (fd >= 0) close(fd);
+    if (!retry) {
+      spdlog::warn("shard cache: {} is in use by another zephond ({}); this daemon caches "
+                   "dataset blocks in memory only and tries again every {} (a predecessor "
+                   "that is still exiting releases it; otherwise give each zephond its own "
+                   "--cache-dir)",
+                   options_.dir, why, absl::FormatDuration(options_.lock_retry_interval));
+    } else {
+      spdlog::debug("shard cache: {} is still in use by another zephond ({})", options_.dir,
+                    why);
+    }
+    give_up(Disk::kLockBusy);
     return;
   }
-  lock_fd_ = fd;
-  on_disk_ = true;
-  AdoptLocked();
+  if (options_.TEST_before_scan) options_.TEST_before_scan();
+  std::vector<std::shared_ptr<Entry>> found;
+  const uint64_t rejected = ScanDir(options_.dir, &found);
+  const size_t adopted = found.size();
+  std::vector<std::string> doomed;
+  uint64_t disk_bytes = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    lock_fd_ = fd;
+    disk_ = Disk::kOpen;
+    opening_ = false;
+    counters_.rejected += rejected;
+    AdoptLocked(std::move(found), &doomed);
+    EvictLocked(&doomed);
+    disk_bytes = disk_bytes_;
+    disk_settled_.store(true, std::memory_order_release);
+    loaded_.SignalAll();
+  }
+  DeleteFiles(doomed);
+  if (retry) {
+    spdlog::info("shard cache: {} is free now; caching dataset blocks there (adopted {} "
+                 "entries, {} bytes)", options_.dir, adopted, disk_bytes);
+  } else if (adopted > 0) {
+    spdlog::info("shard cache: adopted {} entries ({} bytes) from {}", adopted, disk_bytes,
+                 options_.dir);
+  }
 }
 
-void ShardCache::AdoptLocked() {
-  DIR* d = opendir(options_.dir.c_str());
-  if (d == nullptr) return;
-  std::vector<FileHeader> found;
+uint64_t ShardCache::ScanDir(const std::string& dir, std::vector<std::shared_ptr<Entry>>* found) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  uint64_t rejected = 0;
   while (const dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    const std::string path = absl::StrCat(options_.dir, "/", name);
+    const std::string path = absl::StrCat(dir, "/", name);
     if (absl::StartsWith(name, kTempPrefix)) {  // a download that never finished
       unlink(path.c_str());
-      ++counters_.rejected;
+      ++rejected;
       continue;
     }
     if (!absl::EndsWith(name, kEntrySuffix)) continue;
-    FileHeader header;
-    if (!ReadHeader(path, &header) ||
-        name != absl::StrCat(NameOf(header.identity), kEntrySuffix)) {
+    FileHeader h;
+    if (!ReadHeader(path, &h) || name != absl::StrCat(NameOf(h.identity), kEntrySuffix)) {
       unlink(path.c_str());
-      ++counters_.rejected;
+      ++rejected;
       continue;
     }
-    found.push_back(std::move(header));
-  }
-  closedir(d);
-  std::sort(found.begin(), found.end(),
-            [](const FileHeader& a, const FileHeader& b) { return a.mtime < b.mtime; });
-  for (FileHeader& h : found) {
     auto entry = std::make_shared<Entry>();
-    entry->path = absl::StrCat(options_.dir, "/", NameOf(h.identity), kEntrySuffix);
+    entry->path = path;
     entry->identity = std::move(h.identity);
     entry->payload_bytes = h.payload_bytes;
     entry->charge = h.file_bytes;
@@ -585,48 +694,87 @@ void ShardCache::AdoptLocked() {
     entry->verified = false;
     entry->crc = h.crc;
     entry->mtime = h.mtime;
-    entry->lru_it = lru_.insert(lru_.end(), entry.get());
+    found->push_back(std::move(entry));
+  }
+  closedir(d);
+  std::sort(found->begin(), found->end(),
+            [](const std::shared_ptr<Entry>& a, const std::shared_ptr<Entry>& b) {
+              return a->mtime < b->mtime;
+            });
+  return rejected;
+}
+
+void ShardCache::AdoptLocked(std::vector<std::shared_ptr<Entry>> found,
+                             std::vector<std::string>* doomed) {
+  for (std::shared_ptr<Entry>& entry : found) {
+    if (entries_.count(entry->identity) > 0) {
+      // Cached in memory meanwhile (a lock retry): the file would be charged twice.
+      DoomLocked(entry->path, doomed);
+      continue;
+    }
+    entry->lru_it = disk_lru_.insert(disk_lru_.end(), entry.get());
     entry->in_lru = true;
-    resident_bytes_ += entry->charge;
+    disk_bytes_ += entry->charge;
     ++counters_.adopted;
-    entries_.emplace(entry->identity, std::move(entry));
+    std::string identity = entry->identity;
+    entries_.emplace(std::move(identity), std::move(entry));
   }
-  if (!found.empty()) {
-    spdlog::info("shard cache: adopted {} entries ({} bytes) from {}", found.size(),
-                 resident_bytes_, options_.dir);
-  }
-  EvictLocked();
 }
 
-uint64_t ShardCache::LimitLocked() const {
-  return on_disk_ ? options_.max_bytes : options_.memory_bytes;
+uint64_t& ShardCache::PoolLocked(const Entry& entry) {
+  return entry.path.empty() ? memory_bytes_ : disk_bytes_;
 }
 
-void ShardCache::EvictLocked() {
-  const uint64_t limit = LimitLocked();
-  while (resident_bytes_ > limit && !lru_.empty()) {
-    RemoveLocked(lru_.front(), /*delete_file=*/true);
+std::list<ShardCache::Entry*>& ShardCache::LruLocked(const Entry& entry) {
+  return entry.path.empty() ? memory_lru_ : disk_lru_;
+}
+
+void ShardCache::EvictLocked(std::vector<std::string>* doomed) {
+  while (disk_bytes_ > options_.max_bytes && !disk_lru_.empty()) {
+    RemoveLocked(disk_lru_.front(), doomed);
     ++counters_.evictions;
   }
-  if (resident_bytes_ > limit && !warned_over_limit_) {
+  while (memory_bytes_ > options_.memory_bytes && !memory_lru_.empty()) {
+    RemoveLocked(memory_lru_.front(), doomed);
+    ++counters_.evictions;
+  }
+  const bool disk_over = disk_bytes_ > options_.max_bytes;
+  if ((disk_over || memory_bytes_ > options_.memory_bytes) && !warned_over_limit_) {
     warned_over_limit_ = true;
     spdlog::warn("shard cache {} holds {} bytes, over its {}-byte limit, because {} bytes "
                  "are being read or downloaded; they are evicted once released (logged "
-                 "once)", on_disk_ ? options_.dir : "(memory)", resident_bytes_, limit,
-                 pinned_bytes_);
+                 "once)", disk_over ? options_.dir : "(memory)",
+                 disk_over ? disk_bytes_ : memory_bytes_,
+                 disk_over ? options_.max_bytes : options_.memory_bytes, pinned_bytes_);
   }
 }
 
-void ShardCache::RemoveLocked(Entry* entry, bool delete_file) {
-  if (entry->in_lru) lru_.erase(entry->lru_it);
+void ShardCache::RemoveLocked(Entry* entry, std::vector<std::string>* doomed) {
+  if (entry->in_lru) LruLocked(*entry).erase(entry->lru_it);
   if (entry->in_mapped_lru) mapped_lru_.erase(entry->mapped_it);
   entry->in_lru = entry->in_mapped_lru = false;
   if (entry->map != nullptr) --mapped_;
-  if (delete_file && !entry->path.empty()) unlink(entry->path.c_str());
-  resident_bytes_ -= entry->charge;
+  if (doomed != nullptr && !entry->path.empty()) DoomLocked(entry->path, doomed);
+  PoolLocked(*entry) -= entry->charge;
   // Waiters of a failed download may still hold the entry; the last reference unmaps.
   auto it = entries_.find(entry->identity);
   if (it != entries_.end() && it->second.get() == entry) entries_.erase(it);
+}
+
+void ShardCache::DoomLocked(const std::string& path, std::vector<std::string>* doomed) {
+  ++unlinking_[path];
+  doomed->push_back(path);
+}
+
+void ShardCache::DeleteFiles(const std::vector<std::string>& doomed) {
+  if (doomed.empty()) return;
+  for (const std::string& path : doomed) unlink(path.c_str());
+  absl::MutexLock lock(&mu_);
+  for (const std::string& path : doomed) {
+    auto it = unlinking_.find(path);
+    if (--it->second == 0) unlinking_.erase(it);
+  }
+  unlinked_.SignalAll();
 }
 
 void ShardCache::UnmapExcessLocked() {

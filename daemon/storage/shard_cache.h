@@ -16,40 +16,50 @@
 // Identity. An entry is named by SHA-256 of (store id, key, version, size, block), so a
 // changed object (new ETag / size-mtime-inode) never hits the old object's entries.
 //
-// Disk layout (options.dir, one daemon at a time: `<dir>/.lock` is flock'ed; a second
-// daemon on the same directory runs memory-only and says so in its log):
+// Disk layout (options.dir, one daemon at a time: `<dir>/.lock` is flock'ed; a daemon
+// that finds it held, e.g. by a predecessor still exiting, runs memory-only, says so in
+// its log and tries the lock again every lock_retry_interval, adopting the directory
+// once it gets it):
 //   <dir>/<32 hex>.blk   header (magic "ZSCACHE1", u64 payload bytes, u32 CRC-32 of the
 //                        payload, u32 identity bytes, the identity) + payload
 //   <dir>/.tmp.*         a download being written; renamed into place when complete
 // Files are written without fsync: after a crash, a torn or short file fails its size or
-// CRC check when first used and is fetched again. The directory is scanned on first use
-// (warm restart): valid entries are adopted in mtime order (oldest = least recently
-// used), other files named *.blk and every .tmp.* file are deleted. Adopted payloads are
-// CRC-checked once, on first use.
+// CRC check when first used and is fetched again. The directory is scanned when it is
+// opened (first Read; warm restart), outside the mutex; Reads arriving meanwhile wait for
+// the scan (at most wait_timeout). Valid entries are adopted in mtime order (oldest =
+// least recently used), other files named *.blk and every .tmp.* file are deleted.
+// Adopted payloads are CRC-checked once, on first use.
 //
-// Limits. Entries are charged their file size (memory size when not on disk). When the
-// charge exceeds the limit (max_bytes on disk; memory_bytes memory-only) the least
-// recently released entries are evicted. An entry is pinned while a Read copies from it
-// and while it downloads; pinned entries are never evicted, so the cache can exceed its
-// limit by the pinned bytes (logged once, never an error) and shrinks back when they are
-// released. max_bytes = 0 or an empty dir: no disk cache, blocks live in memory (LRU
-// within memory_bytes) so consecutive reads of one block still fetch it once.
+// Limits. Entry files are charged their size against max_bytes. Blocks held in memory
+// (no disk cache, or a block the directory could not store or map: disk full, mmap
+// failing) are charged their size against memory_bytes, with an LRU of their own, so
+// RSS stays within memory_bytes whatever the disk budget. When a charge exceeds its
+// limit the least recently released entries of that kind are evicted. An entry is
+// pinned while a Read copies from it and while it downloads; pinned entries are never
+// evicted, so the cache can exceed a limit by the pinned bytes (logged once, never an
+// error) and shrinks back when they are released. max_bytes = 0 or an empty dir: no
+// disk cache, so consecutive reads of one block still fetch it once while it stays in
+// memory.
 //
 // Single flight. Concurrent Reads that miss the same block share one download: the
 // first one fetches, the others wait (at most wait_timeout; a download itself is bounded
 // by the store's timeouts and retries) and get its bytes or its error. A failed download
 // leaves no entry; the next Read tries again.
 //
-// Thread-safety: thread-safe. Downloads and file I/O run outside the mutex.
+// Thread-safety: thread-safe. Downloads and file I/O (the lock file, the directory
+// scan, entry reads, writes and deletions) run outside the mutex; only munmap of
+// mappings being dropped runs under it.
 #ifndef ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
 #define ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -68,7 +78,8 @@ struct ShardCacheOptions {
   uint64_t max_bytes = uint64_t{16} << 30;
   // Block size of large objects; objects up to this size are whole-object entries.
   uint64_t block_bytes = uint64_t{8} << 20;
-  // Byte limit of the in-memory entries when there is no disk cache.
+  // Byte limit of the blocks held in memory (no disk cache, or the directory refused
+  // them).
   uint64_t memory_bytes = uint64_t{64} << 20;
   // Download blocks with a conditional read of the version seen at open (if_version;
   // no extra request) and fail on a change. false: only the length is checked.
@@ -78,6 +89,10 @@ struct ShardCacheOptions {
   // Most entries kept memory-mapped at once (each is a VMA; unpinned mappings beyond
   // this are unmapped least recent first and mapped again on use).
   int max_mapped_entries = 4096;
+  // How often a daemon that found dir locked by another zephond tries the lock again.
+  absl::Duration lock_retry_interval = absl::Seconds(30);
+  // Tests only: runs when the directory is about to be scanned (outside the mutex).
+  std::function<void()> TEST_before_scan;
 };
 
 // One object as the dataset saw it when it was opened.
@@ -94,14 +109,18 @@ struct RemoteObject {
 };
 
 struct ShardCacheStats {
-  std::string dir;        // "" when memory only (configured so, or the directory failed)
-  bool on_disk = false;   // false until the first Read opened the directory
+  // Until the first Read opens the directory: the configured dir and max_bytes. Once
+  // memory only (configured so, the directory failed or is locked by another daemon):
+  // "" and memory_bytes.
+  std::string dir;
+  bool on_disk = false;  // the directory is open and holds the entries
   uint64_t limit_bytes = 0;
   uint64_t block_bytes = 0;
   uint64_t resident_bytes = 0;  // charged bytes of every entry (files incl. headers)
+  uint64_t memory_resident_bytes = 0;  // of which blocks held in memory
   uint64_t pinned_bytes = 0;    // of entries being read or downloaded
   uint64_t entries = 0;
-  uint64_t hits = 0;     // block lookups served by a resident entry
+  uint64_t hits = 0;     // block lookups served by a resident entry (or its file)
   uint64_t misses = 0;   // block lookups that started a download
   uint64_t waits = 0;    // block lookups that joined another reader's download
   uint64_t downloads = 0;         // successful GETs
@@ -115,8 +134,8 @@ struct ShardCacheStats {
 class ShardCache {
  public:
   // Checks the options (INVALID_ARGUMENT naming the bad one: block_bytes in
-  // [1, 1 GiB], max_mapped_entries >= 1, positive wait_timeout). No I/O: the directory is
-  // opened by the first Read.
+  // [1, 1 GiB], max_mapped_entries >= 1, positive wait_timeout and lock_retry_interval).
+  // No I/O: the directory is opened by the first Read.
   static absl::StatusOr<std::shared_ptr<ShardCache>> Create(ShardCacheOptions options);
 
   ShardCache(const ShardCache&) = delete;
@@ -131,7 +150,8 @@ class ShardCache {
   // key and HTTP status); DATA_LOSS when the store returns another length than the
   // object had at open; FAILED_PRECONDITION ("changed since the dataset was opened")
   // when the store reports another version than the one seen at open;
-  // DEADLINE_EXCEEDED after wait_timeout spent waiting for another reader's download.
+  // (also for a range the store says is past the object's end); DEADLINE_EXCEEDED after
+  // wait_timeout spent waiting for another reader's download or the directory scan.
   // The caller's reaction: the dataset is unreadable as opened; fail the pipeline.
   absl::Status Read(ObjectStore& store, const RemoteObject& object, uint64_t offset,
                     uint64_t n, char* out) ABSL_LOCKS_EXCLUDED(mu_);
@@ -152,40 +172,70 @@ class ShardCache {
   absl::StatusOr<std::shared_ptr<Entry>> Acquire(ObjectStore& store, const RemoteObject& object,
                                                  uint64_t block) ABSL_LOCKS_EXCLUDED(mu_);
   void Release(const std::shared_ptr<Entry>& entry) ABSL_LOCKS_EXCLUDED(mu_);
-  // Makes a loading entry ready: an adopted file that passes its CRC, else a download.
+  // Makes a loading entry ready: an adopted or unmapped file that maps (and passes its
+  // CRC; *from_file = true), else a download.
   absl::Status Load(ObjectStore& store, const RemoteObject& object, uint64_t block,
-                    Entry* entry, bool try_file) ABSL_LOCKS_EXCLUDED(mu_);
+                    Entry* entry, bool try_file, bool* from_file) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::string> Download(ObjectStore& store, const RemoteObject& object,
                                        uint64_t block, uint64_t length) const;
-  // Writes the entry file (temp file + rename, no fsync) and maps it.
-  absl::Status WriteAndMap(Entry* entry, const std::string& payload) const;
+  // Writes the entry file (temp file + rename, no fsync) and maps it; *written: the
+  // file is in place (a failure was the mapping).
+  absl::Status WriteAndMap(Entry* entry, const std::string& payload, bool* written) const;
 
-  void OpenDiskLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AdoptLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  uint64_t LimitLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveLocked(Entry* entry, bool delete_file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens the directory when it is due (first use, or a lock retry) and waits for a
+  // first-use scan another reader runs. DEADLINE_EXCEEDED after wait_timeout.
+  absl::Status EnsureDisk(const std::string& url) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the lock, scans the directory and publishes its entries (or records why not).
+  void OpenDisk(bool retry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads the entry files of `dir` (ready, unverified, oldest first) into *found and
+  // deletes stray files; returns how many it deleted.
+  static uint64_t ScanDir(const std::string& dir, std::vector<std::shared_ptr<Entry>>* found);
+  // Publishes scanned entries (a file of an identity already cached is doomed).
+  void AdoptLocked(std::vector<std::shared_ptr<Entry>> found, std::vector<std::string>* doomed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evictions and removals add the files to delete to *doomed (nullptr: keep the file);
+  // the caller deletes them with DeleteFiles once it has released mu_.
+  void EvictLocked(std::vector<std::string>* doomed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(Entry* entry, std::vector<std::string>* doomed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DoomLocked(const std::string& path, std::vector<std::string>* doomed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeleteFiles(const std::vector<std::string>& doomed) ABSL_LOCKS_EXCLUDED(mu_);
   void UnmapExcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charge pool of an entry: memory when it has no file.
+  uint64_t& PoolLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::list<Entry*>& LruLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  enum class Disk { kNotOpened, kOpen, kLockBusy, kMemoryOnly };
 
   const ShardCacheOptions options_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar loaded_;  // signalled whenever a loading entry becomes ready or fails
-  bool disk_opened_ ABSL_GUARDED_BY(mu_) = false;
-  bool on_disk_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar loaded_;    // a loading entry became ready or failed; a scan finished
+  absl::CondVar unlinked_;  // files of unlinking_ were deleted
+  Disk disk_ ABSL_GUARDED_BY(mu_);
+  bool opening_ ABSL_GUARDED_BY(mu_) = false;  // a thread runs OpenDisk
+  absl::Time next_lock_try_ ABSL_GUARDED_BY(mu_);  // kLockBusy
   int lock_fd_ ABSL_GUARDED_BY(mu_) = -1;
   // Identity -> entry (ready, or loading with its download in flight).
   std::unordered_map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
-  // Unpinned ready entries, least recently released first (eviction order).
-  std::list<Entry*> lru_ ABSL_GUARDED_BY(mu_);
+  // Unpinned ready entries with a file / in memory, least recently released first.
+  std::list<Entry*> disk_lru_ ABSL_GUARDED_BY(mu_);
+  std::list<Entry*> memory_lru_ ABSL_GUARDED_BY(mu_);
   // Unpinned ready entries that hold a mapping, least recently released first.
   std::list<Entry*> mapped_lru_ ABSL_GUARDED_BY(mu_);
   int mapped_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t resident_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t disk_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // charged against max_bytes
+  uint64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // charged against memory_bytes
   uint64_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Paths evicted but not yet deleted (a new file of the same name waits for them).
+  std::unordered_map<std::string, int> unlinking_ ABSL_GUARDED_BY(mu_);
   bool warned_over_limit_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<bool> warned_disk_{false};  // a write into dir failed (logged once)
   ShardCacheStats counters_ ABSL_GUARDED_BY(mu_);  // the event counters of Stats()
+  // Written under mu_ when disk_ becomes kOpen or kMemoryOnly (final); read without it.
+  std::atomic<bool> disk_settled_{false};
+  std::atomic<bool> warned_write_{false};  // a write into dir failed (logged once)
+  std::atomic<bool> warned_map_{false};    // mapping an entry file failed (logged once)
 };
 
 }  // namespace zephon::storage

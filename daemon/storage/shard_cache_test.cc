@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -395,6 +398,8 @@ TEST(ShardCacheTest, WarmRestartAdoptsEntriesAndDeletesStrayTempFiles) {
   const ShardCacheStats s = cache->Stats();
   EXPECT_EQ(s.adopted, 3u);
   EXPECT_EQ(s.rejected, 1u);
+  EXPECT_EQ(s.hits, 3u);  // each adopted file mapped on first use
+  EXPECT_EQ(s.misses, 0u);
   for (const auto& n : Files(dir)) EXPECT_FALSE(absl::StartsWith(n, ".tmp.")) << n;
 }
 
@@ -427,6 +432,8 @@ TEST(ShardCacheTest, CorruptOrShortEntryFilesAreRejectedAndFetchedAgain) {
   EXPECT_EQ(ReadAll(*cache, store, Obj(store, "c.bin"), 0, 2000), data);
   EXPECT_EQ(store.ranges(), 4);  // both blocks downloaded again
   EXPECT_EQ(cache->Stats().rejected, 2u);
+  EXPECT_EQ(cache->Stats().hits, 0u);  // a file that fails to map is no hit...
+  EXPECT_EQ(cache->Stats().misses, 2u);  // ...but a download
   // The replacements are good: a third cache adopts both without downloading.
   cache.reset();
   auto third = MakeCache(dir, 1 << 20, 1000);
@@ -514,6 +521,21 @@ TEST(ShardCacheTest, AStoreWithoutVersionsStillCatchesAChangedLength) {
   EXPECT_EQ(store.conditional(), 0);
 }
 
+TEST(ShardCacheTest, ABlockPastTheEndOfAShrunkObjectIsDataLoss) {
+  FakeStore store;
+  store.Set("n.bin", Pattern(3000, 24), "");  // no version
+  auto cache = MakeCache(TempDir("shrunk"), 1 << 20, 1000);
+  const RemoteObject opened = Obj(store, "n.bin");
+  store.Set("n.bin", Pattern(1500, 25), "");  // block 2 starts past the new end
+  std::string out(10, '\0');
+  const absl::Status s = cache->Read(store, opened, 2500, 10, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;  // the store said OUT_OF_RANGE
+  EXPECT_TRUE(absl::StrContains(s.message(), "block 2 (bytes [2000, 3000)) of "
+                                             "fake://store/n.bin")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "changed since the dataset was opened")) << s;
+  EXPECT_EQ(cache->Stats().entries, 0u);
+}
+
 TEST(ShardCacheTest, WithoutADiskCacheBlocksStayInMemoryAndAreFetchedOnce) {
   FakeStore store;
   const std::string data = Pattern(5000, 16);
@@ -546,6 +568,195 @@ TEST(ShardCacheTest, ASecondCacheOnTheSameDirectoryRunsInMemory) {
   EXPECT_EQ(ReadAll(*second, store, Obj(store, "s.bin"), 0, 100), Pattern(100, 17));
   EXPECT_TRUE(first->Stats().on_disk);
   EXPECT_FALSE(second->Stats().on_disk);
+}
+
+TEST(ShardCacheTest, ADaemonThatFindsTheDirectoryLockedTakesItOverOnceReleased) {
+  FakeStore store;
+  store.Set("a.bin", Pattern(100, 30), "v1");
+  store.Set("b.bin", Pattern(100, 31), "v1");
+  const std::string dir = TempDir("takeover");
+  auto first = MakeCache(dir, 1 << 20, 1000);
+  ReadAll(*first, store, Obj(store, "a.bin"), 0, 100);
+  ReadAll(*first, store, Obj(store, "b.bin"), 0, 100);
+  ShardCacheOptions options;
+  options.dir = dir;
+  options.block_bytes = 1000;
+  options.memory_bytes = 5000;
+  options.lock_retry_interval = absl::Milliseconds(50);
+  auto second = ShardCache::Create(options).value();
+  EXPECT_EQ(ReadAll(*second, store, Obj(store, "b.bin"), 0, 100), Pattern(100, 31));
+  ShardCacheStats s = second->Stats();
+  EXPECT_FALSE(s.on_disk);
+  EXPECT_EQ(s.dir, "");
+  EXPECT_EQ(s.limit_bytes, 5000u);
+  EXPECT_EQ(s.memory_resident_bytes, 100u);
+  first.reset();  // releases the lock
+  absl::SleepFor(absl::Milliseconds(100));
+  const int gets = store.gets();
+  EXPECT_EQ(ReadAll(*second, store, Obj(store, "a.bin"), 0, 100), Pattern(100, 30));
+  EXPECT_EQ(ReadAll(*second, store, Obj(store, "b.bin"), 0, 100), Pattern(100, 31));
+  EXPECT_EQ(store.gets(), gets);  // a.bin from the adopted file, b.bin from memory
+  s = second->Stats();
+  EXPECT_TRUE(s.on_disk);
+  EXPECT_EQ(s.dir, dir);
+  EXPECT_EQ(s.adopted, 1u);  // b.bin's file was dropped: b.bin is cached in memory
+  EXPECT_EQ(s.entries, 2u);
+  EXPECT_EQ(BlockFileBytes(dir), s.resident_bytes - s.memory_resident_bytes);
+  // New blocks go to the directory now.
+  store.Set("c.bin", Pattern(100, 32), "v1");
+  ReadAll(*second, store, Obj(store, "c.bin"), 0, 100);
+  EXPECT_EQ(second->Stats().memory_resident_bytes, 100u);
+}
+
+TEST(ShardCacheTest, TheLockIsNotRetriedBeforeTheInterval) {
+  FakeStore store;
+  store.Set("a.bin", Pattern(100, 33), "v1");
+  const std::string dir = TempDir("patient");
+  auto first = MakeCache(dir, 1 << 20, 1000);
+  ReadAll(*first, store, Obj(store, "a.bin"), 0, 100);
+  auto second = MakeCache(dir, 1 << 20, 1000);  // lock_retry_interval: 30 s
+  ReadAll(*second, store, Obj(store, "a.bin"), 0, 100);
+  first.reset();
+  ReadAll(*second, store, Obj(store, "a.bin"), 0, 100);
+  EXPECT_FALSE(second->Stats().on_disk);
+}
+
+TEST(ShardCacheTest, BlocksTheDirectoryRefusesAreHeldInMemoryWithinMemoryBytes) {
+  FakeStore store;
+  const std::string data = Pattern(20000, 34);
+  store.Set("full.bin", data, "v1");
+  const std::string dir = TempDir("refused");
+  ShardCacheOptions options;
+  options.dir = dir;
+  options.max_bytes = 1 << 20;  // the disk budget would hold every block
+  options.block_bytes = 1000;
+  options.memory_bytes = 2000;
+  auto cache = ShardCache::Create(options).value();
+  const RemoteObject o = Obj(store, "full.bin");
+  ReadAll(*cache, store, o, 0, 10);  // opens the directory
+  const uint64_t on_disk = cache->Stats().resident_bytes;
+  std::filesystem::remove_all(dir);  // every later write fails
+  for (uint64_t off = 1000; off < data.size(); off += 1000) {
+    ASSERT_EQ(ReadAll(*cache, store, o, off, 1000), data.substr(off, 1000));
+  }
+  ShardCacheStats s = cache->Stats();
+  EXPECT_TRUE(s.on_disk);
+  EXPECT_LE(s.memory_resident_bytes, 2000u);
+  EXPECT_EQ(s.resident_bytes, on_disk + s.memory_resident_bytes);
+  EXPECT_GE(s.evictions, 17u);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  // The most recent block is still served from memory.
+  const int ranges = store.ranges();
+  EXPECT_EQ(ReadAll(*cache, store, o, 19500, 500), data.substr(19500, 500));
+  EXPECT_EQ(store.ranges(), ranges);
+}
+
+TEST(ShardCacheTest, StatsReportTheConfiguredDirectoryUntilItIsOpened) {
+  ShardCacheOptions options;
+  options.dir = TempDir("configured");
+  options.max_bytes = uint64_t{200} << 30;
+  auto cache = ShardCache::Create(options).value();
+  ShardCacheStats s = cache->Stats();
+  EXPECT_FALSE(s.on_disk);
+  EXPECT_EQ(s.dir, options.dir);
+  EXPECT_EQ(s.limit_bytes, uint64_t{200} << 30);
+  // A directory that cannot be made: memory only, with the memory limit.
+  FakeStore store;
+  store.Set("x", Pattern(10, 35), "v1");
+  std::ofstream(options.dir + "/file") << "x";
+  options.dir += "/file/objects";
+  cache = ShardCache::Create(options).value();
+  ReadAll(*cache, store, Obj(store, "x"), 0, 10);
+  s = cache->Stats();
+  EXPECT_FALSE(s.on_disk);
+  EXPECT_EQ(s.dir, "");
+  EXPECT_EQ(s.limit_bytes, options.memory_bytes);
+}
+
+TEST(ShardCacheTest, TheDirectoryScanRunsOutsideTheLock) {
+  FakeStore store;
+  store.Set("s.bin", Pattern(3000, 36), "v1");
+  const std::string dir = TempDir("scan");
+  {
+    auto warm = MakeCache(dir, 1 << 20, 1000);
+    ReadAll(*warm, store, Obj(store, "s.bin"), 0, 3000);
+  }
+  absl::Notification scanning, release;
+  ShardCacheOptions options;
+  options.dir = dir;
+  options.block_bytes = 1000;
+  options.wait_timeout = absl::Milliseconds(200);
+  options.TEST_before_scan = [&] {
+    scanning.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+  };
+  auto cache = ShardCache::Create(options).value();
+  const RemoteObject o = Obj(store, "s.bin");
+  std::string first(3000, '\0');
+  absl::Status first_status;
+  std::thread scanner([&] { first_status = cache->Read(store, o, 0, 3000, first.data()); });
+  ASSERT_TRUE(scanning.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // Stats answer meanwhile (a /metrics scrape does not wait for the scan)...
+  absl::Notification stats_done;
+  ShardCacheStats s;
+  std::thread stats([&] {
+    s = cache->Stats();
+    stats_done.Notify();
+  });
+  EXPECT_TRUE(stats_done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_FALSE(s.on_disk);
+  EXPECT_EQ(s.dir, dir);
+  // ...and another Read waits for the scan, at most wait_timeout.
+  std::string out(10, '\0');
+  const absl::Status waited = cache->Read(store, o, 0, 10, out.data());
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_TRUE(absl::StrContains(waited.message(), "scan of " + dir)) << waited;
+  release.Notify();
+  scanner.join();
+  stats.join();
+  ASSERT_TRUE(first_status.ok()) << first_status;
+  EXPECT_EQ(first, Pattern(3000, 36));
+  EXPECT_EQ(store.ranges(), 3);  // the warm cache's downloads only
+  EXPECT_EQ(cache->Stats().adopted, 3u);
+}
+
+TEST(ShardCacheTest, AFifoNamedLikeAnEntryDoesNotHangTheScan) {
+  FakeStore store;
+  store.Set("f", Pattern(10, 37), "v1");
+  const std::string dir = TempDir("fifo");
+  ASSERT_EQ(mkfifo((dir + "/0123456789abcdef0123456789abcdef.blk").c_str(), 0600), 0);
+  auto cache = MakeCache(dir, 1 << 20, 1000);
+  EXPECT_EQ(ReadAll(*cache, store, Obj(store, "f"), 0, 10), Pattern(10, 37));
+  EXPECT_EQ(cache->Stats().rejected, 1u);
+}
+
+TEST(ShardCacheTest, ConcurrentEvictionsKeepFilesAndChargesInStep) {
+  FakeStore store;
+  const std::string data = Pattern(3000, 38);  // 30 blocks of 100
+  store.Set("churn.bin", data, "v1");
+  const std::string dir = TempDir("churn");
+  auto cache = MakeCache(dir, 600, 100);  // about four entries
+  const RemoteObject o = Obj(store, "churn.bin");
+  std::vector<std::thread> readers;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 8; ++t) {
+    readers.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int i = 0; i < 300; ++i) {
+        const uint64_t off = (rng() % 6) * 100 + rng() % 50;  // few blocks: many re-reads
+        std::string out(40, '\0');
+        if (!cache->Read(store, o, off, 40, out.data()).ok() || out != data.substr(off, 40)) {
+          ++bad;
+        }
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const ShardCacheStats s = cache->Stats();
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_EQ(s.pinned_bytes, 0u);
+  EXPECT_EQ(BlockFileBytes(dir), s.resident_bytes);  // no cached entry lost its file
 }
 
 TEST(ShardCacheTest, EntriesBeyondTheMappingBudgetAreRemappedNotRefetched) {

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 import pytest
@@ -435,3 +436,110 @@ def test_proxy_drop_stall_refuse_and_stop_are_bounded(upstream):
         socket.create_connection(("127.0.0.1", proxy.port), timeout=2)
     with pytest.raises(RuntimeError):
         proxy.set_fault(PASS)
+
+
+# --- retry policy against a scripted stub ---------------------------------------------
+
+
+def _s3_error(code, message):
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f"<Message>{message}</Message></Error>").encode()
+
+
+class _ScriptedS3(http.server.ThreadingHTTPServer):
+    """Answers the i-th request with script[i] (the last entry once the script runs
+    out): (status, headers, body). Records (method, path, time.monotonic()) per request."""
+
+    daemon_threads = True
+
+    def __init__(self, script):
+        self.script = script
+        self.requests = []
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _ScriptedHandler)
+
+    def gaps(self):
+        times = [t for _, _, t in self.requests]
+        return [b - a for a, b in zip(times, times[1:])]
+
+
+class _ScriptedHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+
+    def _answer(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        with self.server.lock:
+            i = len(self.server.requests)
+            self.server.requests.append((self.command, self.path, time.monotonic()))
+        status, headers, body = self.server.script[min(i, len(self.server.script) - 1)]
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_PUT = do_HEAD = do_DELETE = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@contextmanager
+def _scripted(script):
+    with serving(_ScriptedS3(script)) as stub:
+        yield stub, stub_env(f"http://127.0.0.1:{stub.server_address[1]}")
+
+
+OK_BODY = b"the object's bytes"
+OK = (200, {"ETag": '"e"'}, OK_BODY)
+
+
+@requires_tool
+@pytest.mark.parametrize("status,code", [(503, "SlowDown"), (429, "TooManyRequests")])
+def test_retry_after_seconds_on_503_and_429_is_honoured(status, code):
+    throttled = (status, {"Retry-After": "1"}, _s3_error(code, "Please reduce your rate"))
+    with _scripted([throttled, OK]) as (stub, env):
+        r = tool(*FAST_FAIL, "get", f"s3://{BUCKET}/k", "-", env=env)
+    assert r.returncode == 0 and r.stdout == OK_BODY, r.stderr.decode()
+    assert len(stub.requests) == 2
+    # Without Retry-After the first pause is at most initial_backoff (100 ms).
+    (gap,) = stub.gaps()
+    assert 0.9 < gap < 4, gap
+
+
+@requires_tool
+def test_http_400_request_timeout_is_retried():
+    idle = (400, {}, _s3_error(
+        "RequestTimeout", "Your socket connection to the server was not read from or "
+        "written to within the timeout period."))
+    with _scripted([idle, OK]) as (stub, env):
+        r = tool(*FAST_FAIL, "get", f"s3://{BUCKET}/k", "-", env=env)
+        assert r.returncode == 0 and r.stdout == OK_BODY, r.stderr.decode()
+        assert len(stub.requests) == 2
+    with _scripted([idle]) as (stub, env):
+        r = tool(*FAST_FAIL, "get", f"s3://{BUCKET}/k", "-", env=env)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and len(stub.requests) == 3, err
+    assert "UNAVAILABLE" in err and "RequestTimeout" in err and "after 3 attempts" in err, err
+
+
+@requires_tool
+def test_http_501_not_implemented_is_not_retried_and_names_the_operation(tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"payload")
+    url = f"s3://{BUCKET}/ckpt/x.bin"
+    not_implemented = (501, {}, _s3_error(
+        "NotImplemented", "A header you provided implies functionality that is not "
+        "implemented"))
+    with _scripted([not_implemented, OK]) as (stub, env):
+        r = tool(*FAST_FAIL, "put", str(src), url, env=env)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err
+    assert [m for m, _, _ in stub.requests] == ["PUT"]  # once, never retried
+    assert "UNIMPLEMENTED" in err and "HTTP 501" in err and "NotImplemented" in err, err
+    assert f"S3 PUT {url}" in err and "(after " not in err, err

@@ -445,3 +445,147 @@ def test_http_412_from_an_s3_that_honours_if_match_is_failed_precondition(if_mat
     assert "PreconditionFailed" in err and url in err and f"bucket '{BUCKET}'" in err, err
     assert "changed: expected version '0badc0de'" in err, err
     assert stub.if_match == [f'"{stub.CURRENT}"', '"0badc0de"']  # 412 is not retried
+
+
+# --- 206 answers are checked against the range asked for ------------------------------
+
+
+class _RangeS3(http.server.ThreadingHTTPServer):
+    """GetObject with Range over a 100-byte object, answered 206 as `answer(first, last)`
+    says: (content_range or None, body). Records each Range header."""
+
+    daemon_threads = True
+    BODY = bytes(range(100))
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.ranges = []
+        super().__init__(("127.0.0.1", 0), _RangeHandler)
+
+
+class _RangeHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+
+    def do_GET(self):
+        self.server.ranges.append(self.headers["Range"])
+        first, last = map(int, self.headers["Range"].removeprefix("bytes=").split("-"))
+        content_range, body = self.server.answer(first, min(last, 99))
+        self.send_response(206)
+        if content_range is not None:
+            self.send_header("Content-Range", content_range)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+B = _RangeS3.BODY
+BAD_206 = {
+    # S3 semantics broken by a proxy or server bug: every one must be DATA_LOSS.
+    "shifted": lambda a, b: (f"bytes {a + 1}-{b + 1}/100", B[a + 1:b + 2]),
+    "longer-body-than-range": lambda a, b: (f"bytes {a}-{b}/100", B[a:b + 2]),
+    "more-than-asked": lambda a, b: (f"bytes {a}-{b + 3}/100", B[a:b + 4]),
+    "short-before-the-end": lambda a, b: (f"bytes {a}-{b - 2}/100", B[a:b - 1]),
+    "malformed": lambda a, b: (f"bytes {a}-{b}", B[a:b + 1]),
+    "no-content-range-too-long": lambda a, b: (None, B[a:b + 3]),
+    "no-content-range-empty": lambda a, b: (None, b""),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_206))
+def test_206_whose_range_differs_from_the_request_is_data_loss(case):
+    with serving(_RangeS3(BAD_206[case])) as stub:
+        env = stub_env(f"http://127.0.0.1:{stub.server_address[1]}")
+        url = f"s3://{BUCKET}/data/shifted.bin"
+        r = tool(*FAST_FAIL, "range", url, "10", "5", "-", env=env)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and r.stdout == b"", err
+    assert "DATA_LOSS" in err and url in err and "asked for bytes 10-14" in err, err
+    content_range, _ = BAD_206[case](10, 14)
+    assert f"Content-Range '{content_range or '(none)'}'" in err, err
+    assert stub.ranges == ["bytes=10-14"]  # not retried: the same server, the same answer
+
+
+@pytest.mark.parametrize("offset,length,content_range", [
+    (10, 5, "bytes 10-14/100"),
+    (95, 10, "bytes 95-99/100"),   # short, ending at the object's end
+    (10, 5, "bytes 10-14/*"),      # total unknown
+    (10, 5, None),                 # no Content-Range, body of the asked-for length
+    (95, 10, None),                # no Content-Range, shorter: read as the end
+])
+def test_206_consistent_with_the_request_is_accepted(offset, length, content_range):
+    answer = lambda a, b: (content_range, B[a:b + 1])  # noqa: E731
+    with serving(_RangeS3(answer)) as stub:
+        env = stub_env(f"http://127.0.0.1:{stub.server_address[1]}")
+        r = tool("range", f"s3://{BUCKET}/data/ok.bin", str(offset), str(length), "-",
+                 env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout == B[offset:offset + length]
+
+
+# --- HEAD: a missing bucket is not a missing key --------------------------------------
+
+
+def test_head_tells_a_missing_bucket_from_a_missing_key(server):
+    with FaultProxy(server.port) as proxy:
+        env = {"AWS_ENDPOINT_URL": proxy.endpoint}
+        r = tool("head", "s3://no-such-bucket-zephon/x.bin", env=env)
+        err = r.stderr.decode()
+        assert r.returncode == 1, err
+        assert "FAILED_PRECONDITION" in err and "NoSuchBucket" in err, err
+        assert "bucket 'no-such-bucket-zephon' does not exist" in err, err
+        assert "s3://no-such-bucket-zephon/x.bin" in err and "HTTP 404" in err, err
+        heads = [h.decode().split("\r\n", 1)[0] for h in proxy.request_heads()]
+        assert heads == ["HEAD /no-such-bucket-zephon/x.bin HTTP/1.1",
+                         "HEAD /no-such-bucket-zephon HTTP/1.1"]  # then HeadBucket
+
+        r = tool("head", f"s3://{BUCKET}/missing.bin", env=env)
+        err = r.stderr.decode()
+        assert r.returncode == 1, err
+        assert "NOT_FOUND" in err and f"s3://{BUCKET}/missing.bin" in err, err
+        assert "HTTP 404" in err and "NoSuchBucket" not in err, err
+    # The AWS SDK agrees: the bucket exists, the key does not.
+    assert subprocess.run(["node", CLIENT, "head", BUCKET, "missing.bin"]).returncode == 3
+
+
+class _HeadOnlyS3(http.server.ThreadingHTTPServer):
+    """HEAD answers 404 (no body) for every key, and `bucket_status` for the bucket
+    itself ("/" in virtual-host style). Records (Host, path) per request."""
+
+    daemon_threads = True
+
+    def __init__(self, bucket_status):
+        self.bucket_status = bucket_status
+        self.requests = []
+        super().__init__(("127.0.0.1", 0), _HeadOnlyHandler)
+
+
+class _HeadOnlyHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+
+    def do_HEAD(self):
+        self.server.requests.append((self.headers["Host"].split(":")[0], self.path))
+        self.send_response(self.server.bucket_status if self.path == "/" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("bucket_status,code", [(404, "FAILED_PRECONDITION"),
+                                                (200, "NOT_FOUND"),
+                                                (403, "NOT_FOUND")])
+def test_head_bucket_in_virtual_host_style_is_head_slash(bucket_status, code):
+    # curl resolves *.localhost to the loopback itself (RFC 6761), so virtual-host
+    # requests reach the stub as Host: zephon-test.localhost.
+    with serving(_HeadOnlyS3(bucket_status)) as stub:
+        env = stub_env(f"http://localhost:{stub.server_address[1]}")
+        r = tool("--virtual-host", "head", f"s3://{BUCKET}/k.bin", env=env)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and code in err, err
+    assert stub.requests == [(f"{BUCKET}.localhost", "/k.bin"), (f"{BUCKET}.localhost", "/")]
