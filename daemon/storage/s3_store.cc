@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
-#include <random>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -18,6 +17,8 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "daemon/storage/aws_config.h"
+#include "daemon/storage/s3_response.h"
+#include "daemon/storage/s3_retry.h"
 #include "daemon/storage/s3_xml.h"
 
 namespace zephon::storage {
@@ -29,37 +30,6 @@ struct S3Store::Request {
   HeaderList headers;    // extra headers to sign and send (e.g. range)
   std::string_view body;
 };
-
-struct S3Store::Response {
-  long status = 0;
-  std::string body;
-  HeaderList headers;  // lowercase names, trimmed values
-  int attempts = 0;
-};
-
-absl::Duration S3RetryDelay(int retry, absl::Duration initial_backoff,
-                            std::optional<absl::Duration> retry_after, double uniform01) {
-  if (retry_after.has_value()) {
-    return std::clamp(*retry_after, absl::ZeroDuration(), kS3MaxBackoff);
-  }
-  absl::Duration ceiling = std::clamp(initial_backoff, absl::ZeroDuration(), kS3MaxBackoff);
-  for (int i = 1; i < retry && ceiling < kS3MaxBackoff; ++i) {
-    ceiling = std::min(ceiling * 2, kS3MaxBackoff);
-  }
-  return ceiling * std::clamp(uniform01, 0.0, 1.0);
-}
-
-std::optional<absl::Duration> ParseRetryAfterSeconds(std::string_view value) {
-  const absl::string_view v =
-      absl::StripAsciiWhitespace(absl::string_view(value.data(), value.size()));
-  if (v.empty() || v.size() > 9 ||
-      !std::all_of(v.begin(), v.end(), [](char c) { return absl::ascii_isdigit(c); })) {
-    return std::nullopt;  // an HTTP-date, or garbage
-  }
-  int64_t seconds = 0;
-  if (!absl::SimpleAtoi(v, &seconds)) return std::nullopt;
-  return absl::Seconds(seconds);
-}
 
 namespace {
 
@@ -97,105 +67,11 @@ size_t ReadBody(char* buf, size_t size, size_t n, void* user) {
   return take;
 }
 
-// Transport errors that cannot get better by retrying.
-bool Permanent(CURLcode code) {
-  return code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_URL_MALFORMAT ||
-         code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CERTPROBLEM ||
-         code == CURLE_SSL_CACERT_BADFILE || code == CURLE_OUT_OF_MEMORY;
-}
-
-// S3's answers to a body that arrived different from what the client hashed: corrupted
-// in transit (or by a middlebox). S3 stores nothing; a resend can succeed.
-bool IsDigestMismatch(long status, absl::string_view s3_code) {
-  return status == 400 && (s3_code == "BadDigest" || s3_code == "XAmzContentSHA256Mismatch");
-}
-
-// S3's 400 when the connection sat idle past its socket timeout mid-request.
-bool IsRequestTimeout(long status, absl::string_view s3_code) {
-  return status == 400 && s3_code == "RequestTimeout";
-}
-
-// HTTP answers that a resend can fix: 5xx except 501 NotImplemented (which no resend
-// changes), 429, and the transient 400s (digest mismatch, RequestTimeout).
-bool Retryable(long status, absl::string_view s3_code) {
-  if (status == 501) return false;
-  return status >= 500 || status == 429 || IsDigestMismatch(status, s3_code) ||
-         IsRequestTimeout(status, s3_code);
-}
-
-double Uniform01() {
-  thread_local std::mt19937_64 gen{std::random_device{}()};
-  return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
-}
-
-// "bytes FIRST-LAST/TOTAL" (TOTAL may be "*": unknown).
-struct ContentRange {
-  uint64_t first = 0;
-  uint64_t last = 0;
-  std::optional<uint64_t> total;
-};
-
-std::optional<ContentRange> ParseContentRange(absl::string_view v) {
-  if (!absl::ConsumePrefix(&v, "bytes ")) return std::nullopt;
-  const size_t dash = v.find('-');
-  const size_t slash = v.find('/');
-  if (dash == absl::string_view::npos || slash == absl::string_view::npos || slash < dash) {
-    return std::nullopt;
-  }
-  ContentRange r;
-  if (!absl::SimpleAtoi(v.substr(0, dash), &r.first) ||
-      !absl::SimpleAtoi(v.substr(dash + 1, slash - dash - 1), &r.last) || r.last < r.first) {
-    return std::nullopt;
-  }
-  const absl::string_view total = v.substr(slash + 1);
-  if (total != "*") {
-    uint64_t t = 0;
-    if (!absl::SimpleAtoi(total, &t) || r.last >= t) return std::nullopt;
-    r.total = t;
-  }
-  return r;
-}
-
-// What a transport failure means for the caller, in words; "" when curl's text says it.
-absl::string_view TransportHint(CURLcode code) {
-  switch (code) {
-    case CURLE_PARTIAL_FILE:
-      return "the server closed the connection before the whole body arrived";
-    case CURLE_GOT_NOTHING:
-      return "the server closed the connection without answering";
-    case CURLE_SEND_ERROR:
-      return "the connection broke while sending the request";
-    case CURLE_RECV_ERROR:
-      return "the connection broke while receiving the response";
-    case CURLE_COULDNT_CONNECT:
-      return "nothing accepts connections at the endpoint (is the server up?)";
-    case CURLE_COULDNT_RESOLVE_HOST:
-      return "the endpoint's host name does not resolve";
-    case CURLE_OPERATION_TIMEDOUT:
-      return "no complete answer within the timeout";
-    default:
-      return "";
-  }
-}
-
-std::string HeaderValue(const HeaderList& headers, absl::string_view name) {
-  for (const auto& [k, v] : headers) {
-    if (k == name) return v;
-  }
-  return "";
-}
-
 // An ObjectInfo::version (the ETag without quotes) as S3 compares it in If-Match: in
 // double quotes. Tolerates a version that still has its quotes.
 std::string QuotedEtag(absl::string_view version) {
   return absl::StrCat("\"", absl::StripSuffix(absl::StripPrefix(version, "\""), "\""),
                       "\"");
-}
-
-// The ETag header of a response without its quotes ("" when absent), as Head reports it.
-std::string ResponseVersion(const HeaderList& headers) {
-  return std::string(absl::StripSuffix(
-      absl::StripPrefix(HeaderValue(headers, "etag"), "\""), "\""));
 }
 
 struct CurlDeleter {
@@ -386,27 +262,9 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
   }
   const CURLcode code = curl_easy_perform(c);
   if (code != CURLE_OK) {
-    // e.g. "GET s3://b/k via http://h:1: the server closed the connection before the
-    // whole body arrived (curl 18: transfer closed with 99000 bytes remaining to read)".
-    std::string what = absl::StrCat(req.op, " ", Describe(req.full_key), " via ",
-                                    options_.endpoint, ": ");
-    const absl::string_view hint = TransportHint(code);
-    const absl::string_view detail =
-        curl_error[0] != '\0' ? curl_error : curl_easy_strerror(code);
-    if (!hint.empty()) absl::StrAppend(&what, hint, " (");
-    absl::StrAppend(&what, "curl ", static_cast<int>(code), ": ", detail);
-    if (!hint.empty()) absl::StrAppend(&what, ")");
-    if (req.op == "PUT") {
-      curl_off_t sent = 0;
-      curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &sent);
-      absl::StrAppend(&what, "; ", sent, " of ", req.body.size(), " body bytes sent",
-                      static_cast<uint64_t>(sent) < req.body.size()
-                          ? " (S3 never stores an incomplete PUT)"
-                          : " (the server may or may not have stored the object)");
-    }
-    if (code == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
-    if (Permanent(code)) return absl::InvalidArgumentError(what);
-    return absl::UnavailableError(what);
+    curl_off_t sent = 0;
+    if (req.op == "PUT") curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &sent);
+    return S3TransportError(Context(req), code, curl_error, sent, req.body.size());
   }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
   return resp;
@@ -416,11 +274,11 @@ absl::StatusOr<S3Store::Response> S3Store::Send(const Request& req) const {
   for (int attempt = 1;; ++attempt) {
     absl::StatusOr<Response> resp = SendOnce(req);
     const bool retry =
-        resp.ok() ? Retryable(resp->status, resp->status == 400
-                                                ? XmlElementText(resp->body, "Code", nullptr)
-                                                : std::string())
-                  : (absl::IsUnavailable(resp.status()) ||
-                     absl::IsDeadlineExceeded(resp.status()));
+        resp.ok() ? IsS3RetryableHttp(resp->status,
+                                      resp->status == 400
+                                          ? XmlElementText(resp->body, "Code", nullptr)
+                                          : std::string())
+                  : IsS3RetryableTransport(resp.status());
     if (!retry || attempt >= options_.max_attempts) {
       if (resp.ok()) {
         resp->attempts = attempt;
@@ -431,64 +289,20 @@ absl::StatusOr<S3Store::Response> S3Store::Send(const Request& req) const {
                           absl::StrCat(resp.status().message(), " (after ", attempt,
                                        " attempts)"));
     }
-    std::optional<absl::Duration> retry_after;
-    if (resp.ok() && (resp->status == 503 || resp->status == 429)) {
-      retry_after = ParseRetryAfterSeconds(HeaderValue(resp->headers, "retry-after"));
-    }
-    absl::SleepFor(S3RetryDelay(attempt, options_.initial_backoff, retry_after, Uniform01()));
+    const std::optional<absl::Duration> retry_after =
+        resp.ok() ? S3RetryAfter(resp->status, S3HeaderValue(resp->headers, "retry-after"))
+                  : std::nullopt;
+    absl::SleepFor(
+        S3RetryDelay(attempt, options_.initial_backoff, retry_after, S3RetryJitter()));
   }
+}
+
+S3RequestContext S3Store::Context(const Request& req) const {
+  return S3RequestContext{req.op, Describe(req.full_key), options_.bucket, options_.endpoint};
 }
 
 absl::Status S3Store::HttpError(const Request& req, const Response& resp) const {
-  std::string detail = ParseS3Error(resp.body);
-  const std::string s3_code = XmlElementText(resp.body, "Code", nullptr);
-  if (detail.empty()) detail = resp.body.substr(0, 200);
-  std::string msg = absl::StrCat("S3 ", req.op, " ", Describe(req.full_key), " (bucket '",
-                                 options_.bucket, "', endpoint ", options_.endpoint,
-                                 "): HTTP ", resp.status);
-  if (!detail.empty()) absl::StrAppend(&msg, " ", detail);
-  if (resp.attempts > 1) absl::StrAppend(&msg, " (after ", resp.attempts, " attempts)");
-  const long s = resp.status;
-  if (s == 404 && s3_code == "NoSuchBucket") {
-    return absl::FailedPreconditionError(
-        absl::StrCat(msg, " [bucket '", options_.bucket, "' does not exist]"));
-  }
-  if (s == 404) return absl::NotFoundError(msg);
-  if (s == 501) {
-    return absl::UnimplementedError(absl::StrCat(
-        msg, " [the server at ", options_.endpoint, " does not implement S3 ", req.op,
-        " as sent here; not retried]"));
-  }
-  if (s == 401) return absl::UnauthenticatedError(msg);
-  if (s == 403) return absl::PermissionDeniedError(msg);
-  if (s == 416) return absl::OutOfRangeError(msg);
-  if (IsDigestMismatch(s, s3_code)) {
-    return absl::DataLossError(absl::StrCat(
-        msg, " [the body S3 received does not match the Content-MD5 / SHA-256 the client "
-        "sent: corrupted in transit; S3 stored nothing]"));
-  }
-  if (s >= 500 || s == 429 || IsRequestTimeout(s, s3_code)) return absl::UnavailableError(msg);
-  if (s == 400) return absl::InvalidArgumentError(msg);
-  return absl::FailedPreconditionError(msg);
-}
-
-absl::Status S3Store::CheckVersion(const Request& req, const Response& resp,
-                                   const std::string& if_version) const {
-  if (if_version.empty()) return absl::OkStatus();
-  const std::string expected(absl::StripSuffix(absl::StripPrefix(if_version, "\""), "\""));
-  if (resp.status == 412) {  // S3 evaluated If-Match: the object has another ETag now
-    return VersionMismatchError(Describe(req.full_key), expected, "",
-                                HttpError(req, resp).message());
-  }
-  // A server that ignores If-Match (s3rver 3.7 does) still sends the ETag of the bytes
-  // it returned; a different one means those bytes belong to another version.
-  const std::string found = ResponseVersion(resp.headers);
-  if ((resp.status == 200 || resp.status == 206) && !found.empty() && found != expected) {
-    return VersionMismatchError(
-        Describe(req.full_key), expected, found,
-        absl::StrCat("S3 ", req.op, " via ", options_.endpoint, ": the server ignored If-Match"));
-  }
-  return absl::OkStatus();
+  return S3HttpError(Context(req), resp);
 }
 
 absl::StatusOr<std::string> S3Store::Get(const std::string& key,
@@ -497,7 +311,7 @@ absl::StatusOr<std::string> S3Store::Get(const std::string& key,
   Request req{"GET", FullKey(key), {}, {}, {}};
   if (!if_version.empty()) req.headers.emplace_back("if-match", QuotedEtag(if_version));
   ASSIGN_OR_RETURN(Response resp, Send(req));
-  RETURN_IF_ERROR(CheckVersion(req, resp, if_version));
+  RETURN_IF_ERROR(S3CheckVersion(Context(req), resp, if_version));
   if (resp.status != 200) return HttpError(req, resp);
   return std::move(resp.body);
 }
@@ -526,9 +340,9 @@ absl::StatusOr<std::string> S3Store::GetRange(const std::string& key, uint64_t o
       "GET", FullKey(key), {}, {{"range", absl::StrCat("bytes=", offset, "-", last)}}, {}};
   if (!if_version.empty()) req.headers.emplace_back("if-match", QuotedEtag(if_version));
   ASSIGN_OR_RETURN(Response resp, Send(req));
-  RETURN_IF_ERROR(CheckVersion(req, resp, if_version));
+  RETURN_IF_ERROR(S3CheckVersion(Context(req), resp, if_version));
   if (resp.status == 206) {
-    RETURN_IF_ERROR(CheckPartialContent(req, resp, offset, length));
+    RETURN_IF_ERROR(S3CheckPartialContent(Context(req), resp, offset, length));
     return std::move(resp.body);
   }
   if (resp.status == 416) return empty_or_out_of_range();
@@ -537,34 +351,6 @@ absl::StatusOr<std::string> S3Store::GetRange(const std::string& key, uint64_t o
     return resp.body.substr(offset, length);
   }
   return HttpError(req, resp);
-}
-
-absl::Status S3Store::CheckPartialContent(const Request& req, const Response& resp,
-                                          uint64_t offset, uint64_t length) const {
-  const uint64_t size = resp.body.size();
-  const std::string content_range = HeaderValue(resp.headers, "content-range");
-  std::string problem;
-  if (content_range.empty()) {
-    if (size == 0 || size > length) problem = "no Content-Range, and a body of that length";
-  } else if (const std::optional<ContentRange> r = ParseContentRange(content_range);
-             !r.has_value()) {
-    problem = "a malformed Content-Range";
-  } else if (r->first != offset) {
-    problem = "a range that starts elsewhere";
-  } else if (r->last - r->first + 1 != size) {
-    problem = "a body whose length disagrees with its Content-Range";
-  } else if (size > length) {
-    problem = "more bytes than were asked for";
-  } else if (size < length && r->total.has_value() && r->last + 1 != *r->total) {
-    problem = "fewer bytes than asked for, yet not up to the object's end";
-  }
-  if (problem.empty()) return absl::OkStatus();
-  const uint64_t last = length - 1 > UINT64_MAX - offset ? UINT64_MAX : offset + length - 1;
-  return absl::DataLossError(absl::StrCat(
-      "S3 GET ", Describe(req.full_key), " (bucket '", options_.bucket, "', endpoint ",
-      options_.endpoint, "): asked for bytes ", offset, "-", last, ", the server answered "
-      "206 with Content-Range '", content_range.empty() ? "(none)" : content_range, "' and ",
-      size, " body bytes: ", problem, "; the bytes are not used"));
 }
 
 absl::Status S3Store::BucketMissingAfter404(const Request& req) const {
@@ -614,16 +400,16 @@ absl::StatusOr<ObjectInfo> S3Store::Head(const std::string& key) {
   if (resp.status != 200) return HttpError(req, resp);
   ObjectInfo info;
   info.key = key;
-  const std::string length = HeaderValue(resp.headers, "content-length");
+  const std::string length = S3HeaderValue(resp.headers, "content-length");
   if (!absl::SimpleAtoi(length, &info.size)) {
     return absl::InternalError(absl::StrCat("S3 HEAD ", Describe(req.full_key),
                                             ": bad Content-Length '", length, "'"));
   }
-  const std::string modified = HeaderValue(resp.headers, "last-modified");
+  const std::string modified = S3HeaderValue(resp.headers, "last-modified");
   const time_t t = curl_getdate(modified.c_str(), nullptr);
   info.mtime = t == -1 ? absl::InfinitePast() : absl::FromTimeT(t);
   info.version = std::string(absl::StripSuffix(
-      absl::StripPrefix(HeaderValue(resp.headers, "etag"), "\""), "\""));
+      absl::StripPrefix(S3HeaderValue(resp.headers, "etag"), "\""), "\""));
   return info;
 }
 

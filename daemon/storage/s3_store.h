@@ -55,6 +55,9 @@
 //   what happened ("the server closed the connection before the whole body arrived")
 //   with curl's own detail, and for a PUT how many body bytes were sent.
 //
+// The retry policy lives in s3_retry.h, the reading of answers (status mapping, the 206
+// and ETag checks, transport-error wording) in s3_response.h.
+//
 // Thread-safety: thread-safe (immutable after Open; one libcurl easy handle per call).
 #ifndef ZEPHON_DAEMON_STORAGE_S3_STORE_H_
 #define ZEPHON_DAEMON_STORAGE_S3_STORE_H_
@@ -70,9 +73,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/storage/object_store.h"
+#include "daemon/storage/s3_retry.h"
 #include "daemon/storage/sigv4.h"
 
 namespace zephon::storage {
+
+struct S3Response;        // s3_response.h
+struct S3RequestContext;  // s3_response.h
 
 struct S3Options {
   std::string bucket;  // required; S3 naming rules as in ParseS3Url
@@ -96,19 +103,8 @@ struct S3Options {
 void SetS3Defaults(const S3Options& defaults);
 S3Options S3Defaults();
 
-// The longest pause between two attempts of one request.
-inline constexpr absl::Duration kS3MaxBackoff = absl::Seconds(5);
-
-// The pause before retry `retry` (1 before the second attempt): `retry_after` (a 503's or
-// 429's Retry-After) clamped to [0, kS3MaxBackoff] when present, else full jitter,
-// uniform01 * min(kS3MaxBackoff, initial_backoff * 2^(retry - 1)). `uniform01` is a
-// uniform random number in [0, 1] (clamped). Pure; exposed for tests.
-absl::Duration S3RetryDelay(int retry, absl::Duration initial_backoff,
-                            std::optional<absl::Duration> retry_after, double uniform01);
-
-// A Retry-After header value in delta-seconds ("120"); nullopt for an HTTP-date or
-// anything else that is not a plain non-negative integer.
-std::optional<absl::Duration> ParseRetryAfterSeconds(std::string_view value);
+// kS3MaxBackoff, S3RetryDelay and ParseRetryAfterSeconds (the retry policy above) are
+// declared in s3_retry.h, included here.
 
 class S3Store final : public ObjectStore {
  public:
@@ -158,7 +154,7 @@ class S3Store final : public ObjectStore {
 
  private:
   struct Request;
-  struct Response;
+  using Response = S3Response;
 
   S3Store(S3Options options, std::string scheme, std::string host)
       : options_(std::move(options)), scheme_(std::move(scheme)), host_(std::move(host)) {}
@@ -167,17 +163,10 @@ class S3Store final : public ObjectStore {
   // failures after the last attempt as UNAVAILABLE / DEADLINE_EXCEEDED.
   absl::StatusOr<Response> Send(const Request& request) const;
   absl::StatusOr<Response> SendOnce(const Request& request) const;
-  // The Status for a non-2xx `response` to `request`.
+  // What error messages about `request` name: operation, object, bucket, endpoint.
+  S3RequestContext Context(const Request& request) const;
+  // The Status for a non-2xx `response` to `request` (S3HttpError, s3_response.h).
   absl::Status HttpError(const Request& request, const Response& response) const;
-  // VersionMismatchError when `response` to a conditional GET is 412, or a 200/206 whose
-  // ETag is not `if_version`; OK otherwise (and always when `if_version` is "").
-  absl::Status CheckVersion(const Request& request, const Response& response,
-                            const std::string& if_version) const;
-
-  // OK when the 206 `response` to `request` holds bytes [offset, offset + length) or
-  // their tail up to the object's end; DATA_LOSS otherwise (see GetRange).
-  absl::Status CheckPartialContent(const Request& request, const Response& response,
-                                   uint64_t offset, uint64_t length) const;
   // After a bodiless 404 to `request`: one HeadBucket. FAILED_PRECONDITION (NoSuchBucket)
   // when that is 404 too, its transport error when it fails, OK otherwise.
   absl::Status BucketMissingAfter404(const Request& request) const;

@@ -186,43 +186,5 @@ TEST_F(S3StoreOpenTest, ExplicitCredentialsNeedOnlyTheConfigFileForTheRegion) {
   EXPECT_EQ((*s)->options().credentials.access_key, "K");
 }
 
-// --- retry timing ---------------------------------------------------------------------
-
-TEST(S3RetryDelay, FullJitterUnderADoublingCeilingCappedAtFiveSeconds) {
-  const absl::Duration base = absl::Milliseconds(100);
-  EXPECT_EQ(S3RetryDelay(1, base, std::nullopt, 0.0), absl::ZeroDuration());
-  EXPECT_EQ(S3RetryDelay(1, base, std::nullopt, 1.0), absl::Milliseconds(100));
-  EXPECT_EQ(S3RetryDelay(1, base, std::nullopt, 0.5), absl::Milliseconds(50));
-  EXPECT_EQ(S3RetryDelay(2, base, std::nullopt, 1.0), absl::Milliseconds(200));
-  EXPECT_EQ(S3RetryDelay(4, base, std::nullopt, 1.0), absl::Milliseconds(800));
-  EXPECT_EQ(S3RetryDelay(4, base, std::nullopt, 0.25), absl::Milliseconds(200));
-  EXPECT_EQ(S3RetryDelay(7, base, std::nullopt, 1.0), kS3MaxBackoff);  // 6.4 s capped
-  EXPECT_EQ(S3RetryDelay(1000, base, std::nullopt, 1.0), kS3MaxBackoff);  // no overflow
-  EXPECT_EQ(S3RetryDelay(1000, base, std::nullopt, 0.5), kS3MaxBackoff / 2);
-  EXPECT_EQ(S3RetryDelay(1, absl::Seconds(60), std::nullopt, 1.0), kS3MaxBackoff);
-  EXPECT_EQ(S3RetryDelay(2, base, std::nullopt, 7.0), absl::Milliseconds(200));  // clamped
-  EXPECT_EQ(S3RetryDelay(2, base, std::nullopt, -1.0), absl::ZeroDuration());
-  EXPECT_EQ(S3RetryDelay(3, -base, std::nullopt, 1.0), absl::ZeroDuration());
-}
-
-TEST(S3RetryDelay, RetryAfterIsHonouredUpToTheCapWithoutJitter) {
-  const absl::Duration base = absl::Milliseconds(100);
-  EXPECT_EQ(S3RetryDelay(1, base, absl::Seconds(2), 0.0), absl::Seconds(2));
-  EXPECT_EQ(S3RetryDelay(3, base, absl::Seconds(2), 1.0), absl::Seconds(2));
-  EXPECT_EQ(S3RetryDelay(1, base, absl::Seconds(3600), 0.5), kS3MaxBackoff);
-  EXPECT_EQ(S3RetryDelay(1, base, absl::ZeroDuration(), 1.0), absl::ZeroDuration());
-}
-
-TEST(ParseRetryAfterSeconds, AcceptsDeltaSecondsOnly) {
-  EXPECT_EQ(ParseRetryAfterSeconds("3"), absl::Seconds(3));
-  EXPECT_EQ(ParseRetryAfterSeconds(" 120 "), absl::Seconds(120));
-  EXPECT_EQ(ParseRetryAfterSeconds("0"), absl::ZeroDuration());
-  EXPECT_EQ(ParseRetryAfterSeconds(""), std::nullopt);
-  EXPECT_EQ(ParseRetryAfterSeconds("-1"), std::nullopt);
-  EXPECT_EQ(ParseRetryAfterSeconds("1.5"), std::nullopt);
-  EXPECT_EQ(ParseRetryAfterSeconds("99999999999999999999"), std::nullopt);
-  EXPECT_EQ(ParseRetryAfterSeconds("Wed, 21 Oct 2015 07:28:00 GMT"), std::nullopt);
-}
-
 }  // namespace
 }  // namespace zephon::storage

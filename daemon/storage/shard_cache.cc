@@ -1,148 +1,29 @@
 #include "daemon/storage/shard_cache.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <spdlog/spdlog.h>
-#include <zlib.h>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "daemon/storage/sigv4.h"
+#include "daemon/storage/shard_cache_fetch.h"
+#include "daemon/storage/shard_cache_file.h"
 
 namespace zephon::storage {
 namespace {
 
-constexpr char kMagic[8] = {'Z', 'S', 'C', 'A', 'C', 'H', 'E', '1'};
-constexpr size_t kFixedHeaderBytes = 24;  // magic, u64 payload, u32 crc, u32 identity
-constexpr char kEntrySuffix[] = ".blk";
-constexpr char kTempPrefix[] = ".tmp.";
 constexpr char kLockName[] = ".lock";
 constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 30;
 
-uint32_t Crc32(const char* data, uint64_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    const uInt take = static_cast<uInt>(std::min<uint64_t>(n, uint64_t{1} << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), take);
-    data += take;
-    n -= take;
-  }
-  return static_cast<uint32_t>(crc);
-}
-
-void PutU32(uint32_t v, char* p) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-void PutU64(uint64_t v, char* p) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-std::string NameOf(const std::string& identity) { return Sha256Hex(identity).substr(0, 32); }
-
-uint64_t HeaderBytes(const std::string& identity) {
-  return kFixedHeaderBytes + identity.size();
-}
-
 std::string ErrnoText() { return std::strerror(errno); }
-
-// mkdir -p, mode 0700 for the directories it creates.
-absl::Status EnsureDir(const std::string& dir) {
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(dir, " exists and is not a directory"));
-  }
-  const size_t slash = dir.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) RETURN_IF_ERROR(EnsureDir(dir.substr(0, slash)));
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", ErrnoText()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status WriteAll(int fd, const char* data, size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t done = write(fd, data, n);
-    if (done < 0 && errno == EINTR) continue;
-    if (done < 0) {
-      const int err = errno;
-      std::string msg = absl::StrCat("cannot write ", path, ": ", std::strerror(err));
-      return err == ENOSPC ? absl::ResourceExhaustedError(msg) : absl::InternalError(msg);
-    }
-    data += done;
-    n -= static_cast<size_t>(done);
-  }
-  return absl::OkStatus();
-}
-
-bool ReadAll(int fd, char* data, size_t n, uint64_t offset) {
-  while (n > 0) {
-    const ssize_t got = pread(fd, data, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    data += got;
-    n -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
-// The header of an entry file: its identity and payload length, when the file is
-// well-formed and of the right size (the CRC is checked separately, on first use).
-struct FileHeader {
-  std::string identity;
-  uint64_t payload_bytes = 0;
-  uint32_t crc = 0;
-  uint64_t file_bytes = 0;
-  absl::Time mtime;
-};
-
-bool ReadHeader(const std::string& path, FileHeader* out) {
-  // O_NONBLOCK: a FIFO named like an entry must not hang the scan (it fails S_ISREG).
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  if (fd < 0) return false;
-  struct stat st;
-  char fixed[kFixedHeaderBytes];
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            ReadAll(fd, fixed, sizeof(fixed), 0) && std::memcmp(fixed, kMagic, 8) == 0;
-  if (ok) {
-    out->payload_bytes = GetU64(fixed + 8);
-    out->crc = GetU32(fixed + 16);
-    const uint32_t identity_bytes = GetU32(fixed + 20);
-    out->file_bytes = static_cast<uint64_t>(st.st_size);
-    out->mtime = absl::TimeFromTimespec(st.st_mtim);
-    ok = identity_bytes <= 64 * 1024 &&
-         out->file_bytes == kFixedHeaderBytes + identity_bytes + out->payload_bytes;
-    if (ok) {
-      out->identity.resize(identity_bytes);
-      ok = ReadAll(fd, out->identity.data(), identity_bytes, kFixedHeaderBytes);
-    }
-  }
-  close(fd);
-  return ok;
-}
 
 }  // namespace
 
@@ -160,27 +41,16 @@ struct ShardCache::Entry {
   int pins = 0;
   bool verified = true;  // false: adopted from disk, CRC not checked yet
   uint32_t crc = 0;      // adopted entries: the CRC their header promises
-  absl::Time mtime;      // adopted entries: the file's mtime (initial LRU order)
   // The payload: a whole-file mapping (payload after the header) or memory.
-  void* map = nullptr;
-  size_t map_bytes = 0;
-  size_t header_bytes = 0;
+  EntryFileMap map;
   std::string memory;
   std::list<Entry*>::iterator lru_it;
   std::list<Entry*>::iterator mapped_it;
   bool in_lru = false;
   bool in_mapped_lru = false;
 
-  const char* payload() const {
-    return map != nullptr ? static_cast<const char*>(map) + header_bytes : memory.data();
-  }
-  bool has_payload() const { return map != nullptr || memory.size() == payload_bytes; }
-  void Unmap() {
-    if (map != nullptr) munmap(map, map_bytes);
-    map = nullptr;
-    map_bytes = 0;
-  }
-  ~Entry() { Unmap(); }
+  const char* payload() const { return map.mapped() ? map.payload() : memory.data(); }
+  bool has_payload() const { return map.mapped() || memory.size() == payload_bytes; }
 };
 
 absl::StatusOr<std::shared_ptr<ShardCache>> ShardCache::Create(ShardCacheOptions options) {
@@ -290,8 +160,8 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
         entry->identity = identity;
         entry->payload_bytes = length;
         if (disk_ == Disk::kOpen) {
-          entry->path = absl::StrCat(options_.dir, "/", NameOf(identity), kEntrySuffix);
-          entry->charge = HeaderBytes(identity) + length;
+          entry->path = absl::StrCat(options_.dir, "/", EntryFileName(identity));
+          entry->charge = EntryHeaderBytes(identity) + length;
         } else {
           entry->charge = length;
         }
@@ -366,7 +236,7 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
     memory_bytes_ += entry->charge;
     pinned_bytes_ = pinned_bytes_ - old_charge + entry->charge;
   }
-  if (entry->map != nullptr) ++mapped_;
+  if (entry->map.mapped()) ++mapped_;
   entry->state = Entry::State::kReady;
   entry->verified = true;
   loaded_.SignalAll();
@@ -377,25 +247,15 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
 absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, uint64_t block,
                               Entry* entry, bool try_file, bool* from_file) {
   if (try_file) {
-    const int fd = open(entry->path.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    const uint64_t expect = HeaderBytes(entry->identity) + entry->payload_bytes;
-    if (fd >= 0 && fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) == expect) {
-      void* p = mmap(nullptr, expect, PROT_READ, MAP_SHARED, fd, 0);
-      if (p != MAP_FAILED) {
-        entry->map = p;
-        entry->map_bytes = expect;
-        entry->header_bytes = HeaderBytes(entry->identity);
-        if (entry->verified ||
-            Crc32(entry->payload(), entry->payload_bytes) == entry->crc) {
-          close(fd);
-          *from_file = true;
-          return absl::OkStatus();
-        }
-        entry->Unmap();
-      }
+    // Any failure (another size, a CRC mismatch, even mmap failing) drops the file.
+    absl::StatusOr<EntryFileMap> map =
+        MapEntryFile(entry->path, entry->identity, entry->payload_bytes,
+                     entry->verified ? std::nullopt : std::optional<uint32_t>(entry->crc));
+    if (map.ok()) {
+      entry->map = std::move(map).value();
+      *from_file = true;
+      return absl::OkStatus();
     }
-    if (fd >= 0) close(fd);
     {
       absl::MutexLock lock(&mu_);
       ++counters_.rejected;
@@ -404,7 +264,9 @@ absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, ui
                  entry->path, object.url);
     unlink(entry->path.c_str());
   }
-  ASSIGN_OR_RETURN(std::string payload, Download(store, object, block, entry->payload_bytes));
+  ASSIGN_OR_RETURN(std::string payload,
+                   FetchBlock(store, object.url, object.info, options_.block_bytes, block,
+                              entry->payload_bytes, options_.verify_version));
   {
     absl::MutexLock lock(&mu_);
     ++counters_.downloads;
@@ -438,102 +300,11 @@ absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, ui
 
 absl::Status ShardCache::WriteAndMap(Entry* entry, const std::string& payload,
                                      bool* written) const {
-  static std::atomic<uint64_t> counter{0};
-  const std::string temp =
-      absl::StrCat(options_.dir, "/", kTempPrefix, entry->path.substr(options_.dir.size() + 1),
-                   ".", getpid(), ".", counter.fetch_add(1));
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot create ", temp, ": ", ErrnoText()));
-  }
-  std::string header(kFixedHeaderBytes, '\0');
-  std::memcpy(header.data(), kMagic, 8);
-  PutU64(payload.size(), header.data() + 8);
-  PutU32(Crc32(payload.data(), payload.size()), header.data() + 16);
-  PutU32(static_cast<uint32_t>(entry->identity.size()), header.data() + 20);
-  header += entry->identity;
-  absl::Status s = WriteAll(fd, header.data(), header.size(), temp);
-  if (s.ok()) s = WriteAll(fd, payload.data(), payload.size(), temp);
-  if (close(fd) != 0 && s.ok()) {
-    s = absl::InternalError(absl::StrCat("cannot close ", temp, ": ", ErrnoText()));
-  }
-  if (s.ok() && rename(temp.c_str(), entry->path.c_str()) != 0) {
-    s = absl::InternalError(absl::StrCat("cannot rename ", temp, ": ", ErrnoText()));
-  }
-  if (!s.ok()) {
-    unlink(temp.c_str());
-    return s;
-  }
+  RETURN_IF_ERROR(WriteEntryFile(entry->path, entry->identity, payload));
   *written = true;
-  const int rfd = open(entry->path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (rfd < 0) {
-    return absl::InternalError(absl::StrCat("cannot open ", entry->path, ": ", ErrnoText()));
-  }
-  const size_t bytes = header.size() + payload.size();
-  void* p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, rfd, 0);
-  const int map_errno = errno;
-  close(rfd);
-  if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot map ", entry->path, ": ", std::strerror(map_errno)));
-  }
-  entry->map = p;
-  entry->map_bytes = bytes;
-  entry->header_bytes = header.size();
+  ASSIGN_OR_RETURN(entry->map, MapEntryFile(entry->path, entry->identity, payload.size(),
+                                            /*expect_crc=*/std::nullopt));
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ShardCache::Download(ObjectStore& store, const RemoteObject& object,
-                                                 uint64_t block, uint64_t length) const {
-  const ObjectInfo& info = object.info;
-  const bool whole = info.size <= options_.block_bytes;
-  const uint64_t offset = whole ? 0 : block * options_.block_bytes;
-  const std::string what =
-      whole ? object.url
-            : absl::StrCat("block ", block, " (bytes [", offset, ", ", offset + length,
-                           ")) of ", object.url);
-  const std::string changed = absl::StrCat(
-      ": the object changed since the dataset was opened (it had ", info.size,
-      " bytes then); restart the pipeline to read the new object");
-  // With a version, the read is conditional (If-Match on S3, the opened file's version
-  // locally): the store fails it instead of returning bytes of a replaced object, in
-  // the same request, so a block never mixes two objects.
-  const std::string if_version = options_.verify_version ? info.version : std::string();
-  absl::StatusOr<std::string> bytes = whole ? store.Get(info.key, if_version)
-                                            : store.GetRange(info.key, offset, length, if_version);
-  if (!bytes.ok() && IsVersionMismatch(bytes.status())) {
-    const std::string found = VersionMismatchFound(bytes.status());
-    return absl::FailedPreconditionError(absl::StrCat(
-        object.url, " changed since the dataset was opened (version '", info.version, "', ",
-        info.size, " bytes then; ",
-        found.empty() ? std::string("another version") : absl::StrCat("version '", found, "'"),
-        " now): its cached bytes would mix two objects; restart the pipeline to read the new "
-        "object"));
-  }
-  if (!bytes.ok() && absl::IsOutOfRange(bytes.status())) {
-    // The range lies within the length seen at open (Read checked it), so the store's
-    // "past the end" means the object shrank: a changed length, DATA_LOSS.
-    return absl::DataLossError(absl::StrCat("reading ", what, ": the store says it passes "
-                                            "the end of the object", changed));
-  }
-  if (!bytes.ok()) {
-    // Short: this message may end up in a ring's 256-byte poison reason. The store's
-    // own message usually names the URL already.
-    const absl::string_view cause = bytes.status().message();
-    std::string where = whole ? "" : absl::StrCat("block ", block);
-    if (!absl::StrContains(cause, object.url)) {
-      where = absl::StrCat(where, where.empty() ? "" : " of ", object.url);
-    }
-    return absl::Status(bytes.status().code(),
-                        where.empty() ? std::string(cause) : absl::StrCat(where, ": ", cause));
-  }
-  // Stores without versions (and verify_version = false) only have the length to go by.
-  if (bytes->size() != length) {
-    return absl::DataLossError(absl::StrCat("reading ", what, ": the store returned ",
-                                            bytes->size(), " bytes, expected ", length,
-                                            changed));
-  }
-  return std::move(bytes).value();
 }
 
 void ShardCache::Release(const std::shared_ptr<Entry>& entry) {
@@ -547,7 +318,7 @@ void ShardCache::Release(const std::shared_ptr<Entry>& entry) {
     std::list<Entry*>& lru = LruLocked(*entry);
     entry->lru_it = lru.insert(lru.end(), entry.get());
     entry->in_lru = true;
-    if (entry->map != nullptr) {
+    if (entry->map.mapped()) {
       entry->mapped_it = mapped_lru_.insert(mapped_lru_.end(), entry.get());
       entry->in_mapped_lru = true;
     }
@@ -613,7 +384,7 @@ void ShardCache::OpenDisk(bool retry) {
     }
     loaded_.SignalAll();
   };
-  const absl::Status made = EnsureDir(options_.dir);
+  const absl::Status made = EnsureEntryDir(options_.dir);
   if (!made.ok()) {
     spdlog::error("shard cache: {}; caching in memory only (fix the directory or pass "
                   "another --cache-dir)", made.ToString());
@@ -667,40 +438,19 @@ void ShardCache::OpenDisk(bool retry) {
 }
 
 uint64_t ShardCache::ScanDir(const std::string& dir, std::vector<std::shared_ptr<Entry>>* found) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return 0;
-  uint64_t rejected = 0;
-  while (const dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    const std::string path = absl::StrCat(dir, "/", name);
-    if (absl::StartsWith(name, kTempPrefix)) {  // a download that never finished
-      unlink(path.c_str());
-      ++rejected;
-      continue;
-    }
-    if (!absl::EndsWith(name, kEntrySuffix)) continue;
-    FileHeader h;
-    if (!ReadHeader(path, &h) || name != absl::StrCat(NameOf(h.identity), kEntrySuffix)) {
-      unlink(path.c_str());
-      ++rejected;
-      continue;
-    }
+  std::vector<ScannedEntryFile> files;
+  const uint64_t rejected = ScanEntryDir(dir, &files);
+  for (ScannedEntryFile& file : files) {  // oldest first
     auto entry = std::make_shared<Entry>();
-    entry->path = path;
-    entry->identity = std::move(h.identity);
-    entry->payload_bytes = h.payload_bytes;
-    entry->charge = h.file_bytes;
+    entry->path = std::move(file.path);
+    entry->identity = std::move(file.header.identity);
+    entry->payload_bytes = file.header.payload_bytes;
+    entry->charge = file.header.file_bytes;
     entry->state = Entry::State::kReady;
     entry->verified = false;
-    entry->crc = h.crc;
-    entry->mtime = h.mtime;
+    entry->crc = file.header.crc;
     found->push_back(std::move(entry));
   }
-  closedir(d);
-  std::sort(found->begin(), found->end(),
-            [](const std::shared_ptr<Entry>& a, const std::shared_ptr<Entry>& b) {
-              return a->mtime < b->mtime;
-            });
   return rejected;
 }
 
@@ -753,7 +503,7 @@ void ShardCache::RemoveLocked(Entry* entry, std::vector<std::string>* doomed) {
   if (entry->in_lru) LruLocked(*entry).erase(entry->lru_it);
   if (entry->in_mapped_lru) mapped_lru_.erase(entry->mapped_it);
   entry->in_lru = entry->in_mapped_lru = false;
-  if (entry->map != nullptr) --mapped_;
+  if (entry->map.mapped()) --mapped_;
   if (doomed != nullptr && !entry->path.empty()) DoomLocked(entry->path, doomed);
   PoolLocked(*entry) -= entry->charge;
   // Waiters of a failed download may still hold the entry; the last reference unmaps.
@@ -782,7 +532,7 @@ void ShardCache::UnmapExcessLocked() {
     Entry* e = mapped_lru_.front();
     mapped_lru_.pop_front();
     e->in_mapped_lru = false;
-    e->Unmap();
+    e->map.Reset();
     --mapped_;
   }
 }

@@ -11,7 +11,7 @@
 // block and checks its version atomically, and an object replaced mid-run fails with an
 // error ("changed since the dataset was opened") instead of serving a mix of old and new
 // bytes. Every download is also checked against the length the object had at open, the
-// only check left for stores without versions.
+// only check left for stores without versions. (The download: shard_cache_fetch.h.)
 //
 // Identity. An entry is named by SHA-256 of (store id, key, version, size, block), so a
 // changed object (new ETag / size-mtime-inode) never hits the old object's entries.
@@ -23,6 +23,7 @@
 //   <dir>/<32 hex>.blk   header (magic "ZSCACHE1", u64 payload bytes, u32 CRC-32 of the
 //                        payload, u32 identity bytes, the identity) + payload
 //   <dir>/.tmp.*         a download being written; renamed into place when complete
+// (The entry file format, naming, writing, validation and mapping: shard_cache_file.h.)
 // Files are written without fsync: after a crash, a torn or short file fails its size or
 // CRC check when first used and is fetched again. The directory is scanned when it is
 // opened (first Read; warm restart), outside the mutex; Reads arriving meanwhile wait for
@@ -176,8 +177,6 @@ class ShardCache {
   // CRC; *from_file = true), else a download.
   absl::Status Load(ObjectStore& store, const RemoteObject& object, uint64_t block,
                     Entry* entry, bool try_file, bool* from_file) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<std::string> Download(ObjectStore& store, const RemoteObject& object,
-                                       uint64_t block, uint64_t length) const;
   // Writes the entry file (temp file + rename, no fsync) and maps it; *written: the
   // file is in place (a failure was the mapping).
   absl::Status WriteAndMap(Entry* entry, const std::string& payload, bool* written) const;
