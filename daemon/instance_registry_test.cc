@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/temp_dir_testing.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "daemon/storage/local_store.h"
@@ -18,11 +19,7 @@
 namespace zephon::daemon {
 namespace {
 
-std::string TempDir() {
-  const char* tmp = getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(tmp ? tmp : "/tmp", "/registry_XXXXXX");
-  return mkdtemp(templ.data()) ? templ : "";
-}
+std::string TempDir() { return testing::MakeTempDir("registry"); }
 
 // Runs `call` on a thread of its own (joined on destruction).
 class Probe {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 #include "proto/checkpoint.pb.h"
 
@@ -79,13 +80,7 @@ inline ::testing::AssertionResult MessageHas(const absl::Status& status,
   return ::testing::AssertionFailure() << status << " lacks \"" << text << "\"";
 }
 
-// A fresh empty directory under the test's temp dir, named after `tag`.
-inline std::string MakeTempDir(const std::string& tag) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/" + tag + "XXXXXX";
-  EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-  return tmpl;
-}
+using ::zephon::testing::MakeTempDir;  // common/temp_dir_testing.h
 
 }  // namespace zephon::checkpoint::testing
 

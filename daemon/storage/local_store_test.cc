@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::storage {
@@ -32,10 +33,7 @@ void AllEntries(const std::string& dir, const std::string& rel, std::vector<std:
 class LocalStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* tmp = getenv("TEST_TMPDIR");
-    std::string templ = absl::StrCat(tmp ? tmp : "/tmp", "/local_store_XXXXXX");
-    ASSERT_NE(mkdtemp(templ.data()), nullptr);
-    root_ = templ + "/store";  // Open creates it
+    root_ = testing::MakeTempDir("local_store") + "/store";  // Open creates it
     auto store = LocalStore::Open(root_);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(store).value();

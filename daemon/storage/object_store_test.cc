@@ -5,16 +5,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/storage/local_store.h"
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::storage {
 namespace {
 
-std::string TempDir() {
-  const char* tmp = getenv("TEST_TMPDIR");
-  std::string templ = absl::StrCat(tmp ? tmp : "/tmp", "/object_store_XXXXXX");
-  return mkdtemp(templ.data()) ? templ : "";
-}
+std::string TempDir() { return testing::MakeTempDir("object_store"); }
 
 TEST(ParseS3Url, SplitsBucketAndKey) {
   auto loc = ParseS3Url("s3://my-bucket/prefix/x");

@@ -15,18 +15,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::storage {
 namespace {
 
 std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(base ? base : "/tmp", "/shard_cache_file_", name, "_", getpid());
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  return dir;
+  return testing::MakeTempDir("shard_cache_file_" + name);
 }
 
 std::vector<std::string> Files(const std::string& dir) {

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::storage {
@@ -129,12 +130,7 @@ std::string Pattern(size_t n, int seed) {
 }
 
 std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(base ? base : "/tmp", "/shard_cache_", name, "_", getpid());
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  return dir;
+  return testing::MakeTempDir("shard_cache_" + name);
 }
 
 std::vector<std::string> Files(const std::string& dir) {

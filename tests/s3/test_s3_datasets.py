@@ -12,6 +12,8 @@ import hashlib
 import os
 import subprocess
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ import pytest
 
 import zephon
 from zephon.corpus import synthetic_documents
+from fault_proxy import DELAY, PASS, FaultProxy
 from s3rver import BUCKET, REQUIRES_S3RVER, tool
 from zephond_process import Daemon, zephonctl_path
 
@@ -264,65 +267,65 @@ def test_the_store_dying_mid_run_fails_the_pipeline_with_a_clear_error(server, c
         assert d.stop() == 0
 
 
-def test_a_rank_joining_its_dp_group_opens_no_s3_dataset(server, corpus, tmp_path,
-                                                          monkeypatch):
-    # Two ranks of one DP group on one node share one instance; only the first opens the
-    # dataset (List/HEAD/.idx). Counted at a proxy in front of the store.
-    from fault_proxy import FaultProxy
-    upload(corpus)
+@contextmanager
+def node_behind_proxy(server, tmp_path, monkeypatch):
+    """A zephond whose S3 requests go through a FaultProxy in front of `server`."""
     with FaultProxy(server.port) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
         d = node(tmp_path, "node")
         try:
-            opts = dict(world_size=2, dp_degree=1, run_id="join", local_peers=2,
-                        aggregate_dir=str(tmp_path / "agg"))
-            first = make_pipe(URL, d, global_rank=0, dp_group_id=0, **opts)
-            second = make_pipe(URL, d, global_rank=1, dp_group_id=0, **opts)
-            def opening_requests():
-                # Listings, HEADs and .idx reads open a dataset; .bin block reads are the
-                # running instance's producer reading ahead, which may go on meanwhile.
-                return [h for h in proxy.request_heads()
-                        if b"list-type=2" in h or h.startswith(b"HEAD ")
-                        or b".idx " in h.split(b"\r\n", 1)[0]]
-
-            first.attach()
-            before = len(opening_requests())
-            assert before > 0, "the first rank opened the dataset through the store"
-            second.attach()
-            assert len(opening_requests()) == before, "the joining rank opened nothing"
-            assert first.attach_info["spec_hash"] == second.attach_info["spec_hash"]
-            assert first.attach_info["instance_id"] == second.attach_info["instance_id"]
-            a, b = iter(first), iter(second)
-            for _ in range(3):
-                assert digest(next(a)) == digest(next(b))
-            first.close()
-            second.close()
+            yield d, proxy
         finally:
+            proxy.set_fault(PASS)
             assert d.stop() == 0
+
+
+def test_a_rank_joining_its_dp_group_opens_no_s3_dataset(server, corpus, tmp_path,
+                                                          monkeypatch):
+    # Two ranks of one DP group on one node share one instance; only the first opens the
+    # dataset (List/HEAD/.idx). Counted at a proxy in front of the store.
+    upload(corpus)
+    with node_behind_proxy(server, tmp_path, monkeypatch) as (d, proxy):
+        opts = dict(world_size=2, dp_degree=1, run_id="join", local_peers=2,
+                    aggregate_dir=str(tmp_path / "agg"))
+        first = make_pipe(URL, d, global_rank=0, dp_group_id=0, **opts)
+        second = make_pipe(URL, d, global_rank=1, dp_group_id=0, **opts)
+
+        def opening_requests():
+            # Listings, HEADs and .idx reads open a dataset; .bin block reads are the
+            # running instance's producer reading ahead, which may go on meanwhile.
+            return [h for h in proxy.request_heads()
+                    if b"list-type=2" in h or h.startswith(b"HEAD ")
+                    or b".idx " in h.split(b"\r\n", 1)[0]]
+
+        first.attach()
+        before = len(opening_requests())
+        assert before > 0, "the first rank opened the dataset through the store"
+        second.attach()
+        assert len(opening_requests()) == before, "the joining rank opened nothing"
+        assert first.attach_info["spec_hash"] == second.attach_info["spec_hash"]
+        assert first.attach_info["instance_id"] == second.attach_info["instance_id"]
+        a, b = iter(first), iter(second)
+        for _ in range(3):
+            assert digest(next(a)) == digest(next(b))
+        first.close()
+        second.close()
 
 
 def test_ranks_attaching_together_open_the_s3_dataset_once(server, corpus, tmp_path,
                                                            monkeypatch):
     # Four ranks of one DP group attach at the same moment against a slow store: one of
     # them opens the dataset, the others wait for its datasets instead of listing too.
-    from concurrent.futures import ThreadPoolExecutor
-    from fault_proxy import DELAY, FaultProxy
     upload(corpus)
-    with FaultProxy(server.port) as proxy:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
-        d = node(tmp_path, "node")
-        try:
-            proxy.set_fault(DELAY, after_bytes=300)  # every request takes >= 0.3 s
-            opts = dict(world_size=4, dp_degree=1, run_id="together", local_peers=4,
-                        aggregate_dir=str(tmp_path / "agg"))
-            pipes = [make_pipe(URL, d, global_rank=r, dp_group_id=0, **opts) for r in range(4)]
-            with ThreadPoolExecutor(4) as pool:
-                list(pool.map(lambda p: p.attach(), pipes))
-            listings = [h for h in proxy.request_heads() if b"list-type=2" in h]
-            assert len(listings) == 1, [h.split(b"\r\n", 1)[0] for h in listings]
-            assert len({p.attach_info["instance_id"] for p in pipes}) == 1
-            for p in pipes:
-                p.close()
-        finally:
-            proxy.set_fault(DELAY, after_bytes=0)
-            assert d.stop() == 0
+    with node_behind_proxy(server, tmp_path, monkeypatch) as (d, proxy):
+        proxy.set_fault(DELAY, after_bytes=300)  # every request takes >= 0.3 s
+        opts = dict(world_size=4, dp_degree=1, run_id="together", local_peers=4,
+                    aggregate_dir=str(tmp_path / "agg"))
+        pipes = [make_pipe(URL, d, global_rank=r, dp_group_id=0, **opts) for r in range(4)]
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda p: p.attach(), pipes))
+        listings = [h for h in proxy.request_heads() if b"list-type=2" in h]
+        assert len(listings) == 1, [h.split(b"\r\n", 1)[0] for h in listings]
+        assert len({p.attach_info["instance_id"] for p in pipes}) == 1
+        for p in pipes:
+            p.close()
