@@ -7,6 +7,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
@@ -27,7 +28,7 @@ namespace {
 constexpr absl::Duration kLeaderWriteBudget = absl::Seconds(30);
 
 // Longest a rank waits for a DP-group peer's dataset open before opening its own.
-constexpr absl::Duration kPeerOpenWait = absl::Minutes(2);
+constexpr absl::Duration kPeerOpenWait = absl::Minutes(10);
 
 std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
 
@@ -171,8 +172,11 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
                    pipeline::ResolveSpec(spec, identity.dp_degree));
   ASSIGN_OR_RETURN(OpenedDatasets opened, DatasetsFor(identity, resolved));
-  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets = std::move(opened.datasets);
-  const std::string spec_hash = std::move(opened.spec_hash);
+  // The open this rank led stays visible to its peers until the instance is registered
+  // (or this attach fails): the guard runs after the registry lock below is released.
+  const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
+  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets = opened.datasets;
+  const std::string spec_hash = opened.spec_hash;
   if (restored && restored->spec_hash() != spec_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",
@@ -181,6 +185,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   }
 
   absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("zephond is shutting down");
   std::string run_key = identity.run_id;
   if (run_key.empty()) run_key = absl::StrCat("local-", ++anonymous_runs_);
   const std::string key = InstanceKey(run_key, identity);
@@ -230,6 +235,14 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     }
   }
   if (out.instance == nullptr) {
+    if (opened.source != nullptr && opened.source->poisoned()) {
+      // The datasets came from this DP group's instance, which failed meanwhile: they may
+      // be what failed it (an object replaced under the run). Do not build on them.
+      return absl::UnavailableError(absl::StrCat(
+          "the pipeline instance of run_id='", identity.run_id, "' dp_group_id=",
+          identity.dp_group_id, " failed while this rank attached (see zephond's log and "
+          "its other ranks' errors); restart the job or retry the attach"));
+    }
     InstanceStart start;
     start.restored = restored ? &*restored : nullptr;
     start.restore_key = restore_key;
@@ -254,67 +267,87 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   return out;
 }
 
-std::shared_ptr<PipelineInstance> InstanceRegistry::RunningPeer(
-    const RankIdentity& identity, const proto::PipelineSpec& resolved) const {
-  if (identity.run_id.empty()) return nullptr;  // unnamed runs never share an instance
-  const std::string key = InstanceKey(identity.run_id, identity);
-  std::shared_ptr<PipelineInstance> peer;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = instances_.find(key);
-    if (it == instances_.end() || it->second.back()->poisoned()) return nullptr;
-    peer = it->second.back();
-  }
-  return google::protobuf::util::MessageDifferencer::Equals(resolved, peer->config().spec)
-             ? peer
-             : nullptr;
-}
-
 absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
     const RankIdentity& identity, const proto::PipelineSpec& resolved) {
-  if (std::shared_ptr<PipelineInstance> peer = RunningPeer(identity, resolved)) {
+  std::shared_ptr<PipelineInstance> peer;
+  std::shared_ptr<PendingOpen> theirs;
+  OpenedDatasets out;
+  if (!identity.run_id.empty()) {
+    // One look at both: a running instance of this DP group, else an open in progress
+    // (kept until its instance is registered, so no rank falls between the two).
+    const std::string key = InstanceKey(identity.run_id, identity);
+    absl::MutexLock lock(&mu_);
+    if (auto it = instances_.find(key); it != instances_.end() && !it->second.back()->poisoned()) {
+      peer = it->second.back();
+    } else {
+      std::shared_ptr<PendingOpen>& slot = opening_[key];
+      if (slot == nullptr) {
+        slot = out.pending = std::make_shared<PendingOpen>();
+        out.pending->spec = resolved;
+        out.pending_key = key;
+      } else if (google::protobuf::util::MessageDifferencer::Equals(slot->spec, resolved)) {
+        theirs = slot;
+      }
+    }
+  }
+  if (peer != nullptr &&
+      google::protobuf::util::MessageDifferencer::Equals(resolved, peer->config().spec)) {
     // Joining a running instance of the identical spec: its datasets are what this rank
     // will read, so no dataset I/O (for s3:// no listing, no .idx copy per rank).
-    return OpenedDatasets{peer->config().datasets, peer->config().spec_hash};
+    out.datasets = peer->config().datasets;
+    out.spec_hash = peer->config().spec_hash;
+    out.source = peer;
+    return out;
   }
-  // Ranks of one DP group usually attach together: the first opens, the others wait for
-  // its datasets instead of each listing and fetching the same objects.
-  std::shared_ptr<PendingOpen> mine;
-  std::shared_ptr<PendingOpen> theirs;
-  const std::string key = InstanceKey(identity.run_id, identity);
-  if (!identity.run_id.empty()) {
+  if (theirs != nullptr) {
+    // A DP-group peer is opening the same datasets: wait for its result (its open is
+    // bounded by the store's timeouts; shutdown ends the wait at once).
     absl::MutexLock lock(&mu_);
-    std::shared_ptr<PendingOpen>& slot = opening_[key];
-    if (slot == nullptr) {
-      slot = mine = std::make_shared<PendingOpen>();
-      mine->spec = resolved;
-    } else if (google::protobuf::util::MessageDifferencer::Equals(slot->spec, resolved)) {
-      theirs = slot;
+    const auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return theirs->done || shutting_down_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&done), kPeerOpenWait);
+    if (shutting_down_) return absl::UnavailableError("zephond is shutting down");
+    if (theirs->done && theirs->result.ok()) {
+      out.datasets = theirs->result->datasets;
+      out.spec_hash = theirs->result->spec_hash;
+      return out;
     }
+    // Its open failed (its error may not be ours) or took over kPeerOpenWait: open ours.
   }
-  if (theirs != nullptr &&
-      theirs->done.WaitForNotificationWithTimeout(kPeerOpenWait) && theirs->result.ok()) {
-    return *theirs->result;
+  pipeline::OpenOptions open_options;
+  open_options.cache_dir = options_.cache_dir;
+  open_options.shard_cache = options_.shard_cache;
+  absl::StatusOr<std::vector<std::shared_ptr<const pipeline::Dataset>>> datasets =
+      pipeline::OpenDatasets(resolved, open_options);
+  if (datasets.ok()) {
+    out.datasets = *std::move(datasets);
+    out.spec_hash = pipeline::SpecHash(resolved, out.datasets);
   }
-  // Else open our own: the peer's open failed (its error may not be ours) or is slow.
-  absl::StatusOr<OpenedDatasets> opened = [&]() -> absl::StatusOr<OpenedDatasets> {
-    pipeline::OpenOptions open_options;
-    open_options.cache_dir = options_.cache_dir;
-    open_options.shard_cache = options_.shard_cache;
-    ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
-                     pipeline::OpenDatasets(resolved, open_options));
-    std::string spec_hash = pipeline::SpecHash(resolved, datasets);
-    return OpenedDatasets{std::move(datasets), std::move(spec_hash)};
-  }();
-  if (mine != nullptr) {
-    mine->result = opened;  // published by Notify
-    mine->done.Notify();
+  if (out.pending != nullptr) {
     absl::MutexLock lock(&mu_);
-    if (auto it = opening_.find(key); it != opening_.end() && it->second == mine) {
-      opening_.erase(it);
-    }
+    out.pending->result = datasets.ok() ? absl::StatusOr<DatasetsAndHash>(
+                                              DatasetsAndHash{out.datasets, out.spec_hash})
+                                        : absl::StatusOr<DatasetsAndHash>(datasets.status());
+    out.pending->done = true;
   }
-  return opened;
+  if (!datasets.ok()) {
+    ForgetPendingOpen(out);
+    return datasets.status();
+  }
+  return out;
+}
+
+void InstanceRegistry::ForgetPendingOpen(const OpenedDatasets& opened) {
+  if (opened.pending == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  ForgetPendingOpenLocked(opened);
+}
+
+void InstanceRegistry::ForgetPendingOpenLocked(const OpenedDatasets& opened) {
+  if (opened.pending == nullptr) return;
+  auto it = opening_.find(opened.pending_key);
+  if (it != opening_.end() && it->second == opened.pending) opening_.erase(it);
 }
 
 absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstance(
@@ -425,9 +458,8 @@ void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
 
 proto::StatusReply InstanceRegistry::Status() const {
   proto::StatusReply reply;
-  // The shard cache's stats first, without mu_: Stats() takes the cache's lock, which a
-  // Read holds while it scans the cache directory on first use after a restart, and a
-  // /metrics scrape waiting there must not hold up Attach and Detach.
+  // The shard cache's stats first, without mu_: two locks never nest here, and a scrape
+  // adds nothing to Attach and Detach latency.
   if (options_.shard_cache != nullptr) {
     const storage::ShardCacheStats c = options_.shard_cache->Stats();
     proto::ShardCacheStatus* out = reply.mutable_shard_cache();

@@ -23,7 +23,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
@@ -97,9 +96,9 @@ class InstanceRegistry {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Detach(const Attachment& attachment, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The daemon's status. Reads the shard cache's stats without holding mu_ (they may
-  // wait for the cache's first directory scan), so a slow scrape never blocks Attach
-  // or Detach; the reply is not one atomic snapshot across cache and instances.
+  // The daemon's status. Reads the shard cache's stats (a brief lock of the cache's own)
+  // without holding mu_, so a scrape never adds to Attach or Detach latency; the reply
+  // is not one atomic snapshot across cache and instances.
   proto::StatusReply Status() const ABSL_LOCKS_EXCLUDED(mu_);
   // The instance with this id, or NOT_FOUND.
   absl::StatusOr<std::shared_ptr<PipelineInstance>> FindInstance(const std::string& instance_id)
@@ -124,27 +123,36 @@ class InstanceRegistry {
   void CloseAll() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct OpenedDatasets {
+  struct DatasetsAndHash {
     std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
     std::string spec_hash;
   };
-  // A dataset open in progress for an instance key, awaited by its DP-group peers.
+  // A dataset open in progress for an instance key, awaited by its DP-group peers; kept
+  // in opening_ until the instance it feeds is registered (or its attach fails).
   struct PendingOpen {
     proto::PipelineSpec spec;  // resolved; peers with another spec do not wait
-    absl::Notification done;
-    absl::StatusOr<OpenedDatasets> result = absl::UnknownError("not opened yet");
+    bool done = false;         // guarded by mu_
+    absl::StatusOr<DatasetsAndHash> result = absl::UnknownError("not opened yet");  // mu_
+  };
+  struct OpenedDatasets {
+    std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
+    std::string spec_hash;
+    // The running instance they were borrowed from, if any.
+    std::shared_ptr<PipelineInstance> source;
+    // The open this rank led (visible to peers in opening_[pending_key]), if any.
+    std::shared_ptr<PendingOpen> pending;
+    std::string pending_key;
   };
 
-  // The datasets (and spec hash) a rank of `identity` reads: a running peer's, a peer's
-  // open in progress (waited for, at most kPeerOpenWait), else newly opened.
+  // The datasets (and spec hash) a rank of `identity` reads: a running DP-group peer's
+  // (same resolved spec), a peer's open in progress (waited for, at most kPeerOpenWait,
+  // ended by shutdown), else newly opened (and announced to peers arriving meanwhile).
   absl::StatusOr<OpenedDatasets> DatasetsFor(const RankIdentity& identity,
                                              const proto::PipelineSpec& resolved)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The running, unpoisoned instance that a rank of `identity` would join, when its
-  // resolved spec equals `resolved`; else null (the rank opens its own datasets).
-  std::shared_ptr<PipelineInstance> RunningPeer(const RankIdentity& identity,
-                                                const proto::PipelineSpec& resolved) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Removes the open `opened` led from opening_ (no-op when it led none).
+  void ForgetPendingOpen(const OpenedDatasets& opened) ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgetPendingOpenLocked(const OpenedDatasets& opened) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<PipelineInstance>> CreateInstance(
       const proto::AttachRequest& request, const RankIdentity& identity,
       proto::PipelineSpec resolved, const std::string& spec_hash,

@@ -153,6 +153,9 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
   std::vector<std::string> doomed;
   {
     absl::MutexLock lock(&mu_);
+    // One deadline for all the waiting this Read does, however often the block is
+    // evicted and fetched again meanwhile.
+    const absl::Time deadline = absl::Now() + options_.wait_timeout;
     for (;;) {
       auto it = entries_.find(identity);
       if (it == entries_.end()) {  // a miss: this thread downloads
@@ -176,7 +179,6 @@ absl::StatusOr<std::shared_ptr<ShardCache::Entry>> ShardCache::Acquire(
       std::shared_ptr<Entry> found = it->second;
       if (found->state == Entry::State::kLoading) {  // join the download in flight
         ++counters_.waits;
-        const absl::Time deadline = absl::Now() + options_.wait_timeout;
         while (found->state == Entry::State::kLoading) {
           if (loaded_.WaitWithDeadline(&mu_, deadline) &&
               found->state == Entry::State::kLoading) {
@@ -271,8 +273,15 @@ absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, ui
     absl::MutexLock lock(&mu_);
     ++counters_.downloads;
     counters_.bytes_downloaded += payload.size();
-    // An evicted file of the same name may not be deleted yet: do not write over it.
-    while (!entry->path.empty() && unlinking_.count(entry->path) > 0) unlinked_.Wait(&mu_);
+    // An evicted file of the same name may not be deleted yet: do not write over it. A
+    // delete stuck on a hung filesystem costs at most wait_timeout; then the block is
+    // served from memory instead.
+    const absl::Time deadline = absl::Now() + options_.wait_timeout;
+    while (!entry->path.empty() && unlinking_.count(entry->path) > 0) {
+      if (unlinked_.WaitWithDeadline(&mu_, deadline) && unlinking_.count(entry->path) > 0) {
+        entry->path.clear();
+      }
+    }
   }
   if (!entry->path.empty()) {
     bool written = false;
