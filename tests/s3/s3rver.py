@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import http.server
 import threading
 import time
 from contextlib import contextmanager
@@ -114,3 +115,23 @@ def serving(server):
         server.shutdown()
         server.server_close()
         t.join(10)
+
+
+class StubHandler(http.server.BaseHTTPRequestHandler):
+    """Base of the stub S3 servers' request handlers: HTTP/1.1 keep-alive, a 30 s socket
+    timeout, no request logging, and reply() for a whole answer."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+
+    def reply(self, status, body=b"", headers=None):
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass

@@ -27,8 +27,8 @@ import pytest
 
 from fault_proxy import (CORRUPT_REQUEST, CUT_REQUEST, CUT_RESPONSE, DROP_REQUEST, PASS,
                          REFUSE, STALL, FaultProxy)
-from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, TOOL, node, serving, stub_env,
-                    tool)
+from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, TOOL, node, serving,
+                    stub_env, StubHandler, tool)
 
 
 def requires_s3rver(test):
@@ -219,10 +219,7 @@ class _DigestCheckingS3(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _DigestHandler)
 
 
-class _DigestHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-
+class _DigestHandler(StubHandler):
     def do_PUT(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         expected = base64.b64encode(hashlib.md5(body).digest()).decode()
@@ -232,13 +229,7 @@ class _DigestHandler(http.server.BaseHTTPRequestHandler):
             b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest</Code>'
             b"<Message>The Content-MD5 you specified did not match what we received."
             b"</Message></Error>")
-        self.send_response(200 if ok else 400)
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args):
-        pass
+        self.reply(200 if ok else 400, reply)
 
 
 @pytest.fixture
@@ -463,10 +454,7 @@ class _ScriptedS3(http.server.ThreadingHTTPServer):
         return [b - a for a, b in zip(times, times[1:])]
 
 
-class _ScriptedHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-
+class _ScriptedHandler(StubHandler):
     def _answer(self):
         length = int(self.headers.get("Content-Length") or 0)
         if length:
@@ -475,18 +463,9 @@ class _ScriptedHandler(http.server.BaseHTTPRequestHandler):
             i = len(self.server.requests)
             self.server.requests.append((self.command, self.path, time.monotonic()))
         status, headers, body = self.server.script[min(i, len(self.server.script) - 1)]
-        self.send_response(status)
-        for k, v in headers.items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self.reply(status, body, headers)
 
     do_GET = do_PUT = do_HEAD = do_DELETE = _answer
-
-    def log_message(self, *args):
-        pass
 
 
 @contextmanager

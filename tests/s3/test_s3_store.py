@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 import pytest
 
 from fault_proxy import FaultProxy
-from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, node, serving, stub_env,
-                    tool)
+from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, node, serving,
+                    stub_env, StubHandler, tool)
 
 pytestmark = REQUIRES_S3RVER
 
@@ -399,32 +399,20 @@ class _IfMatchS3(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _IfMatchHandler)
 
 
-class _IfMatchHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-
+class _IfMatchHandler(StubHandler):
     def do_GET(self):
         cond = self.headers.get("If-Match")
         self.server.if_match.append(cond)
         if cond is not None and cond != f'"{self.server.CURRENT}"':
-            body = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
-                    b"<Code>PreconditionFailed</Code><Message>At least one of the "
-                    b"pre-conditions you specified did not hold</Message>"
-                    b"<Condition>If-Match</Condition></Error>")
-            self.send_response(412)
-        else:
-            first, last = self.headers["Range"].removeprefix("bytes=").split("-")
-            body = self.server.BODY[int(first):int(last) + 1]
-            self.send_response(206)
-            self.send_header("ETag", f'"{self.server.CURRENT}"')
-            self.send_header("Content-Range",
-                             f"bytes {first}-{last}/{len(self.server.BODY)}")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+            self.reply(412, b'<?xml version="1.0" encoding="UTF-8"?>\n<Error>'
+                            b"<Code>PreconditionFailed</Code><Message>At least one of the "
+                            b"pre-conditions you specified did not hold</Message>"
+                            b"<Condition>If-Match</Condition></Error>")
+            return
+        first, last = self.headers["Range"].removeprefix("bytes=").split("-")
+        self.reply(206, self.server.BODY[int(first):int(last) + 1],
+                   {"ETag": f'"{self.server.CURRENT}"',
+                    "Content-Range": f"bytes {first}-{last}/{len(self.server.BODY)}"})
 
 
 @pytest.fixture
@@ -463,23 +451,12 @@ class _RangeS3(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _RangeHandler)
 
 
-class _RangeHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-
+class _RangeHandler(StubHandler):
     def do_GET(self):
         self.server.ranges.append(self.headers["Range"])
         first, last = map(int, self.headers["Range"].removeprefix("bytes=").split("-"))
         content_range, body = self.server.answer(first, min(last, 99))
-        self.send_response(206)
-        if content_range is not None:
-            self.send_header("Content-Range", content_range)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply(206, body, {} if content_range is None else {"Content-Range": content_range})
 
 
 B = _RangeS3.BODY
@@ -563,18 +540,10 @@ class _HeadOnlyS3(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _HeadOnlyHandler)
 
 
-class _HeadOnlyHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 30
-
+class _HeadOnlyHandler(StubHandler):
     def do_HEAD(self):
         self.server.requests.append((self.headers["Host"].split(":")[0], self.path))
-        self.send_response(self.server.bucket_status if self.path == "/" else 404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
+        self.reply(self.server.bucket_status if self.path == "/" else 404)
 
 
 @pytest.mark.parametrize("bucket_status,code", [(404, "FAILED_PRECONDITION"),
