@@ -5,12 +5,12 @@ port with one bucket; `tool` runs bazel-bin/daemon/storage/s3_tool; `node` runs 
 independent AWS SDK client (s3client.mjs). The `server` fixture (conftest.py) starts a
 server and points the standard AWS_* variables at it.
 """
+import http.server
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
-import http.server
 import threading
 import time
 from contextlib import contextmanager
