@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from datetime import datetime, timezone
 import threading
 import time
 from contextlib import contextmanager
@@ -135,3 +136,39 @@ class StubHandler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def raw_request(method, port, key, extra_headers=None, body=b"", send_only=None):
+    """One hand-made S3 request to s3rver on `port` (which checks only the access key id,
+    not the signature): for what s3_tool never sends, such as a wrong Content-MD5.
+    Returns (status, whole reply); with `send_only`, sends that many body bytes, hangs
+    up and returns (None, b"")."""
+    now = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    headers = {
+        "Host": f"127.0.0.1:{port}",
+        "Authorization": f"AWS4-HMAC-SHA256 Credential=S3RVER/{now[:8]}/us-east-1/s3/"
+                         "aws4_request, SignedHeaders=host, Signature=00",
+        "x-amz-date": now, "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
+        **({"Content-Length": str(len(body))} if body or method == "PUT" else {}),
+        "Connection": "close", **(extra_headers or {})}
+    head = f"{method} /{BUCKET}/{key} HTTP/1.1\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(head.encode() + (body if send_only is None else body[:send_only]))
+        if send_only is not None:
+            return None, b""
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    return int(reply.split(b" ", 2)[1]), reply
+
+
+class StubServer(http.server.ThreadingHTTPServer):
+    """Base of the stub S3 servers: 127.0.0.1 on a free port, daemon handler threads,
+    requests handled by `handler` (a StubHandler subclass). Subclasses set their own
+    state before calling StubServer.__init__."""
+
+    daemon_threads = True
+
+    def __init__(self, handler):
+        super().__init__(("127.0.0.1", 0), handler)

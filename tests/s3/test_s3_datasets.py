@@ -9,7 +9,6 @@ the client and the daemon has its own deadline).
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor

@@ -14,21 +14,19 @@ server, as with an S3 that discards it) while CUT_REQUEST only checks the client
 """
 import base64
 import hashlib
-import http.server
 import os
 import socket
 import subprocess
 import threading
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
 
 import pytest
 
 from fault_proxy import (CORRUPT_REQUEST, CUT_REQUEST, CUT_RESPONSE, DROP_REQUEST, PASS,
                          REFUSE, STALL, FaultProxy)
-from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, TOOL, node, serving,
-                    stub_env, StubHandler, tool)
+from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, TOOL, node, raw_request,
+                    serving, stub_env, StubHandler, StubServer, tool)
 
 
 def requires_s3rver(test):
@@ -208,15 +206,14 @@ def test_put_sends_the_content_md5_of_the_body(server, proxy, tmp_path):
 # --- a body corrupted in transit ---------------------------------------------------
 
 
-class _DigestCheckingS3(http.server.ThreadingHTTPServer):
+class _DigestCheckingS3(StubServer):
     """Just enough of S3 for PutObject's integrity check: 200 when the body matches
     Content-MD5, else 400 BadDigest with S3's error document. Stores nothing."""
 
-    daemon_threads = True
 
     def __init__(self):
         self.puts = []  # (key, status) per request
-        super().__init__(("127.0.0.1", 0), _DigestHandler)
+        super().__init__(_DigestHandler)
 
 
 class _DigestHandler(StubHandler):
@@ -271,9 +268,9 @@ def test_s3rver_fidelity_gaps(server):
     against s3rver directly instead of the stub and DROP_REQUEST."""
     body = b"A" * 100_000
     wrong_md5 = base64.b64encode(hashlib.md5(b"something else").digest()).decode()
-    status, _ = _raw_put(server.port, "wrong-md5", body, {"Content-MD5": wrong_md5})
+    status, _ = raw_request("PUT", server.port, "wrong-md5", {"Content-MD5": wrong_md5}, body)
     assert status == 200  # S3 would answer 400 BadDigest
-    _raw_put(server.port, "truncated", body, {}, send_only=50_000)
+    raw_request("PUT", server.port, "truncated", body=body, send_only=50_000)
     out = tool("head", f"s3://{BUCKET}/truncated")
     for _ in range(50):  # s3rver writes the stream asynchronously
         if out.returncode == 0 and out.stdout.split(b"\t")[0] == b"50000":
@@ -283,24 +280,6 @@ def test_s3rver_fidelity_gaps(server):
     assert out.stdout.split(b"\t")[0] == b"50000", out  # S3 would store nothing
 
 
-def _raw_put(port, key, body, extra_headers, send_only=None):
-    now = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    headers = {
-        "Host": f"127.0.0.1:{port}",
-        "Authorization": f"AWS4-HMAC-SHA256 Credential=S3RVER/{now[:8]}/us-east-1/s3/"
-                         "aws4_request, SignedHeaders=host, Signature=00",
-        "x-amz-date": now, "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
-        "Content-Length": str(len(body)), "Connection": "close", **extra_headers}
-    head = f"PUT /{BUCKET}/{key} HTTP/1.1\r\n" + "".join(
-        f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(head.encode() + (body if send_only is None else body[:send_only]))
-        if send_only is not None:
-            return None, b""
-        reply = b""
-        while chunk := s.recv(65536):
-            reply += chunk
-    return int(reply.split(b" ", 2)[1]), reply
 
 
 def _parse_head(head):
@@ -437,17 +416,16 @@ def _s3_error(code, message):
             f"<Message>{message}</Message></Error>").encode()
 
 
-class _ScriptedS3(http.server.ThreadingHTTPServer):
+class _ScriptedS3(StubServer):
     """Answers the i-th request with script[i] (the last entry once the script runs
     out): (status, headers, body). Records (method, path, time.monotonic()) per request."""
 
-    daemon_threads = True
 
     def __init__(self, script):
         self.script = script
         self.requests = []
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _ScriptedHandler)
+        super().__init__(_ScriptedHandler)
 
     def gaps(self):
         times = [t for _, _, t in self.requests]

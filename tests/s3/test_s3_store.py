@@ -4,19 +4,17 @@ Runs s3rver (npm, tests/s3/node_modules; `make setup-s3`) on loopback and drives
 bazel-bin/daemon/storage/s3_tool, cross-checking bytes with the AWS SDK for JavaScript
 (s3client.mjs). Skips when s3rver or node is not installed.
 """
-import http.server
 import os
 import socket
 import subprocess
 import threading
 import time
-from datetime import datetime, timezone
 
 import pytest
 
 from fault_proxy import FaultProxy
-from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, node, serving,
-                    stub_env, StubHandler, tool)
+from s3rver import (BUCKET, CLIENT, FAST_FAIL, REQUIRES_S3RVER, node, raw_request, serving,
+                    stub_env, StubHandler, StubServer, tool)
 
 pytestmark = REQUIRES_S3RVER
 
@@ -350,22 +348,6 @@ def test_conditional_reads_of_a_replaced_object_fail_without_bytes(server, tmp_p
     assert r.returncode == 0 and r.stdout == b"B" * 50, r.stderr.decode()
 
 
-def _raw_get(port, key, extra_headers):
-    now = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    headers = {
-        "Host": f"127.0.0.1:{port}",
-        "Authorization": f"AWS4-HMAC-SHA256 Credential=S3RVER/{now[:8]}/us-east-1/s3/"
-                         "aws4_request, SignedHeaders=host, Signature=00",
-        "x-amz-date": now, "x-amz-content-sha256": "UNSIGNED-PAYLOAD",
-        "Connection": "close", **extra_headers}
-    head = f"GET /{BUCKET}/{key} HTTP/1.1\r\n" + "".join(
-        f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(head.encode())
-        reply = b""
-        while chunk := s.recv(65536):
-            reply += chunk
-    return int(reply.split(b" ", 2)[1]), reply
 
 
 def test_s3rver_ignores_if_match(server, tmp_path):
@@ -378,25 +360,24 @@ def test_s3rver_ignores_if_match(server, tmp_path):
     url = f"s3://{BUCKET}/cond/pin.bin"
     assert tool("put", str(src), url).returncode == 0
     etag = head_etag(url)
-    status, reply = _raw_get(server.port, "cond/pin.bin",
+    status, reply = raw_request("GET", server.port, "cond/pin.bin",
                              {"If-Match": '"0123456789abcdef0123456789abcdef"',
                               "Range": "bytes=0-9"})
     assert status == 206, reply[:300]  # S3 would answer 412 PreconditionFailed
     assert f'etag: "{etag}"'.encode() in reply.lower(), reply[:300]
 
 
-class _IfMatchS3(http.server.ThreadingHTTPServer):
+class _IfMatchS3(StubServer):
     """Just enough of S3's GetObject to honour If-Match, as AWS does: one object whose
     ETag is CURRENT; a GET whose If-Match names another ETag gets 412
     PreconditionFailed. Records every request's If-Match."""
 
-    daemon_threads = True
     CURRENT = "5d41402abc4b2a76b9719d911017c592"
     BODY = b"0123456789" * 10
 
     def __init__(self):
         self.if_match = []
-        super().__init__(("127.0.0.1", 0), _IfMatchHandler)
+        super().__init__(_IfMatchHandler)
 
 
 class _IfMatchHandler(StubHandler):
@@ -438,17 +419,16 @@ def test_http_412_from_an_s3_that_honours_if_match_is_failed_precondition(if_mat
 # --- 206 answers are checked against the range asked for ------------------------------
 
 
-class _RangeS3(http.server.ThreadingHTTPServer):
+class _RangeS3(StubServer):
     """GetObject with Range over a 100-byte object, answered 206 as `answer(first, last)`
     says: (content_range or None, body). Records each Range header."""
 
-    daemon_threads = True
     BODY = bytes(range(100))
 
     def __init__(self, answer):
         self.answer = answer
         self.ranges = []
-        super().__init__(("127.0.0.1", 0), _RangeHandler)
+        super().__init__(_RangeHandler)
 
 
 class _RangeHandler(StubHandler):
@@ -528,16 +508,15 @@ def test_head_tells_a_missing_bucket_from_a_missing_key(server):
     assert subprocess.run(["node", CLIENT, "head", BUCKET, "missing.bin"]).returncode == 3
 
 
-class _HeadOnlyS3(http.server.ThreadingHTTPServer):
+class _HeadOnlyS3(StubServer):
     """HEAD answers 404 (no body) for every key, and `bucket_status` for the bucket
     itself ("/" in virtual-host style). Records (Host, path) per request."""
 
-    daemon_threads = True
 
     def __init__(self, bucket_status):
         self.bucket_status = bucket_status
         self.requests = []
-        super().__init__(("127.0.0.1", 0), _HeadOnlyHandler)
+        super().__init__(_HeadOnlyHandler)
 
 
 class _HeadOnlyHandler(StubHandler):
