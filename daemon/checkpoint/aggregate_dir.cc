@@ -16,7 +16,6 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/identity.h"
-#include "daemon/storage/s3_store.h"
 
 namespace zephon::checkpoint {
 namespace {
@@ -82,36 +81,13 @@ std::string CheckpointPath(const std::string& aggregate_dir, const std::string& 
   return JoinLocation(aggregate_dir, CheckpointKey(run_id, round));
 }
 
-namespace {
-
-// OpenStore, with an s3:// store's calls bounded by `budget` (retries included).
-absl::StatusOr<std::unique_ptr<storage::ObjectStore>> OpenBudgeted(const std::string& location,
-                                                                   absl::Duration budget) {
-  ASSIGN_OR_RETURN(storage::Location kind, storage::ClassifyLocation(location));
-  if (budget == absl::InfiniteDuration() || kind.kind != storage::LocationKind::kS3) {
-    return storage::OpenStore(location);
-  }
-  ASSIGN_OR_RETURN(storage::S3Location where, storage::ParseS3Url(location));
-  storage::S3Options options = storage::S3Defaults();
-  options.bucket = where.bucket;
-  options.prefix = where.key;
-  const absl::Duration per_attempt =
-      std::max(absl::Seconds(1), budget / std::max(1, options.max_attempts));
-  options.request_timeout = std::min(options.request_timeout, per_attempt);
-  options.connect_timeout = std::min(options.connect_timeout, options.request_timeout);
-  ASSIGN_OR_RETURN(std::unique_ptr<storage::S3Store> store, storage::S3Store::Open(options));
-  return std::unique_ptr<storage::ObjectStore>(std::move(store));
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<AggregateDir>> AggregateDir::Open(
     const std::string& aggregate_dir, absl::Duration budget) {
   if (aggregate_dir.empty()) {
     return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
   }
   absl::StatusOr<std::unique_ptr<storage::ObjectStore>> store =
-      OpenBudgeted(aggregate_dir, budget);
+      storage::OpenStore(aggregate_dir, budget);
   if (!store.ok()) {
     return WithContext(store.status(), absl::StrCat("aggregate_dir '", aggregate_dir, "'"));
   }

@@ -139,10 +139,12 @@ absl::StatusOr<Location> ClassifyLocation(const std::string& location) {
                                                  kSupported, ")"));
 }
 
-absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url) {
+absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url,
+                                                       absl::Duration call_budget) {
   ASSIGN_OR_RETURN(Location location, ClassifyLocation(url));
   if (location.kind == LocationKind::kS3) {
-    ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store, S3Store::OpenUrl(location.path_or_url));
+    ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store,
+                     S3Store::OpenUrl(location.path_or_url, call_budget));
     return std::unique_ptr<ObjectStore>(std::move(store));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> store, LocalStore::Open(location.path_or_url));

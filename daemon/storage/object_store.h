@@ -130,7 +130,10 @@ absl::StatusOr<Location> ClassifyLocation(const std::string& location);
 //                                               credentials from the environment;
 //                                               FAILED_PRECONDITION without credentials)
 // Any other "scheme://" is INVALID_ARGUMENT, as is "" (ClassifyLocation's errors).
-absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url);
+// `call_budget` bounds each call of an S3 store, retries included (S3Store::OpenUrl);
+// a LocalStore ignores it.
+absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(
+    const std::string& url, absl::Duration call_budget = absl::InfiniteDuration());
 
 struct S3Location {
   std::string bucket;

@@ -178,11 +178,18 @@ S3Options S3Defaults() {
   return DefaultsLocked();
 }
 
-absl::StatusOr<std::unique_ptr<S3Store>> S3Store::OpenUrl(const std::string& url) {
+absl::StatusOr<std::unique_ptr<S3Store>> S3Store::OpenUrl(const std::string& url,
+                                                          absl::Duration call_budget) {
   ASSIGN_OR_RETURN(S3Location loc, ParseS3Url(url));
   S3Options options = S3Defaults();
   options.bucket = std::move(loc.bucket);
   options.prefix = std::move(loc.key);
+  if (call_budget != absl::InfiniteDuration()) {
+    const absl::Duration per_attempt =
+        std::max(absl::Seconds(1), call_budget / std::max(1, options.max_attempts));
+    options.request_timeout = std::min(options.request_timeout, per_attempt);
+    options.connect_timeout = std::min(options.connect_timeout, options.request_timeout);
+  }
   return Open(std::move(options));
 }
 

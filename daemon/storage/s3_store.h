@@ -115,8 +115,11 @@ class S3Store final : public ObjectStore {
   static absl::StatusOr<std::unique_ptr<S3Store>> Open(S3Options options);
 
   // Open for "s3://bucket[/prefix]" starting from S3Defaults(), the rest from the
-  // environment.
-  static absl::StatusOr<std::unique_ptr<S3Store>> OpenUrl(const std::string& url);
+  // environment. A finite `call_budget` bounds each call, retries included: the
+  // per-attempt timeout shrinks to call_budget / max_attempts (at least 1 s), for
+  // callers that must answer before a deadline.
+  static absl::StatusOr<std::unique_ptr<S3Store>> OpenUrl(
+      const std::string& url, absl::Duration call_budget = absl::InfiniteDuration());
 
   S3Store(const S3Store&) = delete;
   S3Store& operator=(const S3Store&) = delete;

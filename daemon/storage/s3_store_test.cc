@@ -86,6 +86,20 @@ TEST_F(S3StoreOpenTest, OpenUrlStartsFromTheProcessDefaults) {
   EXPECT_EQ(S3Defaults().max_attempts, 4);
 }
 
+TEST_F(S3StoreOpenTest, ACallBudgetShrinksThePerAttemptTimeout) {
+  env_.Set("AWS_ACCESS_KEY_ID", "K");
+  env_.Set("AWS_SECRET_ACCESS_KEY", "S");
+  auto unbounded = S3Store::OpenUrl("s3://bkt/p");
+  ASSERT_TRUE(unbounded.ok()) << unbounded.status();
+  EXPECT_EQ((*unbounded)->options().request_timeout, absl::Seconds(60));
+  auto bounded = S3Store::OpenUrl("s3://bkt/p", absl::Seconds(8));  // 4 attempts
+  ASSERT_TRUE(bounded.ok()) << bounded.status();
+  EXPECT_EQ((*bounded)->options().request_timeout, absl::Seconds(2));
+  EXPECT_LE((*bounded)->options().connect_timeout, absl::Seconds(2));
+  EXPECT_EQ((*S3Store::OpenUrl("s3://bkt", absl::Milliseconds(10)))->options().request_timeout,
+            absl::Seconds(1));  // never below 1 s
+}
+
 TEST_F(S3StoreOpenTest, NoCredentialsNamesTheVariablesAndTheFile) {
   auto s = Open();
   ASSERT_FALSE(s.ok());
