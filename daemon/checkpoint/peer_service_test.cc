@@ -30,11 +30,10 @@ namespace {
 using testing::MakeReport;
 using testing::MessageHas;
 using testing::RunShape;
-using Result = absl::StatusOr<proto::CheckpointResult>;
+using testing::In;
+using testing::Result;
 
 std::string MakeTempDir() { return testing::MakeTempDir("peer"); }
-
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
 
 // A leader: an aggregator served on 127.0.0.1:<free port>.
 class TestLeader {

@@ -21,11 +21,10 @@ namespace {
 using testing::MakeReport;
 using testing::MessageHas;
 using testing::RunShape;
-using Result = absl::StatusOr<proto::CheckpointResult>;
+using testing::In;
+using testing::Result;
 
 std::string MakeTempDir() { return testing::MakeTempDir("agg"); }
-
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
 
 // Submits each report from its own thread; results in report order.
 std::vector<Result> SubmitAll(RoundAggregator* agg,

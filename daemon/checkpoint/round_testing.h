@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 #include "proto/checkpoint.pb.h"
@@ -81,6 +84,12 @@ inline ::testing::AssertionResult MessageHas(const absl::Status& status,
 }
 
 using ::zephon::testing::MakeTempDir;  // common/temp_dir_testing.h
+
+// A round's outcome as Submit/Report return it.
+using Result = absl::StatusOr<proto::CheckpointResult>;
+
+// A deadline `d` from now.
+inline absl::Time In(absl::Duration d) { return absl::Now() + d; }
 
 }  // namespace zephon::checkpoint::testing
 
