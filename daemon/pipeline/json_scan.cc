@@ -71,18 +71,9 @@ class Scanner {
 
   // REQUIRES: Peek() == '{'.
   bool Object(int depth, bool top) {
-    if (depth > kMaxJsonDepth) {
-      return Fail(absl::StrCat("malformed JSON: nesting deeper than ", kMaxJsonDepth), pos_);
-    }
-    ++pos_;
-    SkipWs();
-    if (Peek() == '}') {
-      ++pos_;
-      return true;
-    }
+    if (!Enter(depth)) return false;
     std::string key;
-    while (true) {
-      SkipWs();
+    return Members('}', "',' or '}'", [&] {
       if (Peek() != '"') return Unexpected("a string key");
       const size_t key_pos = pos_;
       key.clear();
@@ -94,47 +85,50 @@ class Scanner {
           return Fail(absl::StrCat("field \"", std::string(field_), "\" appears more than once"), key_pos);
         }
         found_ = true;
-        if (!TokenArray()) return false;
-      } else if (!Value(depth)) {
-        return false;
+        return TokenArray();
       }
-      SkipWs();
-      if (Peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (Peek() == '}') {
-        ++pos_;
-        return true;
-      }
-      return Unexpected("',' or '}'");
-    }
+      return Value(depth);
+    });
   }
 
   // REQUIRES: Peek() == '['.
   bool Array(int depth) {
+    if (!Enter(depth)) return false;
+    return Members(']', "',' or ']'", [&] { return Value(depth); });
+  }
+
+  // Opens a container at `depth`: fails past kMaxJsonDepth, else consumes the bracket.
+  bool Enter(int depth) {
     if (depth > kMaxJsonDepth) {
       return Fail(absl::StrCat("malformed JSON: nesting deeper than ", kMaxJsonDepth), pos_);
     }
     ++pos_;
+    return true;
+  }
+
+  // The members of a container whose opening bracket was consumed: `member` parses one
+  // (whitespace before it skipped), then ',' continues and `close` ends the container;
+  // anything else is an error expecting `separators`. An empty container is fine.
+  template <typename ParseMember>
+  bool Members(char close, const char* separators, ParseMember member) {
     SkipWs();
-    if (Peek() == ']') {
+    if (Peek() == close) {
       ++pos_;
       return true;
     }
     while (true) {
       SkipWs();
-      if (!Value(depth)) return false;
+      if (!member()) return false;
       SkipWs();
       if (Peek() == ',') {
         ++pos_;
         continue;
       }
-      if (Peek() == ']') {
+      if (Peek() == close) {
         ++pos_;
         return true;
       }
-      return Unexpected("',' or ']'");
+      return Unexpected(separators);
     }
   }
 
@@ -287,13 +281,8 @@ class Scanner {
       return Fail(absl::StrCat("field \"", std::string(field_), "\" is not an array"), at);
     }
     ++pos_;
-    SkipWs();
-    if (Peek() == ']') {
-      ++pos_;
-      return true;
-    }
-    for (size_t k = 0;; ++k) {
-      SkipWs();
+    size_t k = 0;
+    return Members(']', "',' or ']'", [&] {
       const size_t at = pos_;
       const char c = Peek();
       if (c == '-' || IsDigit(c)) {
@@ -318,17 +307,9 @@ class Scanner {
         return Fail(absl::StrCat("field \"", std::string(field_), "\" element ", k, " is not an integer: ",
                                  std::string(text_.substr(at, std::min<size_t>(pos_ - at, 40)))), at);
       }
-      SkipWs();
-      if (Peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (Peek() == ']') {
-        ++pos_;
-        return true;
-      }
-      return Unexpected("',' or ']'");
-    }
+      ++k;
+      return true;
+    });
   }
 
   const std::string_view text_;
