@@ -33,9 +33,12 @@ absl::Status SpawnDaemon(const std::string& zephond, const std::string& socket, 
   }
   const std::string log = socket + ".log";
   const std::string idle = absl::StrCat(idle_exit_s);
+  // An auto-started daemon serves this node's ranks only: no TCP port at all (no peer
+  // service, no metrics endpoint); multi-node runs use an operator-run zephond.
   std::vector<std::string> args = {"/bin/sh", "-c",
                                    "\"$0\" \"$@\" </dev/null >>\"$ZEPHON_SPAWN_LOG\" 2>&1 &",
-                                   zephond, "--socket", socket, "--idle-exit-s", idle};
+                                   zephond, "--socket", socket, "--idle-exit-s", idle,
+                                   "--metrics-address", ""};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

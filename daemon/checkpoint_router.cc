@@ -100,7 +100,7 @@ absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> CheckpointRouter::
   auto it = clients_.find(address);
   if (it != clients_.end()) return it->second;
   ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::PeerClient> client,
-                   checkpoint::PeerClient::Connect(address, credentials_));
+                   checkpoint::PeerClient::Connect(address, credentials_, auth_));
   // A run has one leader at a time; a handful of past ones is plenty to remember.
   if (clients_.size() >= kMaxCachedClients) clients_.clear();
   std::shared_ptr<const checkpoint::PeerClient> shared = std::move(client);

@@ -28,10 +28,12 @@ namespace zephon::daemon {
 
 class CheckpointRouter {
  public:
-  // `aggregator` must outlive the router.
+  // `aggregator` must outlive the router. `auth` (null: unsigned) signs every report to a
+  // remote leader with the cluster's --peer-secret-file.
   CheckpointRouter(checkpoint::RoundAggregator* aggregator,
-                   std::shared_ptr<grpc::ChannelCredentials> peer_credentials)
-      : aggregator_(aggregator), credentials_(std::move(peer_credentials)) {}
+                   std::shared_ptr<grpc::ChannelCredentials> peer_credentials,
+                   std::shared_ptr<const checkpoint::PeerAuthenticator> auth = nullptr)
+      : aggregator_(aggregator), credentials_(std::move(peer_credentials)), auth_(std::move(auth)) {}
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
                                                  const RankIdentity& identity, bool leads,
@@ -53,6 +55,7 @@ class CheckpointRouter {
 
   checkpoint::RoundAggregator* const aggregator_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  const std::shared_ptr<const checkpoint::PeerAuthenticator> auth_;
   mutable absl::Mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const checkpoint::PeerClient>> clients_
       ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,8 @@
 #include "daemon/instance_registry.h"
 
 #include <sys/resource.h>
+
+#include <algorithm>
 #include <time.h>
 #include <unistd.h>
 
@@ -157,10 +159,9 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     }
     identity.local_peers = options_.reader_capacity;
   }
-  if (identity.global_rank == 0 && identity.world_size > 1 && !identity.aggregate_dir.empty() &&
-      !options_.peer_address.empty()) {
+  if (identity.global_rank == 0 && identity.world_size > 1 && !identity.aggregate_dir.empty()) {
     // This daemon hosts rank 0: it leads the run's checkpoint rounds, and followers find
-    // it through the rendezvous file. Written first and outside the registry lock (it
+    // it through the rendezvous file (which says so when this daemon serves no peers). Written first and outside the registry lock (it
     // may sit on a slow shared filesystem or object store); a stale file naming us is
     // harmless. A store that refuses the write (bad credentials, missing bucket) fails
     // the attach here, naming the object, instead of stalling the first checkpoint.
@@ -524,6 +525,22 @@ std::set<uint32_t> InstanceRegistry::LocalRanksOfRun(const std::string& run_key)
     }
   }
   return ranks;
+}
+
+std::optional<checkpoint::LedRun> InstanceRegistry::LedRun(const std::string& run_id) const {
+  if (run_id.empty()) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, group] : instances_) {
+    for (const auto& instance : group) {
+      const InstanceConfig& config = instance->config();
+      if (config.run_key != run_id) continue;
+      const std::vector<uint32_t> ranks = instance->attached_ranks();
+      if (std::find(ranks.begin(), ranks.end(), 0u) == ranks.end()) continue;
+      return checkpoint::LedRun{config.identity.world_size, config.identity.canonical_replicas,
+                                config.spec_hash, config.identity.aggregate_dir};
+    }
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<std::string> InstanceRegistry::Explain(const std::string& instance_id) const {

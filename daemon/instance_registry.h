@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/checkpoint/led_run.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/pipeline_instance.h"
@@ -105,6 +106,12 @@ class InstanceRegistry {
       const ABSL_LOCKS_EXCLUDED(mu_);
   // Global ranks attached now to instances of the run `run_key` (run_id or local-N).
   std::set<uint32_t> LocalRanksOfRun(const std::string& run_key) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The run `run_id` as this daemon leads it (global_rank 0 of the run attached here): its
+  // world_size, canonical_replicas, spec hash and aggregate_dir as its ranks attached
+  // them. nullopt when this daemon does not lead the run. What the peer service holds
+  // every remote report against.
+  std::optional<checkpoint::LedRun> LedRun(const std::string& run_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The Explain of one instance (`instance_id`) or of all (empty), then one line
   // "node totals: ..." over every instance of this daemon: instances, producer and
   // worker threads, total engine threads, ring bytes. NOT_FOUND for an unknown id.

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -33,6 +34,7 @@
 
 #include "absl/time/clock.h"
 #include "common/paths.h"
+#include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/peer_credentials.h"
 #include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
@@ -144,13 +146,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--prefetch-batches", prefetch_batches, "Default ring slots per instance")
       ->capture_default_str();
-  std::string peer_address = "127.0.0.1:0";
+  std::string peer_address;
   std::string advertise_address;
   zephon::checkpoint::PeerTlsOptions peer_tls;
+  std::string peer_secret_file;
+  bool peer_insecure = false;
   app.add_option("--peer-address", peer_address,
-                 "host:port of the daemon-to-daemon checkpoint service (port 0 = any free "
-                 "port; use the node's cluster address in multi-node runs)")
-      ->capture_default_str();
+                 "host:port of the daemon-to-daemon service (checkpoint rounds of runs "
+                 "spanning nodes, and `zephonctl status --address`); empty (the default) = "
+                 "no TCP port at all: runs whose ranks are all on this node checkpoint over "
+                 "the Unix socket. Needs peer authentication: --peer-tls-cert/-key/-ca "
+                 "(mutual TLS), --peer-secret-file, or --peer-insecure");
   app.add_option("--advertise-address", advertise_address,
                  "host:port peers use to reach this daemon (default: --peer-address with "
                  "the bound port; the hostname when it binds 0.0.0.0)");
@@ -158,6 +164,13 @@ int main(int argc, char** argv) {
   app.add_option("--peer-tls-key", peer_tls.key_file, "PEM private key for peer traffic");
   app.add_option("--peer-tls-ca", peer_tls.ca_file,
                  "PEM CA bundle: verify peers with it (mutual TLS)");
+  app.add_option("--peer-secret-file", peer_secret_file,
+                 "File holding a secret shared by every zephond of the cluster (32+ bytes, "
+                 "mode 0400, e.g. a Kubernetes Secret): peer calls are signed with it "
+                 "(HMAC-SHA256) and unsigned ones refused");
+  app.add_flag("--peer-insecure", peer_insecure,
+               "Serve --peer-address without authentication: anyone who can reach the port "
+               "can read status and take part in checkpoint rounds. Trusted networks only");
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
                  "Directory for converted dataset shards (JSONL token caches) and, under "
@@ -284,34 +297,79 @@ int main(int argc, char** argv) {
                                       .ToString());
     return kExitBadFlags;
   }
-  zephon::checkpoint::RoundAggregator aggregator;
-  zephon::checkpoint::PeerService peer_service(&aggregator);
-  // Status for `zephonctl status --address host:port`, with the peer credentials.
-  zephon::daemon::PeerStatusService peer_status_service;
-  grpc::ServerBuilder peer_builder;
-  int peer_port = 0;
-  peer_builder.AddListeningPort(peer_address, *server_credentials, &peer_port);
-  peer_builder.RegisterService(&peer_service);
-  peer_builder.RegisterService(&peer_status_service);
-  std::unique_ptr<grpc::Server> peer_server = peer_builder.BuildAndStart();
-  if (peer_server == nullptr || peer_port == 0) {
-    spdlog::error("cannot listen for peers on --peer-address={}", peer_address);
-    return kExitEnvironment;
-  }
-  if (advertise_address.empty()) {
-    std::string host = peer_address.substr(0, peer_address.rfind(':'));
-    if (host == "0.0.0.0" || host == "[::]" || host.empty()) {
-      char name[256] = {0};
-      gethostname(name, sizeof(name) - 1);
-      host = name;
+  std::shared_ptr<const zephon::checkpoint::PeerAuthenticator> peer_auth;
+  if (!peer_secret_file.empty()) {
+    auto loaded = zephon::checkpoint::PeerAuthenticator::FromFile(peer_secret_file);
+    if (!loaded.ok()) {
+      spdlog::error("{}", std::string(loaded.status().message()));
+      return kExitBadFlags;
     }
-    advertise_address = host + ":" + std::to_string(peer_port);
+    peer_auth = *std::move(loaded);
   }
-  options.peer_address = advertise_address;
+  const bool mutual_tls = !peer_tls.ca_file.empty();
+  if (peer_insecure && (peer_auth != nullptr || mutual_tls)) {
+    spdlog::error("--peer-insecure contradicts --peer-secret-file / --peer-tls-ca: peers "
+                  "are authenticated; drop --peer-insecure");
+    return kExitBadFlags;
+  }
+  if (!peer_address.empty() && peer_auth == nullptr && !mutual_tls && !peer_insecure) {
+    spdlog::error(
+        "--peer-address={} would let anyone who reaches the port read this daemon's status "
+        "and report into its checkpoint rounds. Authenticate peers with --peer-secret-file "
+        "FILE (a secret shared by the cluster's daemons) or mutual TLS (--peer-tls-cert, "
+        "--peer-tls-key and --peer-tls-ca), or accept it on a trusted network with "
+        "--peer-insecure (see docs/deploy.md)",
+        peer_address);
+    return kExitBadFlags;
+  }
+  zephon::checkpoint::RoundAggregator aggregator;
+  // Remote reports are held against the runs this daemon leads; bound to the registry
+  // once it exists (it needs the peer port first).
+  std::atomic<const zephon::daemon::InstanceRegistry*> led_runs{nullptr};
+  zephon::checkpoint::PeerService peer_service(
+      &aggregator, zephon::checkpoint::PeerServiceOptions{
+                       peer_auth, [&led_runs](const std::string& run_id) {
+                         const zephon::daemon::InstanceRegistry* registry = led_runs.load();
+                         return registry == nullptr
+                                    ? std::nullopt
+                                    : registry->LedRun(run_id);
+                       }});
+  // Status for `zephonctl status --address host:port`, with the peer credentials.
+  zephon::daemon::PeerStatusService peer_status_service(peer_auth);
+  std::unique_ptr<grpc::Server> peer_server;
+  if (!peer_address.empty()) {
+    grpc::ServerBuilder peer_builder;
+    int peer_port = 0;
+    peer_builder.AddListeningPort(peer_address, *server_credentials, &peer_port);
+    peer_builder.RegisterService(&peer_service);
+    peer_builder.RegisterService(&peer_status_service);
+    peer_server = peer_builder.BuildAndStart();
+    if (peer_server == nullptr || peer_port == 0) {
+      spdlog::error("cannot listen for peers on --peer-address={}", peer_address);
+      return kExitEnvironment;
+    }
+    if (advertise_address.empty()) {
+      std::string host = peer_address.substr(0, peer_address.rfind(':'));
+      if (host == "0.0.0.0" || host == "[::]" || host.empty()) {
+        char name[256] = {0};
+        gethostname(name, sizeof(name) - 1);
+        host = name;
+      }
+      advertise_address = host + ":" + std::to_string(peer_port);
+    }
+    options.peer_address = advertise_address;
+    spdlog::get("peer")->info(
+        "peer service (checkpoints, Status) bound to {} (advertised as {}; {})", peer_address,
+        advertise_address,
+        mutual_tls ? (peer_auth ? "mutual TLS + shared secret" : "mutual TLS")
+                   : (peer_auth ? (peer_tls.enabled() ? "TLS + shared secret" : "shared secret")
+                                : "INSECURE: no peer authentication"));
+  } else {
+    spdlog::get("peer")->info(
+        "no peer service (no TCP port): checkpoint rounds of runs on this node only; runs "
+        "spanning nodes need --peer-address");
+  }
   options.daemon_label = socket_path;
-  spdlog::get("peer")->info("peer service (checkpoints, Status) bound to {} (advertised "
-                            "as {}, {})", peer_address, advertise_address,
-                            peer_tls.cert_file.empty() ? "insecure" : "TLS");
 
   std::unique_ptr<zephon::metrics::MetricsServer> metrics_server;
   if (!metrics_address.empty()) {
@@ -327,6 +385,7 @@ int main(int argc, char** argv) {
 
   zephon::daemon::InstanceRegistry registry(options);
   peer_status_service.Bind(&registry);
+  led_runs.store(&registry);
   if (metrics_server != nullptr) {
     metrics_server->Start([&registry](const std::string& target) {
       return ServeHttp(target, registry);
@@ -334,7 +393,7 @@ int main(int argc, char** argv) {
     spdlog::get("metrics")->info("metrics on http://{}/metrics (/healthz, /readyz)",
                                  metrics_server->address());
   }
-  zephon::daemon::CheckpointRouter router(&aggregator, *channel_credentials);
+  zephon::daemon::CheckpointRouter router(&aggregator, *channel_credentials, peer_auth);
   zephon::daemon::LocalRounds::Hooks hooks;
   hooks.daemon_label = socket_path;
   hooks.local_ranks = [&registry](const std::string& run_key) {
@@ -399,7 +458,9 @@ int main(int argc, char** argv) {
   std::atomic<bool> servers_down{false};
   std::thread stopper([&] {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-    peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    if (peer_server != nullptr) {
+      peer_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    }
     servers_down.store(true);
   });
   for (int i = 0; i < 50 && !servers_down.load(); ++i) {

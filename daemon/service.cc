@@ -110,13 +110,37 @@ grpc::Status ZephonService::Status(grpc::ServerContext*, const proto::StatusRequ
 
 namespace zephon::daemon {
 
-grpc::Status PeerStatusService::Status(grpc::ServerContext*, const proto::StatusRequest*,
+proto::StatusReply RedactForPeers(proto::StatusReply reply) {
+  reply.clear_pid();
+  reply.clear_socket();
+  reply.clear_shm_prefix();
+  reply.mutable_shard_cache()->clear_dir();
+  for (proto::InstanceStatus& instance : *reply.mutable_instances()) {
+    instance.clear_spec_hash();
+    instance.clear_ring_name();
+    for (proto::ReaderStatus& reader : *instance.mutable_readers()) reader.clear_pid();
+  }
+  return reply;
+}
+
+grpc::Status PeerStatusService::Status(grpc::ServerContext* context,
+                                       const proto::StatusRequest* request,
                                        proto::StatusReply* reply) {
+  std::string nonce;
+  if (auth_ != nullptr) {
+    absl::Status admitted = auth_->Verify(*context, checkpoint::kStatusMethod, *request, &nonce);
+    if (!admitted.ok()) {
+      SubsystemLogger("peer")->warn("refused a Status call from {}: {}", context->peer(),
+                                    std::string(admitted.message()));
+      return ToGrpcStatus(admitted);
+    }
+  }
   const InstanceRegistry* registry = registry_.load();
   if (registry == nullptr) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "zephond is starting");
   }
-  *reply = registry->Status();
+  *reply = RedactForPeers(registry->Status());
+  if (auth_ != nullptr) auth_->SignReply(context, nonce, *reply);
   return grpc::Status::OK;
 }
 

@@ -8,7 +8,9 @@
 #define ZEPHON_DAEMON_SERVICE_H_
 
 #include <atomic>
+#include <memory>
 
+#include "daemon/checkpoint/peer_auth.h"
 #include "daemon/instance_registry.h"
 #include "daemon/local_rounds.h"
 #include "proto/zephon.grpc.pb.h"
@@ -40,11 +42,16 @@ class ZephonService final : public proto::Zephon::Service {
 };
 
 // The Status RPC alone, for the TCP peer server: `zephonctl status --address host:port`
-// asks a peer daemon with the peer credentials. Every other RPC answers UNIMPLEMENTED.
-// The registry is bound after the peer server starts (the registry needs its port);
-// until then Status answers UNAVAILABLE.
+// asks a peer daemon with the peer credentials (and, with a PeerAuthenticator, a signed
+// call). Every other RPC answers UNIMPLEMENTED. The registry is bound after the peer
+// server starts (the registry needs its port); until then Status answers UNAVAILABLE.
+// The answer is RedactForPeers(): what an operator needs, not what would help an
+// attacker on the node.
 class PeerStatusService final : public proto::Zephon::Service {
  public:
+  // `auth` null: calls are not signed (mutual TLS or --peer-insecure decide).
+  explicit PeerStatusService(std::shared_ptr<const checkpoint::PeerAuthenticator> auth = nullptr)
+      : auth_(std::move(auth)) {}
   // REQUIRES: `registry` outlives the service's server.
   void Bind(const InstanceRegistry* registry) { registry_.store(registry); }
 
@@ -52,8 +59,14 @@ class PeerStatusService final : public proto::Zephon::Service {
                       proto::StatusReply* reply) override;
 
  private:
+  const std::shared_ptr<const checkpoint::PeerAuthenticator> auth_;
   std::atomic<const InstanceRegistry*> registry_{nullptr};
 };
+
+// The daemon's status as served over the network: process ids (daemon and readers),
+// local paths (socket, shm prefix, ring names, cache directory) and spec hashes are
+// cleared; runs, instances, ranks, lag, fill, rates and cache counters stay.
+proto::StatusReply RedactForPeers(proto::StatusReply reply);
 
 }  // namespace zephon::daemon
 

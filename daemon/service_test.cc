@@ -10,6 +10,8 @@ namespace {
 
 class PeerStatusServiceTest : public ::testing::Test {
  protected:
+  explicit PeerStatusServiceTest(std::shared_ptr<const checkpoint::PeerAuthenticator> auth = nullptr)
+      : service_(std::move(auth)) {}
   void SetUp() override {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -43,9 +45,77 @@ TEST_F(PeerStatusServiceTest, ServesTheRegistrysStatusOverTcp) {
   grpc::ClientContext context;
   proto::StatusReply reply;
   ASSERT_TRUE(stub_->Status(&context, proto::StatusRequest(), &reply).ok());
-  EXPECT_EQ(reply.socket(), "/run/zephon/test.sock");
   EXPECT_EQ(reply.metrics_address(), "127.0.0.1:9464");
-  EXPECT_GT(reply.pid(), 0);
+  EXPECT_GT(reply.uptime_s(), 0);
+  // Redacted for the network: no local paths or process ids.
+  EXPECT_EQ(reply.socket(), "");
+  EXPECT_EQ(reply.pid(), 0);
+}
+
+TEST(RedactForPeersTest, ClearsPidsPathsAndSpecHashesKeepsProgress) {
+  proto::StatusReply full;
+  full.set_pid(42);
+  full.set_socket("/run/zephon/zephond.sock");
+  full.set_shm_prefix("zephon.0.abc");
+  full.mutable_shard_cache()->set_dir("/var/cache/zephon/objects");
+  full.mutable_shard_cache()->set_hits(7);
+  proto::InstanceStatus* instance = full.add_instances();
+  instance->set_run_id("run-a");
+  instance->set_spec_hash("0123");
+  instance->set_ring_name("zephon.0.abc.1");
+  instance->set_produced(99);
+  proto::ReaderStatus* reader = instance->add_readers();
+  reader->set_pid(4242);
+  reader->set_global_rank(3);
+  reader->set_lag(5);
+  const proto::StatusReply shown = RedactForPeers(full);
+  EXPECT_EQ(shown.pid(), 0);
+  EXPECT_EQ(shown.socket(), "");
+  EXPECT_EQ(shown.shm_prefix(), "");
+  EXPECT_EQ(shown.shard_cache().dir(), "");
+  EXPECT_EQ(shown.shard_cache().hits(), 7u);
+  EXPECT_EQ(shown.instances(0).spec_hash(), "");
+  EXPECT_EQ(shown.instances(0).ring_name(), "");
+  EXPECT_EQ(shown.instances(0).run_id(), "run-a");
+  EXPECT_EQ(shown.instances(0).produced(), 99u);
+  EXPECT_EQ(shown.instances(0).readers(0).pid(), 0);
+  EXPECT_EQ(shown.instances(0).readers(0).global_rank(), 3u);
+  EXPECT_EQ(shown.instances(0).readers(0).lag(), 5u);
+}
+
+class SignedPeerStatusServiceTest : public PeerStatusServiceTest {
+ protected:
+  SignedPeerStatusServiceTest() : PeerStatusServiceTest(Auth('s')) {}
+  static std::shared_ptr<const checkpoint::PeerAuthenticator> Auth(char fill) {
+    return *checkpoint::PeerAuthenticator::FromSecret(std::string(40, fill));
+  }
+};
+
+TEST_F(SignedPeerStatusServiceTest, OnlySignedCallsGetAnAnswer) {
+  InstanceRegistry registry{RegistryOptions()};
+  service_.Bind(&registry);
+  {
+    grpc::ClientContext context;
+    proto::StatusReply reply;
+    const grpc::Status unsigned_call = stub_->Status(&context, proto::StatusRequest(), &reply);
+    EXPECT_EQ(unsigned_call.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    Auth('w')->Sign(&context, checkpoint::kStatusMethod, proto::StatusRequest());
+    proto::StatusReply reply;
+    EXPECT_EQ(stub_->Status(&context, proto::StatusRequest(), &reply).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    grpc::ClientContext context;
+    std::shared_ptr<const checkpoint::PeerAuthenticator> auth = Auth('s');
+    const std::string nonce = auth->Sign(&context, checkpoint::kStatusMethod, proto::StatusRequest());
+    proto::StatusReply reply;
+    ASSERT_TRUE(stub_->Status(&context, proto::StatusRequest(), &reply).ok());
+    EXPECT_TRUE(auth->VerifyReply(context, nonce, reply).ok());
+    EXPECT_FALSE(Auth('w')->VerifyReply(context, nonce, reply).ok());
+  }
 }
 
 TEST_F(PeerStatusServiceTest, OtherRpcsAreUnimplemented) {

@@ -21,6 +21,7 @@
 #include "client/zephonctl/output.h"
 #include "common/paths.h"
 #include "daemon/checkpoint/checkpoint_file.h"
+#include "daemon/checkpoint/peer_auth.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "proto/zephon.grpc.pb.h"
@@ -266,6 +267,28 @@ void PrintStatus(const proto::StatusReply& reply, std::ostream& out) {
   }
 }
 
+// Status from a peer daemon's TCP service, the call signed with the cluster's secret and
+// the answer checked to come from a daemon holding it.
+absl::StatusOr<proto::StatusReply> SignedPeerStatus(const std::shared_ptr<grpc::Channel>& channel,
+                                                    const DaemonTarget& target) {
+  absl::StatusOr<std::shared_ptr<const checkpoint::PeerAuthenticator>> auth =
+      checkpoint::PeerAuthenticator::FromFile(target.peer_secret_file);
+  if (!auth.ok()) return auth.status();
+  auto stub = proto::Zephon::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(target.timeout_s)));
+  const proto::StatusRequest request;
+  const std::string nonce = (*auth)->Sign(&context, checkpoint::kStatusMethod, request);
+  proto::StatusReply reply;
+  if (absl::Status s = client::FromGrpc(stub->Status(&context, request, &reply)); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = (*auth)->VerifyReply(context, nonce, reply); !s.ok()) {
+    return absl::UnauthenticatedError(absl::StrCat(target.address, ": ", s.message()));
+  }
+  return reply;
+}
+
 int RunStatus(const DaemonTarget& target, bool json) {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(target);
   if (!channel.ok()) {
@@ -273,7 +296,9 @@ int RunStatus(const DaemonTarget& target, bool json) {
     return ExitCodeFor(channel.status());
   }
   absl::StatusOr<proto::StatusReply> reply =
-      client::DaemonStatus(*channel, absl::Seconds(target.timeout_s));
+      target.peer_secret_file.empty()
+          ? client::DaemonStatus(*channel, absl::Seconds(target.timeout_s))
+          : SignedPeerStatus(*channel, target);
   if (!reply.ok()) {
     std::cerr << "zephonctl status: " << reply.status() << "\n";
     return ExitCodeFor(reply.status());
@@ -337,6 +362,10 @@ void AddDaemonCommands(CLI::App& app, int* exit_code) {
   status->add_option("--tls-key", status_target->tls_key, "PEM client private key (mTLS)")
       ->needs(address)
       ->check(CLI::ExistingFile);
+  status->add_option("--peer-secret-file", status_target->peer_secret_file,
+                     "The cluster's shared secret (zephond --peer-secret-file): sign the "
+                     "call to --address")
+      ->needs(address);
   status->add_flag("--json", *status_json, "Print JSON (StatusReply plus a summary)");
   status->callback([=] { *exit_code = RunStatus(*status_target, *status_json); });
 

@@ -17,6 +17,7 @@ struct DaemonTarget {
   std::string tls_ca;   // PEM files; any set = TLS on `address`
   std::string tls_cert;
   std::string tls_key;
+  std::string peer_secret_file;  // the cluster's --peer-secret-file: sign the call
   double timeout_s = 10;
 };
 

@@ -121,14 +121,17 @@ absl::Status AggregateDir::DeleteCheckpoint(const std::string& run_id, uint64_t 
 absl::Status AggregateDir::WriteLeader(const std::string& run_id, const std::string& address,
                                        const std::string& label) {
   RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
-  if (address.empty() || HasNewline(address) || HasNewline(label)) {
+  if (HasNewline(address) || HasNewline(label)) {
     return absl::InvalidArgumentError(
         absl::StrCat("leader address '", address, "' / daemon label '", label,
-                     "': the address must be non-empty and neither may contain a newline"));
+                     "': neither may contain a newline"));
   }
+  // Without a peer service the file still says who leads, so a follower on another node
+  // fails at once with the fix instead of polling until its deadline.
+  const std::string first =
+      address.empty() ? std::string("peer_service=none") : absl::StrCat("address=", address);
   absl::Status written = store_->Put(
-      LeaderKey(run_id),
-      absl::StrCat("address=", address, "\npid=", ::getpid(), "\ndaemon=", label, "\n"));
+      LeaderKey(run_id), absl::StrCat(first, "\npid=", ::getpid(), "\ndaemon=", label, "\n"));
   if (!written.ok()) {
     return WithContext(written, absl::StrCat("cannot write the leader file of run '", run_id,
                                              "' under aggregate_dir ", location_));
@@ -148,8 +151,19 @@ absl::StatusOr<std::string> AggregateDir::ReadLeader(const std::string& run_id) 
   if (!text.ok()) {
     return WithContext(text.status(), absl::StrCat("cannot read the leader file ", where));
   }
+  std::string daemon;
+  bool no_peer_service = false;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     if (absl::ConsumePrefix(&line, "address=") && !line.empty()) return std::string(line);
+    if (line == "peer_service=none") no_peer_service = true;
+    if (absl::ConsumePrefix(&line, "daemon=")) daemon = std::string(line);
+  }
+  if (no_peer_service) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the zephond hosting global_rank 0 of run '", run_id, "' (", daemon,
+        ") serves no peers: it was started without --peer-address. A run spanning nodes "
+        "needs every zephond started with --peer-address HOST:PORT and peer "
+        "authentication (--peer-tls-* or --peer-secret-file; see docs/deploy.md)"));
   }
   return absl::DataLossError(absl::StrCat("leader file ", where, " has no address= line"));
 }

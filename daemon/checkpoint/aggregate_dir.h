@@ -90,13 +90,15 @@ class AggregateDir {
   // Removes the run's checkpoint of `round` (absent is OK).
   absl::Status DeleteCheckpoint(const std::string& run_id, uint64_t round);
 
-  // (Re)writes the run's leader file with this process's pid. INVALID_ARGUMENT for a bad
-  // run_id or an address/label with a newline or an empty address.
+  // (Re)writes the run's leader file with this process's pid. An empty `address` records
+  // that the leader serves no peers (ReadLeader then fails with the fix). INVALID_ARGUMENT
+  // for a bad run_id or an address/label with a newline.
   absl::Status WriteLeader(const std::string& run_id, const std::string& address,
                            const std::string& label);
 
   // The leader's address from the run's leader file. NOT_FOUND naming the file when
   // there is none yet (the leader has not started the run: retry until a deadline);
+  // FAILED_PRECONDITION (naming the flag to set) when the leader serves no peers;
   // DATA_LOSS when it has no address line; other store errors as they come (a missing
   // bucket or a refused credential is not NOT_FOUND, so pollers can stop early).
   absl::StatusOr<std::string> ReadLeader(const std::string& run_id);

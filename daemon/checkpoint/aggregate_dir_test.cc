@@ -82,11 +82,20 @@ TEST(AggregateDirTest, UnsafeRunIdsAndAddressesAreRejected) {
     EXPECT_EQ(agg->WriteCheckpoint(run_id, 0, "x").status().code(),
               absl::StatusCode::kInvalidArgument);
   }
-  EXPECT_EQ(agg->WriteLeader("run", "", "n").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(agg->WriteLeader("run", "h:1\n", "n").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(agg->WriteLeader("run", "h:1", "a\nb").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(AggregateDir::Open("").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(AggregateDir::Open("gs://bucket/x").status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AggregateDirTest, ALeaderWithoutPeerServiceIsAnImmediateErrorNamingTheFix) {
+  auto agg = OpenDir(MakeTempDir());
+  ASSERT_TRUE(agg->WriteLeader("run", "", "node-a").ok());
+  absl::StatusOr<std::string> address = agg->ReadLeader("run");
+  EXPECT_EQ(address.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(address.status().message().find("node-a"), std::string::npos) << address.status();
+  EXPECT_NE(address.status().message().find("--peer-address"), std::string::npos);
 }
 
 TEST(AggregateDirTest, CheckpointsWriteReadListAndDelete) {

@@ -7,6 +7,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/checkpoint/checkpoint_file.h"
+#include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/peer_credentials.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_aggregator.h"
@@ -36,11 +40,17 @@ using testing::Result;
 std::string MakeTempDir() { return testing::MakeTempDir("peer"); }
 
 // A leader: an aggregator served on 127.0.0.1:<free port>.
+// It leads the runs passed to Lead() (the runs whose rank 0 attached to it).
 class TestLeader {
  public:
   explicit TestLeader(std::shared_ptr<grpc::ServerCredentials> credentials =
-                          grpc::InsecureServerCredentials())
-      : service_(&aggregator_) {
+                          grpc::InsecureServerCredentials(),
+                      std::shared_ptr<const PeerAuthenticator> auth = nullptr)
+      : service_(&aggregator_, PeerServiceOptions{std::move(auth), [this](const std::string& run) {
+                   absl::MutexLock lock(&mu_);
+                   auto it = runs_.find(run);
+                   return it == runs_.end() ? std::nullopt : std::optional<LedRun>(it->second);
+                 }}) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", std::move(credentials), &port_);
     builder.RegisterService(&service_);
@@ -49,6 +59,12 @@ class TestLeader {
   ~TestLeader() { Stop(absl::ZeroDuration()); }
 
   bool started() const { return server_ != nullptr && port_ != 0; }
+  // From now on this leader leads `shape`'s run, as its rank 0 attached with it.
+  void Lead(const RunShape& shape) {
+    absl::MutexLock lock(&mu_);
+    runs_[shape.run_id] = LedRun{shape.world_size, shape.canonical_replicas(), "spec-hash-1",
+                                 shape.aggregate_dir};
+  }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   RoundAggregator& aggregator() { return aggregator_; }
 
@@ -60,6 +76,8 @@ class TestLeader {
   }
 
  private:
+  absl::Mutex mu_;
+  std::map<std::string, LedRun> runs_ ABSL_GUARDED_BY(mu_);
   RoundAggregator aggregator_;
   PeerService service_;
   int port_ = 0;
@@ -100,6 +118,7 @@ TEST(PeerServiceTest, ThreeDaemonsGetIdenticalBytesAndTheFileExists) {
   ASSERT_TRUE(leader.started());
   RunShape shape;
   shape.aggregate_dir = MakeTempDir();
+  leader.Lead(shape);
   const std::vector<Result> results = ReportAll(
       leader.address(), {MakeReport(shape, "node-a", {0, 1}), MakeReport(shape, "node-b", {2, 3}),
                          MakeReport(shape, "node-c", {4, 5})});
@@ -119,6 +138,7 @@ TEST(PeerServiceTest, MissingRankTimesOutForEveryCallerAndNoFileIsWritten) {
   RunShape shape;
   shape.aggregate_dir = MakeTempDir();
   shape.timeout_s = 0.5;
+  leader.Lead(shape);
   const std::vector<Result> results = ReportAll(
       leader.address(), {MakeReport(shape, "node-a", {0, 1}), MakeReport(shape, "node-b", {2, 3}),
                          MakeReport(shape, "node-c", {4})});
@@ -135,6 +155,7 @@ TEST(PeerServiceTest, LeaderShutDownMidRoundGivesUnavailablePromptly) {
   TestLeader leader;
   ASSERT_TRUE(leader.started());
   RunShape shape;
+  leader.Lead(shape);
   std::vector<Result> results;
   std::thread reporters([&] {
     results = ReportAll(leader.address(),
@@ -161,6 +182,7 @@ TEST(PeerLeaderChild, Serve) {
   const char* port_file = std::getenv(kLeaderPortFileEnv);
   if (port_file == nullptr) GTEST_SKIP() << "only runs as the child of LeaderKilledMidRound";
   TestLeader leader;
+  leader.Lead(RunShape());
   ASSERT_TRUE(leader.started());
   ASSERT_TRUE(WriteFileAtomically(port_file, leader.address()).ok());
   // Killed by the parent; exits on its own if the parent died first.
@@ -211,6 +233,7 @@ TEST(PeerServiceTest, AggregatorShutdownReachesRemoteCallers) {
   TestLeader leader;
   ASSERT_TRUE(leader.started());
   RunShape shape;
+  leader.Lead(shape);
   Result result = absl::UnknownError("not run");
   std::thread reporter([&] {
     result = Client(leader.address())->Report(MakeReport(shape, "node-b", {2, 3}), In(absl::Seconds(30)));
@@ -240,6 +263,140 @@ TEST(PeerServiceTest, ConnectRejectsBadAddresses) {
   EXPECT_EQ(PeerClient::Connect("", nullptr).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PeerClient::Connect("a b:1", nullptr).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ---- What the leader accepts from the wire ----
+
+TEST(PeerServiceTest, ReportsForARunThisDaemonDoesNotLeadAreRefused) {
+  TestLeader leader;
+  ASSERT_TRUE(leader.started());
+  RunShape shape;
+  shape.aggregate_dir = MakeTempDir();
+  // Nobody called Lead(): no rank 0 of run-1 attached here.
+  const Result r = Client(leader.address())->Report(MakeReport(shape, "node-b", {2, 3}),
+                                                    In(absl::Seconds(10)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(MessageHas(r.status(), "does not lead that run"));
+  EXPECT_EQ(leader.aggregator().pending_rounds(), 0u);
+}
+
+TEST(PeerServiceTest, TheLeaderNeverWritesWhereAReportSays) {
+  TestLeader leader;
+  ASSERT_TRUE(leader.started());
+  RunShape shape;
+  shape.aggregate_dir = MakeTempDir();
+  leader.Lead(shape);
+  RunShape forged = shape;
+  forged.aggregate_dir = MakeTempDir() + "/attacker/chosen";
+  const Result r = Client(leader.address())->Report(MakeReport(forged, "node-b", {2, 3}),
+                                                    In(absl::Seconds(10)));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_TRUE(MessageHas(r.status(), "aggregate_dir=" + forged.aggregate_dir));
+  EXPECT_FALSE(std::filesystem::exists(forged.aggregate_dir));  // no mkdir -p either
+  EXPECT_EQ(leader.aggregator().pending_rounds(), 0u);
+}
+
+TEST(PeerServiceTest, ReportsDisagreeingWithTheLedRunAreRefused) {
+  TestLeader leader;
+  ASSERT_TRUE(leader.started());
+  RunShape shape;
+  leader.Lead(shape);
+  struct Case {
+    const char* what;
+    std::function<void(proto::CheckpointReport*)> mutate;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"world", [](proto::CheckpointReport* r) { r->set_world_size(60000); }, "world_size=60000"},
+      {"lanes", [](proto::CheckpointReport* r) { r->set_canonical_replicas(7); },
+       "canonical_replicas=7"},
+      {"spec", [](proto::CheckpointReport* r) { r->set_spec_hash("other"); }, "spec_hash=other"},
+      {"rank", [](proto::CheckpointReport* r) { r->mutable_ranks(0)->set_global_rank(6); },
+       "global_rank 6 outside world_size 6"},
+  };
+  for (const Case& c : cases) {
+    proto::CheckpointReport report = MakeReport(shape, "node-b", {2, 3});
+    c.mutate(&report);
+    const Result r = Client(leader.address())->Report(report, In(absl::Seconds(10)));
+    EXPECT_FALSE(r.ok()) << c.what;
+    EXPECT_TRUE(MessageHas(r.status(), c.expect)) << c.what << ": " << r.status();
+  }
+  EXPECT_EQ(leader.aggregator().pending_rounds(), 0u);
+}
+
+// ---- Shared-secret signatures ----
+
+class PeerSecretTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<const PeerAuthenticator> Auth(char fill) {
+    return *PeerAuthenticator::FromSecret(std::string(40, fill));
+  }
+};
+
+TEST_F(PeerSecretTest, SignedReportsCompleteAndTheAnswerIsSigned) {
+  TestLeader leader(grpc::InsecureServerCredentials(), Auth('s'));
+  ASSERT_TRUE(leader.started());
+  RunShape shape;
+  shape.world_size = 2;
+  leader.Lead(shape);
+  auto client = PeerClient::Connect(leader.address(), nullptr, Auth('s'));
+  ASSERT_TRUE(client.ok());
+  const Result r = (*client)->Report(MakeReport(shape, "node-b", {0, 1}), In(absl::Seconds(10)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(DecodeCheckpoint(r->checkpoint()).ok());
+}
+
+TEST_F(PeerSecretTest, UnsignedAndWronglySignedReportsAreRefused) {
+  TestLeader leader(grpc::InsecureServerCredentials(), Auth('s'));
+  ASSERT_TRUE(leader.started());
+  RunShape shape;
+  shape.world_size = 2;
+  leader.Lead(shape);
+  const Result unsigned_report =
+      Client(leader.address())->Report(MakeReport(shape, "node-b", {0, 1}), In(absl::Seconds(10)));
+  EXPECT_EQ(unsigned_report.status().code(), absl::StatusCode::kUnauthenticated)
+      << unsigned_report.status();
+  EXPECT_TRUE(MessageHas(unsigned_report.status(), "no x-zephon-auth signature"));
+  auto wrong = PeerClient::Connect(leader.address(), nullptr, Auth('w'));
+  const Result wrong_secret =
+      (*wrong)->Report(MakeReport(shape, "node-b", {0, 1}), In(absl::Seconds(10)));
+  EXPECT_EQ(wrong_secret.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(MessageHas(wrong_secret.status(), "wrong signature"));
+  EXPECT_EQ(leader.aggregator().pending_rounds(), 0u);
+}
+
+TEST_F(PeerSecretTest, ReplayedAndStaleSignaturesAreRefused) {
+  std::shared_ptr<const PeerAuthenticator> auth = Auth('s');
+  TestLeader leader(grpc::InsecureServerCredentials(), auth);
+  ASSERT_TRUE(leader.started());
+  RunShape shape;
+  shape.world_size = 2;
+  shape.timeout_s = 0.3;
+  leader.Lead(shape);
+  auto channel = grpc::CreateChannel(leader.address(), grpc::InsecureChannelCredentials());
+  auto stub = proto::ZephonPeer::NewStub(channel);
+  const proto::CheckpointReport report = MakeReport(shape, "node-b", {0});
+  auto send = [&](const std::string& header) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(In(absl::Seconds(10))));
+    context.AddMetadata(kPeerAuthHeader, header);
+    proto::CheckpointResult result;
+    return stub->Report(&context, report, &result);
+  };
+  const std::string nonce(32, 'c');
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  // First use reaches the aggregator (and times out: rank 1 never reports).
+  EXPECT_EQ(send(auth->HeaderFor(kReportMethod, report, now_ms, nonce)).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  const grpc::Status replay = send(auth->HeaderFor(kReportMethod, report, now_ms, nonce));
+  EXPECT_EQ(replay.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(replay.error_message().find("replayed"), std::string::npos) << replay.error_message();
+  const int64_t hour_ago = now_ms - 3600 * 1000;
+  const grpc::Status stale =
+      send(auth->HeaderFor(kReportMethod, report, hour_ago, std::string(32, 'd')));
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(stale.error_message().find("away from this daemon's clock"), std::string::npos)
+      << stale.error_message();
 }
 
 // ---- TLS ----
@@ -280,11 +437,16 @@ class PeerTlsTest : public ::testing::Test {
     return {File("server.pem"), File("server.key"), File("ca.pem")};
   }
 
+  static RunShape TwoRankShape() {
+    RunShape shape;
+    shape.world_size = 2;
+    return shape;
+  }
+
   // Reports a complete 2-rank round (round `round`) through `creds`.
   Result ReportWith(const std::string& address, std::shared_ptr<grpc::ChannelCredentials> creds,
                     uint64_t round) {
-    RunShape shape;
-    shape.world_size = 2;
+    RunShape shape = TwoRankShape();
     shape.round = round;
     std::unique_ptr<PeerClient> client = Client(address, std::move(creds));
     return client->Report(MakeReport(shape, "node-b", {0, 1}), In(absl::Seconds(10)));
@@ -299,6 +461,7 @@ TEST_F(PeerTlsTest, MutualTlsAcceptsOnlyClientsWithACertificateFromTheCa) {
   ASSERT_TRUE(server_creds.ok()) << server_creds.status();
   TestLeader leader(*server_creds);
   ASSERT_TRUE(leader.started());
+  leader.Lead(TwoRankShape());
 
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> good =
       ChannelCredentials({File("client.pem"), File("client.key"), File("ca.pem")});
@@ -336,6 +499,7 @@ TEST_F(PeerTlsTest, ServerOnlyTlsAcceptsClientsWithoutCertificates) {
   ASSERT_TRUE(server_creds.ok()) << server_creds.status();
   TestLeader leader(*server_creds);
   ASSERT_TRUE(leader.started());
+  leader.Lead(TwoRankShape());
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> client =
       ChannelCredentials({"", "", File("ca.pem")});
   ASSERT_TRUE(client.ok()) << client.status();

@@ -259,6 +259,16 @@ def test_daemonset_details(tmp_path):
     assert "exec /usr/local/bin/zephond" in script  # SIGTERM reaches zephond itself
     assert "--metrics-address 0.0.0.0:%d" % ports["metrics"]["containerPort"] in script
     assert "--peer-address 0.0.0.0:%d" % ports["peer"]["containerPort"] in script
+    # The peer port is authenticated: the secret comes from a Secret volume that only the
+    # daemon's group can read (issue 12).
+    secret_flag = re.search(r"--peer-secret-file (\S+)", script)
+    assert secret_flag, "the DaemonSet must authenticate peers (--peer-secret-file)"
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    assert secret_flag.group(1).startswith(mounts["peer-secret"] + "/")
+    secret_volume = volumes["peer-secret"]["secret"]
+    assert secret_volume["defaultMode"] in (0o400, 0o440) and not secret_volume.get("optional")
+    assert spec["securityContext"]["fsGroup"] == 2000
+    assert "--peer-insecure" not in script
     # The ConfigMap's file is the systemd example's format: sourceable, known flags.
     known = zephond_flags()
     cm_file = tmp_path / "zephond.conf"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon, pipeline
-from zephond_process import zephonctl_path
+from zephond_process import cluster_secret_file, zephonctl_path
 
 @pytest.fixture(scope="module")
 def zephonctl() -> str:
@@ -54,7 +54,8 @@ def test_status_and_explain_show_an_attached_reader(zephonctl, corpus, daemon):
         assert doc["summary"]["ring_bytes_total"] == int(instance["ring_bytes"])
 
         # A peer daemon's status over its TCP peer port (what an operator does across nodes).
-        peer = ctl(zephonctl, "status", "--address", status["peer_address"], "--json")
+        peer = ctl(zephonctl, "status", "--address", status["peer_address"], "--json",
+                   "--peer-secret-file", cluster_secret_file())
         assert peer.returncode == 0, peer.stderr
         assert json.loads(peer.stdout)["status"]["instances"][0]["instance_id"] == \
             instance["instance_id"]

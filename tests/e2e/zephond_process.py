@@ -6,8 +6,10 @@ pytest dependency so benchmarks can import it directly.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,16 +29,38 @@ def zephonctl_path() -> str:
     raise RuntimeError("zephonctl not built: bazel build //client/zephonctl:zephonctl")
 
 
-class Daemon:
-    """A zephond on a private socket and shm prefix: one simulated node."""
+_CLUSTER_SECRET: str | None = None
 
-    def __init__(self, workdir: Path, extra_args: list[str] | None = None):
+
+def cluster_secret_file() -> str:
+    """The peer secret shared by every test daemon of this process (mode 0400), as the
+    daemons of one cluster share a Kubernetes Secret."""
+    global _CLUSTER_SECRET
+    if _CLUSTER_SECRET is None:
+        path = Path(tempfile.mkdtemp(prefix="zephon-secret-")) / "peer-secret"
+        path.write_text(secrets.token_hex(32) + "\n")
+        path.chmod(0o400)
+        _CLUSTER_SECRET = str(path)
+    return _CLUSTER_SECRET
+
+
+class Daemon:
+    """A zephond on a private socket and shm prefix: one simulated node.
+
+    With `peer` (the default) it serves peers on a loopback port, authenticated by the
+    shared cluster_secret_file(), as a node of a multi-node cluster; `peer=False` runs it
+    as a single-node daemon with no peer port."""
+
+    def __init__(self, workdir: Path, extra_args: list[str] | None = None, peer: bool = True):
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.socket = str(workdir / "zephond.sock")
         self.log = workdir / "zephond.log"
         self.shm_prefix = f"zt{uuid.uuid4().hex[:10]}"
         self.extra_args = list(extra_args or [])
+        if peer and not any(a.startswith("--peer-address") for a in self.extra_args):
+            self.extra_args += ["--peer-address", "127.0.0.1:0",
+                                "--peer-secret-file", cluster_secret_file()]
         self.start()
 
     def start(self) -> None:
