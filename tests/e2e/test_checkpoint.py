@@ -283,15 +283,15 @@ def test_restore_refuses_bad_checkpoints(corpus, nodes, tmp_path):
         attach(state, world=16, dp=16)
 
 
-def make_certs(folder: Path) -> dict:
-    """A CA and one certificate (SAN 127.0.0.1) shared by the test daemons."""
+def make_certs(folder: Path, san: str = "IP:127.0.0.1,DNS:localhost") -> dict:
+    """A CA and one certificate (SAN `san`) shared by the test daemons."""
     import subprocess
     run = lambda *a: subprocess.run(list(a), check=True, capture_output=True, cwd=folder)
     run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
         "-out", "ca.pem", "-days", "2", "-subj", "/CN=zephon-test-ca")
     run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out",
         "node.csr", "-subj", "/CN=zephond")
-    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (folder / "san.ext").write_text(f"subjectAltName={san}\n")
     run("openssl", "x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
         "-CAcreateserial", "-out", "node.pem", "-days", "2", "-extfile", "san.ext")
     return {"cert": str(folder / "node.pem"), "key": str(folder / "node.key"),

@@ -51,13 +51,17 @@ class Daemon:
     shared cluster_secret_file(), as a node of a multi-node cluster; `peer=False` runs it
     as a single-node daemon with no peer port."""
 
-    def __init__(self, workdir: Path, extra_args: list[str] | None = None, peer: bool = True):
+    def __init__(self, workdir: Path, extra_args: list[str] | None = None, peer: bool = True,
+                 wrapper: list[str] | None = None):
         workdir.mkdir(parents=True, exist_ok=True)
         self.workdir = workdir
         self.socket = str(workdir / "zephond.sock")
         self.log = workdir / "zephond.log"
         self.shm_prefix = f"zt{uuid.uuid4().hex[:10]}"
         self.extra_args = list(extra_args or [])
+        # Runs the daemon through this command, e.g. ["ip", "netns", "exec", "zt-a"]
+        # (which execs it: the pid stays the daemon's).
+        self.wrapper = list(wrapper or [])
         if peer and not any(a.startswith("--peer-address") for a in self.extra_args):
             self.extra_args += ["--peer-address", "127.0.0.1:0",
                                 "--peer-secret-file", cluster_secret_file()]
@@ -69,7 +73,7 @@ class Daemon:
         if not binary:
             raise RuntimeError("zephond not built; run `make build`")
         started_before = self._listening_lines()
-        self.proc = subprocess.Popen([binary, "--socket", self.socket, "--shm-prefix",
+        self.proc = subprocess.Popen(self.wrapper + [binary, "--socket", self.socket, "--shm-prefix",
                                       self.shm_prefix, "--log-file", str(self.log)]
                                      + self.extra_args,
                                      stdout=subprocess.DEVNULL,
