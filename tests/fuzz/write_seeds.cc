@@ -106,7 +106,7 @@ void RingSeeds(const fs::path& dir) {
     (*writer)->Poison(3, "rank 3 lost: fuzz seed");
     seed(RingInput(**writer, lease->index, lease->lease_epoch));
   }
-  {  // Two slots wrapped around once (seq 2 and 3 live), then closed.
+  {  // Two slots wrapped around once (seq 2 and 3 live); then the same ring closed.
     auto writer = RingWriter::Create(name, {2, 192, 1}, 0600, "fuzz-seed-wrap");
     Ok(writer.status(), "create");
     auto lease = (*writer)->AttachReader(0, ::getpid(), 0, std::nullopt);
@@ -123,6 +123,7 @@ void RingSeeds(const fs::path& dir) {
       }
     }
     // Leaves the reader's cursor at 2: the seed starts from a wrapped ring.
+    seed(RingInput(**writer, lease->index, lease->lease_epoch));
     (*writer)->Close();
     seed(RingInput(**writer, lease->index, lease->lease_epoch));
   }
