@@ -103,3 +103,27 @@ repro: build
 .PHONY: bench-s3
 bench-s3: build setup-s3
 	PYTHONPATH=client/python $(PY) tests/bench/s3_read_bench.py $(BENCH_ARGS)
+
+# libFuzzer targets (tests/fuzz/, docs/reliability.md): builds each with clang-14
+# (-fsanitize=fuzzer,address,undefined) and runs it FUZZ_SECONDS, one after another.
+# Not part of `make test`, which only replays the committed corpora. clang-14 is
+# installed here, not in APT_PKGS: `make test` does not need it.
+# FUZZ_TARGETS="json_scan s3_xml" picks targets; output goes to build-out/fuzz.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= ring_reader checkpoint_decode megatron_idx json_scan s3_xml
+FUZZ_PKGS    := clang-14 libclang-rt-14-dev
+.PHONY: fuzz fuzz-seeds
+fuzz: setup
+	@missing=$$(for p in $(FUZZ_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	  grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  if [ "$$(id -u)" != 0 ]; then echo "run as root (apt-get) or install: $$missing"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	tests/fuzz/build.sh build-out/fuzz $(FUZZ_TARGETS)
+	tests/fuzz/run.sh build-out/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrites the seed corpora (tests/fuzz/corpus/) from the real writers; commit the result.
+fuzz-seeds: setup
+	$(BAZEL) run //tests/fuzz:write_seeds -- $(CURDIR)/tests/fuzz/corpus

@@ -38,7 +38,12 @@ bool DecodeEntity(absl::string_view name, std::string* out) {
     }
     cp = cp * (hex ? 16 : 10) + v;
   }
-  if (cp > 0x10FFFF) return false;
+  // XML 1.0 allows references only to its Char production. Anything else (NUL, other
+  // C0 controls, surrogates, U+FFFE/U+FFFF) is malformed: decoding it would put a NUL or
+  // invalid UTF-8 into an object key.
+  const bool xml_char = cp == 0x9 || cp == 0xA || cp == 0xD || (cp >= 0x20 && cp <= 0xD7FF) ||
+                        (cp >= 0xE000 && cp <= 0xFFFD) || (cp >= 0x10000 && cp <= 0x10FFFF);
+  if (!xml_char) return false;
   AppendUtf8(cp, out);
   return true;
 }

@@ -17,7 +17,10 @@
 
 namespace zephon::storage {
 
-// Replaces XML entities in `text`. Unknown or malformed entities are kept verbatim.
+// Replaces XML entities in `text`. Unknown or malformed entities are kept verbatim; a
+// character reference is malformed unless it names an XML 1.0 Char (#x9, #xA, #xD,
+// #x20-#xD7FF, #xE000-#xFFFD, #x10000-#x10FFFF), so the result never gains a NUL or a
+// lone surrogate.
 std::string XmlUnescape(absl::string_view text);
 
 // The unescaped text of the first <tag>...</tag> in `xml` ("" for <tag/>); "" with

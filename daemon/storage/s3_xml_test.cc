@@ -13,6 +13,24 @@ TEST(XmlUnescape, DecodesNamedAndNumericEntities) {
   EXPECT_EQ(XmlUnescape("x &unknown; & y &#xZZ;"), "x &unknown; & y &#xZZ;");
 }
 
+// Found by the s3_xml fuzz target (docs/reliability.md): &#0; put a NUL and &#xD800; a
+// lone surrogate (invalid UTF-8) into object keys. XML 1.0 allows references only to
+// its Char production, so others are malformed and, like every malformed entity, kept.
+TEST(XmlUnescape, KeepsReferencesToNonXmlCharactersVerbatim) {
+  for (const char* bad : {"&#0;", "&#x0;", "&#1;", "&#x1F;", "&#xD800;", "&#xDFFF;",
+                          "&#55296;", "&#xFFFE;", "&#xFFFF;", "&#x110000;"}) {
+    EXPECT_EQ(XmlUnescape(bad), bad);
+  }
+  EXPECT_EQ(XmlUnescape("&#9;&#xA;&#13;&#x20;&#xD7FF;&#xE000;&#xFFFD;&#x10000;&#x10FFFF;"),
+            "\t\n\r \xed\x9f\xbf\xee\x80\x80\xef\xbf\xbd\xf0\x90\x80\x80\xf4\x8f\xbf\xbf");
+  auto page = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>a&#0;b</Key><Size>1</Size></Contents>"
+      "</ListBucketResult>");
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].key, "a&#0;b");
+}
+
 TEST(ParseListObjectsV2, ReadsEntriesAndContinuation) {
   const char* xml =
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>"
