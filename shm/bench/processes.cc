@@ -35,7 +35,7 @@ std::string BenchShmPrefix() { return absl::StrCat("zephon-bench.", getpid(), ".
 
 std::string BenchShmName(absl::string_view tag) {
   static int counter = 0;
-  std::string name = absl::StrCat("/", BenchShmPrefix(), tag, ".", counter++);
+  std::string name = absl::StrCat(BenchShmPrefix(), tag, ".", counter++);
   const int slot = g_name_count.load(std::memory_order_relaxed);
   if (slot < kMaxNames && name.size() < kNameBytes) {
     std::memcpy(g_names[slot], name.c_str(), name.size() + 1);

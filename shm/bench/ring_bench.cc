@@ -118,10 +118,7 @@ int main(int argc, char** argv) {
   report.machine = DescribeMachine(argc, argv);
   report.quick = flags.quick;
   const absl::Status status = Run(flags, &report);
-  // Belt and braces: every ring's writer unlinks its name, but a failure between Create
-  // and the writer owning the segment must not leave /dev/shm litter either.
-  auto swept = zephon::shm::Segment::SweepPrefix(BenchShmPrefix());
-  if (swept.ok() && *swept > 0) std::fprintf(stderr, "swept %d leftover segments\n", *swept);
+  // Rings are memfds: nothing can be left in /dev/shm, whatever failed.
   if (!status.ok()) {
     std::fprintf(stderr, "ring_bench failed: %s\n", status.ToString().c_str());
     return 1;
