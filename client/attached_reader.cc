@@ -52,7 +52,8 @@ class CancelAfter {
 
 absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
     std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
-    absl::Duration timeout) {
+    absl::Duration timeout, const std::string& socket_path) {
+  const absl::Time deadline = absl::Now() + timeout;
   std::unique_ptr<AttachedReader> r(new AttachedReader());
   r->channel_ = std::move(channel);
   r->stub_ = proto::Zephon::NewStub(r->channel_);
@@ -95,9 +96,10 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
         "zephond offered no ring descriptors for ", r->reply_.instance_id(),
         ": it predates ring layout 2; upgrade zephond"));
   }
+  const std::string handoff_path =
+      socket_path.empty() ? r->reply_.fd_socket() : shm::HandoffSocketPath(socket_path);
   ASSIGN_OR_RETURN(shm::RingFds fds,
-                   shm::ClaimRingFds(r->reply_.fd_socket(), r->reply_.fd_token(),
-                                     absl::Now() + timeout));
+                   shm::ClaimRingFds(handoff_path, r->reply_.fd_token(), deadline));
   ASSIGN_OR_RETURN(
       r->ring_, shm::RingReader::Open(std::move(fds), r->reply_.ring_name(),
                                       r->reply_.reader_index(), r->reply_.lease_epoch(),
