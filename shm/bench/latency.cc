@@ -10,7 +10,6 @@
 #include "shm/bench/bench_ring.h"
 #include "shm/futex.h"
 #include "shm/ring_layout.h"
-#include "shm/segment.h"
 
 namespace zephon::shm::bench {
 namespace {

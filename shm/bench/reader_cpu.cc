@@ -8,7 +8,6 @@
 #include "shm/bench/bench_ring.h"
 #include "shm/bench/bench_util.h"
 #include "shm/ring_layout.h"
-#include "shm/segment.h"
 
 namespace zephon::shm::bench {
 namespace {
