@@ -305,6 +305,9 @@ TEST_F(RingReaderTest, CorruptHeadersAreRejected) {
        absl::StatusCode::kFailedPrecondition, "bad magic"},
       {"major 99", [](RingHeader& h) { h.major = 99; }, absl::StatusCode::kFailedPrecondition,
        "layout version 99.1 but this reader supports major version 2"},
+      // A layout-1 ring (one read-write /dev/shm segment) is refused by name.
+      {"major 1", [](RingHeader& h) { h.major = 1; }, absl::StatusCode::kFailedPrecondition,
+       "layout version 1.1 but this reader supports major version 2"},
       {"total beyond mapping", [](RingHeader& h) { h.total_bytes = 1ull << 40; },
        absl::StatusCode::kFailedPrecondition, "exceeds the mapping"},
       {"header_bytes small", [](RingHeader& h) { h.header_bytes = 16; },
