@@ -8,6 +8,7 @@
 #include "client/connection.h"
 #include "client/daemon_queries.h"
 #include "common/status_macros.h"
+#include "shm/fd_passing.h"
 
 namespace zephon::client {
 namespace {
@@ -51,7 +52,8 @@ class CancelAfter {
 
 absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
     std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
-    absl::Duration timeout) {
+    absl::Duration timeout, const std::string& socket_path) {
+  const absl::Time deadline = absl::Now() + timeout;
   std::unique_ptr<AttachedReader> r(new AttachedReader());
   r->channel_ = std::move(channel);
   r->stub_ = proto::Zephon::NewStub(r->channel_);
@@ -87,9 +89,21 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
                         ? static_cast<uint32_t>(request.rank().global_rank())
                         : 0;
   r->next_round_ = r->reply_.next_round();
+  // gRPC cannot carry descriptors: claim the ring's memfds on the hand-off socket with
+  // the one-time token (within what is left of the attach timeout).
+  if (r->reply_.fd_socket().empty() || r->reply_.fd_token().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "zephond offered no ring descriptors for ", r->reply_.instance_id(),
+        ": it predates ring layout 2; upgrade zephond"));
+  }
+  const std::string handoff_path =
+      socket_path.empty() ? r->reply_.fd_socket() : shm::HandoffSocketPath(socket_path);
+  ASSIGN_OR_RETURN(shm::RingFds fds,
+                   shm::ClaimRingFds(handoff_path, r->reply_.fd_token(), deadline));
   ASSIGN_OR_RETURN(
-      r->ring_, shm::RingReader::Open(r->reply_.ring_name(), r->reply_.reader_index(),
-                                      r->reply_.lease_epoch(), r->reply_.ring_generation(),
+      r->ring_, shm::RingReader::Open(std::move(fds), r->reply_.ring_name(),
+                                      r->reply_.reader_index(), r->reply_.lease_epoch(),
+                                      r->reply_.ring_generation(),
                                       absl::Milliseconds(r->reply_.producer_timeout_ms())));
   return r;
 }

@@ -15,6 +15,7 @@
 #define ZEPHON_CLIENT_ATTACHED_READER_H_
 
 #include <memory>
+#include <string>
 
 #include <grpcpp/grpcpp.h>
 
@@ -27,11 +28,15 @@ namespace zephon::client {
 
 class AttachedReader {
  public:
-  // Sends the AttachRequest and maps the ring. Errors carry the daemon's message
-  // (validation, spec-hash mismatch) with its status code.
+  // Sends the AttachRequest, claims the ring's descriptors on the daemon's hand-off
+  // socket and maps the ring (data read-only). `socket_path` is the daemon socket as
+  // this process sees it: the hand-off socket is next to it (a container may mount the
+  // socket directory elsewhere than the daemon's path); empty = the path the daemon
+  // reports. Errors carry the daemon's message (validation, spec-hash mismatch, a
+  // refused hand-off) with its status code; the whole attach takes at most `timeout`.
   static absl::StatusOr<std::unique_ptr<AttachedReader>> Attach(
       std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
-      absl::Duration timeout);
+      absl::Duration timeout, const std::string& socket_path = "");
   ~AttachedReader();  // detaches cleanly
   AttachedReader(const AttachedReader&) = delete;
   AttachedReader& operator=(const AttachedReader&) = delete;

@@ -13,6 +13,7 @@
 #include "client/attached_reader.h"
 #include "client/connection.h"
 #include "client/daemon_queries.h"
+#include "common/paths.h"
 #include "shm/ring_layout.h"
 
 struct zephon_reader {
@@ -83,7 +84,10 @@ int zephon_attach(const char* socket_path, const char* zephond_path, const char*
   request.set_ring_abi_major(zephon::shm::kLayoutMajor);
   auto channel = Connect(socket_path, zephond_path, timeout_s);
   if (!channel.ok()) return Fail(channel.status(), error);
-  auto reader = zephon::client::AttachedReader::Attach(*channel, request, Seconds(timeout_s));
+  const std::string socket =
+      OrEmpty(socket_path).empty() ? zephon::DefaultSocketPath() : OrEmpty(socket_path);
+  auto reader =
+      zephon::client::AttachedReader::Attach(*channel, request, Seconds(timeout_s), socket);
   if (!reader.ok()) return Fail(reader.status(), error);
   if (reply_json != nullptr) *reply_json = Dup(ToJson((*reader)->reply()));
   *out = new zephon_reader{std::move(*reader), getpid()};

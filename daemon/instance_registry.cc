@@ -389,20 +389,18 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.datasets = std::move(kept);
   config.identity = identity;
   config.owned_lanes = lanes;
-  config.shm_name = absl::StrCat("/", options_.shm_prefix, ".", getpid(), ".", serial);
+  config.shm_name = absl::StrCat(options_.shm_prefix, ".", getpid(), ".", serial);
   const uint32_t prefetch = request.execution().prefetch_batches() > 0
                                 ? request.execution().prefetch_batches()
                                 : options_.default_prefetch_batches;
   config.geometry.slot_count = RoundUpToPowerOfTwo(std::max<uint32_t>(2, prefetch));
   config.geometry.slot_payload_bytes = payload_bytes;
   config.geometry.reader_capacity = options_.reader_capacity;
-  config.shm_mode = options_.shm_mode;
-  config.segment_options.group = options_.shm_group;
   if (options_.max_ring_bytes > 0) {
-    const uint64_t needed = shm::ComputeSections(config.geometry.slot_count,
-                                                 config.geometry.reader_capacity,
-                                                 config.geometry.slot_payload_bytes)
-                                .total_bytes;
+    const shm::RingSections sections = shm::ComputeSections(
+        config.geometry.slot_count, config.geometry.reader_capacity,
+        config.geometry.slot_payload_bytes);
+    const uint64_t needed = sections.total_bytes + sections.cursor_bytes;
     uint64_t in_use = 0;
     for (const auto& [k, instances] : instances_) {
       for (const auto& instance : instances) in_use += instance->ring_bytes();

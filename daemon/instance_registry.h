@@ -35,11 +35,9 @@
 namespace zephon::daemon {
 
 struct RegistryOptions {
-  // Prefix of every POSIX shm name this daemon creates (no leading slash).
+  // Prefix of the name of every ring memfd this daemon creates (no slash); it is also the
+  // prefix of the legacy /dev/shm segments the daemon sweeps at start.
   std::string shm_prefix = "zephon";
-  mode_t shm_mode = 0600;
-  // Group owner of segments (with mode 0660) when ranks run as another user.
-  std::optional<gid_t> shm_group;
   uint32_t default_prefetch_batches = 8;
   uint32_t reader_capacity = 32;
   // Where converted dataset shards (JSONL -> token cache) live; empty = the default
@@ -56,7 +54,8 @@ struct RegistryOptions {
   std::string metrics_address;
   // Name of this daemon in logs, reports and rendezvous files.
   std::string daemon_label;
-  // Node budget for the bytes of all rings together (0 = only /dev/shm's free space).
+  // Node budget for the bytes of all rings together (both segments of each; 0 = only the
+  // memory limit of zephond's cgroup).
   uint64_t max_ring_bytes = 0;
   // The daemon's one worker pool, shared by every instance (the node-wide thread
   // budget, --worker-threads). Null: every instance materializes inline.

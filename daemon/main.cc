@@ -1,8 +1,10 @@
 // zephond: the per-node Zephon daemon. See DESIGN.md and README.md.
 //
-// Startup order matters: take the per-socket lock, then sweep shm segments left by a
-// dead predecessor with the same prefix (no live owner can exist once we hold the
-// lock), then listen. Exits 0 on SIGTERM/SIGINT, and by itself after --idle-exit-s
+// Startup order matters: take the per-socket lock, then sweep legacy (ring layout 1)
+// /dev/shm segments left by a dead predecessor with the same prefix (no live owner can
+// exist once we hold the lock), then listen on the socket and on the ring hand-off
+// socket next to it ("<socket>.fds"). Rings are sealed memfds handed to readers there
+// (daemon/fd_handoff.h), so a killed zephond leaves no ring behind. Exits 0 on SIGTERM/SIGINT, and by itself after --idle-exit-s
 // seconds without readers when it was auto-started by a client.
 //
 // Operations: --metrics-address serves Prometheus /metrics plus /healthz and /readyz;
@@ -46,11 +48,13 @@
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/http_server.h"
 #include "daemon/exec/worker_pool.h"
+#include "daemon/fd_handoff.h"
 #include "daemon/instance_registry.h"
 #include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/service.h"
 #include "daemon/storage/s3_flags.h"
 #include "daemon/storage/shard_cache.h"
+#include "shm/fd_passing.h"
 #include "shm/segment.h"
 
 namespace {
@@ -132,14 +136,19 @@ int main(int argc, char** argv) {
   app.add_option("--socket", socket_path, "Unix domain socket to serve clients on")
       ->capture_default_str();
   app.add_option("--shm-prefix", shm_prefix,
-                 "Prefix of this daemon's shm objects (default: zephon.<uid>.<socket hash>)");
-  app.add_option("--shm-mode", shm_mode_text, "Permission bits of ring segments (octal)")
+                 "Prefix of this daemon's ring memfd names, and of the legacy /dev/shm "
+                 "segments swept at start (default: zephon.<uid>.<socket hash>)");
+  app.add_option("--shm-mode", shm_mode_text,
+                 "Ignored since ring layout 2 (rings are memfds handed over the socket; "
+                 "access follows the socket's mode and --shm-group)")
       ->capture_default_str();
   app.add_option("--shm-group", shm_group,
-                 "Group that owns ring segments and the socket (mode becomes 0660); for "
-                 "trainer ranks running as another user of that group");
+                 "Group that owns the socket and the ring hand-off socket (mode becomes "
+                 "0660) and whose members may claim rings; for trainer ranks running as "
+                 "another user of that group");
   app.add_option("--max-ring-bytes", max_ring_bytes,
-                 "Budget for the bytes of all rings together (0 = /dev/shm free space only)")
+                 "Budget for the bytes of all rings together (0 = no budget beyond the "
+                 "memory limit of zephond's cgroup)")
       ->capture_default_str();
   app.add_option("--idle-exit-s", idle_exit_s,
                  "Exit after this many seconds without attached readers (0 = never)")
@@ -239,25 +248,32 @@ int main(int argc, char** argv) {
     spdlog::error("cannot sweep stale shm segments {}.*: {}", shm_prefix, swept.status().ToString());
     return kExitEnvironment;
   }
-  if (*swept > 0) spdlog::warn("swept {} shm segment(s) left by a previous zephond", *swept);
+  if (*swept > 0) {
+    spdlog::warn("swept {} legacy /dev/shm segment(s) left by an older zephond", *swept);
+  }
   unlink(socket_path.c_str());
 
   zephon::daemon::RegistryOptions options;
   options.shm_prefix = shm_prefix;
   try {
-    options.shm_mode = static_cast<mode_t>(std::stoul(shm_mode_text, nullptr, 8));
+    (void)std::stoul(shm_mode_text, nullptr, 8);
   } catch (const std::exception&) {
     spdlog::error("--shm-mode={} is not an octal permission (e.g. 0600)", shm_mode_text);
     return kExitBadFlags;
   }
+  if (shm_mode_text != "0600") {
+    spdlog::warn("--shm-mode={} has no effect: rings are memfds handed to readers over the "
+                 "ring hand-off socket; access follows the socket's mode and --shm-group",
+                 shm_mode_text);
+  }
+  std::optional<gid_t> shm_group_id;
   if (!shm_group.empty()) {
     const struct group* gr = getgrnam(shm_group.c_str());
     if (gr == nullptr) {
       spdlog::error("--shm-group={}: no such group", shm_group);
       return kExitBadFlags;
     }
-    options.shm_group = gr->gr_gid;
-    if (shm_mode_text == "0600") options.shm_mode = 0660;
+    shm_group_id = gr->gr_gid;
   }
   options.max_ring_bytes = max_ring_bytes;
   options.cache_dir = cache_dir;
@@ -410,7 +426,16 @@ int main(int argc, char** argv) {
     return result;
   };
   zephon::daemon::LocalRounds rounds(std::move(hooks));
-  zephon::daemon::ZephonService service(&registry, &rounds);
+  zephon::daemon::FdHandoffOptions handoff_options;
+  handoff_options.socket_path = zephon::shm::HandoffSocketPath(socket_path);
+  handoff_options.group = shm_group_id;
+  absl::StatusOr<std::unique_ptr<zephon::daemon::FdHandoff>> handoff =
+      zephon::daemon::FdHandoff::Start(handoff_options);
+  if (!handoff.ok()) {
+    spdlog::error("{}", handoff.status().ToString());
+    return kExitEnvironment;
+  }
+  zephon::daemon::ZephonService service(&registry, &rounds, handoff->get());
 
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
@@ -420,8 +445,8 @@ int main(int argc, char** argv) {
     spdlog::error("cannot listen on unix socket {}", socket_path);
     return kExitEnvironment;
   }
-  chmod(socket_path.c_str(), options.shm_group ? 0660 : 0600);
-  if (options.shm_group && chown(socket_path.c_str(), static_cast<uid_t>(-1), *options.shm_group) != 0) {
+  chmod(socket_path.c_str(), shm_group_id ? 0660 : 0600);
+  if (shm_group_id && chown(socket_path.c_str(), static_cast<uid_t>(-1), *shm_group_id) != 0) {
     spdlog::error("cannot give socket {} to group {}: {}", socket_path, shm_group, std::strerror(errno));
     return kExitEnvironment;
   }
@@ -472,6 +497,7 @@ int main(int argc, char** argv) {
     if (metrics_server != nullptr) metrics_server->Stop();
     registry.CloseAll();
     unlink(socket_path.c_str());
+    unlink(zephon::shm::HandoffSocketPath(socket_path).c_str());
     spdlog::shutdown();
     _exit(0);
   }

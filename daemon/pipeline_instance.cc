@@ -91,8 +91,8 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
                    exec::ParallelBatches::Create(std::move(stream), std::move(pool),
                                                  config.materialize));
   ASSIGN_OR_RETURN(auto writer,
-                   shm::RingWriter::Create(config.shm_name, config.geometry, config.shm_mode,
-                                           config.instance_id, config.segment_options));
+                   shm::RingWriter::Create(config.shm_name, config.geometry,
+                                           config.instance_id));
   std::unique_ptr<PipelineInstance> instance(
       new PipelineInstance(std::move(config), std::move(batches), std::move(writer)));
   {
@@ -131,7 +131,6 @@ PipelineInstance::~PipelineInstance() {
   batches_->Cancel();
   writer_->Close();
   if (producer_.joinable()) producer_.join();
-  (void)writer_->Unlink();
   Log()->info("instance {}: closed ring {} after {} batches", config_.instance_id,
                config_.shm_name, produced_.load());
 }

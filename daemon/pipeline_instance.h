@@ -53,10 +53,9 @@ struct InstanceConfig {
   std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
   RankIdentity identity;     // of the first rank; data identity is shared by all readers
   std::vector<uint32_t> owned_lanes;
+  // Name of the ring's memfds ("<prefix>.<pid>.<serial>"), for /proc/<pid>/fd and logs.
   std::string shm_name;
   shm::RingGeometry geometry;
-  mode_t shm_mode = 0600;
-  shm::SegmentOptions segment_options;
   absl::Duration join_timeout = absl::Seconds(30);
   // Reader slots held at the stream's start for local peers still to attach.
   uint32_t reserved_readers = 1;
@@ -78,7 +77,8 @@ class PipelineInstance {
   static absl::StatusOr<std::unique_ptr<PipelineInstance>> Create(
       InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
       std::shared_ptr<exec::WorkerPool> pool = nullptr);
-  // Stops the producer (within one 100 ms poll), closes the ring, unlinks its name.
+  // Stops the producer (within one 100 ms poll) and closes the ring; its memory is freed
+  // when the last reader unmaps it.
   // Materializations still in the pool finish on their own and are discarded.
   ~PipelineInstance();
   PipelineInstance(const PipelineInstance&) = delete;
@@ -115,6 +115,8 @@ class PipelineInstance {
   // ring) and this instance's threads. First line "instance <id>".
   std::string Explain() const;
   uint64_t ring_bytes() const;
+  // Descriptors for one reader process of the ring (data read-only, cursors).
+  absl::StatusOr<shm::RingFds> ReaderFds() const { return writer_->ReaderFds(); }
   uint64_t ring_generation() const;
   // Effective materialize parallelism (1 = inline on the producer thread).
   uint32_t parallelism() const { return batches_->parallelism(); }

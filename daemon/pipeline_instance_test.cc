@@ -40,7 +40,7 @@ proto::PipelineSpec Spec() {
 
 std::string UniqueShmName() {
   static std::atomic<int> n{0};
-  return absl::StrCat("/zephon-test.", getpid(), ".instance.", n.fetch_add(1));
+  return absl::StrCat("zephon-test.", getpid(), ".instance.", n.fetch_add(1));
 }
 
 std::unique_ptr<PipelineInstance> MakeInstance(std::shared_ptr<exec::WorkerPool> pool,
@@ -69,7 +69,9 @@ std::unique_ptr<PipelineInstance> MakeInstance(std::shared_ptr<exec::WorkerPool>
 std::vector<std::string> ReadRing(PipelineInstance* instance) {
   proto::AttachReply reply;
   EXPECT_TRUE(instance->AttachReader(0, getpid(), &reply).ok());
-  auto reader = shm::RingReader::Open(reply.ring_name(), reply.reader_index(),
+  auto fds = instance->ReaderFds();
+  EXPECT_TRUE(fds.ok()) << fds.status();
+  auto reader = shm::RingReader::Open(*std::move(fds), reply.ring_name(), reply.reader_index(),
                                       reply.lease_epoch(), reply.ring_generation(),
                                       absl::Seconds(30));
   EXPECT_TRUE(reader.ok()) << reader.status();

@@ -38,9 +38,27 @@ grpc::Status ZephonService::Attach(
     metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kAttach);
     return ToGrpcStatus(attachment.status());
   }
-  metrics::DaemonCounters::Get().CountAttach(true);
   proto::AttachServerMessage reply;
   *reply.mutable_attached() = attachment->reply;
+  // The ring's descriptors wait on the hand-off socket under a one-time token: gRPC
+  // cannot carry them.
+  std::string token;
+  if (handoff_ != nullptr) {
+    absl::StatusOr<std::string> offered = OfferRing(*attachment, first.attach());
+    if (!offered.ok()) {
+      Log()->error("attach of pid {} to {}: cannot offer the ring's descriptors: {}",
+                   first.attach().client_pid(), attachment->reply.instance_id(),
+                   offered.status().ToString());
+      registry_->Detach(*attachment, /*died=*/false);
+      metrics::DaemonCounters::Get().CountAttach(false);
+      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kAttach);
+      return ToGrpcStatus(offered.status());
+    }
+    token = *std::move(offered);
+    reply.mutable_attached()->set_fd_socket(handoff_->socket_path());
+    reply.mutable_attached()->set_fd_token(token);
+  }
+  metrics::DaemonCounters::Get().CountAttach(true);
   // A client that gave up before it got the reply never read a batch: detach it
   // cleanly rather than blame it on its peers.
   bool clean = true;
@@ -54,8 +72,20 @@ grpc::Status ZephonService::Attach(
       }
     }
   }
+  if (!token.empty()) handoff_->Withdraw(token);  // never claimed: close the fds now
   registry_->Detach(*attachment, /*died=*/!clean);
   return grpc::Status::OK;
+}
+
+absl::StatusOr<std::string> ZephonService::OfferRing(const Attachment& attachment,
+                                                     const proto::AttachRequest& request) {
+  absl::StatusOr<shm::RingFds> fds = attachment.instance->ReaderFds();
+  if (!fds.ok()) return fds.status();
+  return handoff_->Offer(*std::move(fds),
+                         absl::StrCat("instance ", attachment.reply.instance_id(), " ring ",
+                                      attachment.reply.ring_name(), " rank ",
+                                      request.rank().global_rank(), " (pid ",
+                                      request.client_pid(), ")"));
 }
 
 grpc::Status ZephonService::Checkpoint(grpc::ServerContext*,

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "daemon/checkpoint/peer_auth.h"
+#include "daemon/fd_handoff.h"
 #include "daemon/instance_registry.h"
 #include "daemon/local_rounds.h"
 #include "proto/zephon.grpc.pb.h"
@@ -21,9 +22,10 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ZephonService final : public proto::Zephon::Service {
  public:
-  // `registry` and `rounds` must outlive the service.
-  ZephonService(InstanceRegistry* registry, LocalRounds* rounds)
-      : registry_(registry), rounds_(rounds) {}
+  // `registry`, `rounds` and `handoff` must outlive the service. `handoff` hands each
+  // attached reader its ring descriptors; null only in tests that never map a ring.
+  ZephonService(InstanceRegistry* registry, LocalRounds* rounds, FdHandoff* handoff = nullptr)
+      : registry_(registry), rounds_(rounds), handoff_(handoff) {}
 
   grpc::Status Attach(
       grpc::ServerContext* context,
@@ -37,8 +39,13 @@ class ZephonService final : public proto::Zephon::Service {
                       proto::StatusReply* reply) override;
 
  private:
+  // Registers the attached reader's ring descriptors with the hand-off; returns the token.
+  absl::StatusOr<std::string> OfferRing(const Attachment& attachment,
+                                        const proto::AttachRequest& request);
+
   InstanceRegistry* const registry_;
   LocalRounds* const rounds_;
+  FdHandoff* const handoff_;
 };
 
 // The Status RPC alone, for the TCP peer server: `zephonctl status --address host:port`

@@ -1,7 +1,13 @@
 // File: shm/ring_layout.h
 //
-// The shared-memory ring ABI, layout major version 1. Every struct here is placed in a
-// POSIX shm segment mapped by several processes at different addresses, so:
+// The shared-memory ring ABI, layout major version 2. A ring is two sealed memfds
+// (shm/segment.h) mapped by several processes at different addresses:
+//   * the data segment [header page][slot descriptors][payload slots...], written by the
+//     producer (zephond) only and mapped READ-ONLY by readers;
+//   * the cursor segment [cursor header page][reader table], the only memory a reader
+//     writes (its own record and the release futex word).
+// A reader can therefore corrupt at most cursors and wake words, never a batch or the
+// geometry, and neither segment can be resized by anyone. Rules for every struct:
 //   * fields are fixed-width with explicit padding; no pointers, no virtuals;
 //   * magic and major/minor sit at offsets that never move across major versions;
 //   * every shared word has exactly one writing process (the exceptions are the two futex
@@ -12,7 +18,6 @@
 //     order or meaning bumps kLayoutMajor; minor versions only append fields inside
 //     header_bytes. The prose spec is shm/RING_FORMAT.md.
 //
-// Segment map:  [header page][reader table][slot descriptors][payload slots...]
 // Structs holding std::atomic are standard-layout and trivially destructible but, in
 // C++17, not trivially copyable (std::atomic deletes its copy operations). They are never
 // copied: the writer placement-constructs them once, everyone else uses them in place.
@@ -37,13 +42,18 @@ namespace zephon::shm {
 
 // The bytes "ZEPHRING" as they appear at offset 0 on a little-endian host.
 inline constexpr uint64_t kRingMagic = 0x474E49524850455AULL;
-inline constexpr uint16_t kLayoutMajor = 1;
-// Minor 1 appended poison_detail (the whole reason; poison_reason keeps its first 255
-// bytes for minor-0 readers).
+// Major 2 (issue 12): readers' writable words moved to their own segment (the cursor
+// segment); both segments are sealed memfds handed over with SCM_RIGHTS.
+inline constexpr uint16_t kLayoutMajor = 2;
+// Minor 1 (in major 1) appended poison_detail; major 2 starts at minor 1 so the rule
+// "minor >= 1 has poison_detail" stays true.
 inline constexpr uint16_t kLayoutMinor = 1;
+// The bytes "ZEPHCURS": the cursor segment's magic.
+inline constexpr uint64_t kCursorMagic = 0x535255434850455AULL;
 
 inline constexpr uint64_t kPageBytes = 4096;
 inline constexpr uint32_t kHeaderBytes = 4096;
+inline constexpr uint32_t kCursorHeaderBytes = 4096;
 inline constexpr uint32_t kReaderRecordBytes = 128;
 inline constexpr uint32_t kDescriptorBytes = 64;
 inline constexpr uint32_t kTensorEntryBytes = 64;
@@ -128,8 +138,8 @@ constexpr std::string_view DTypeName(DType dtype) {
   return "invalid";
 }
 
-// One 4 KiB page at offset 0. All fields are written by the producer (zephond) only,
-// except release_wake, which readers bump after releasing.
+// One 4 KiB page at offset 0 of the data segment. Every field is written by the producer
+// (zephond) only; readers map it read-only.
 struct RingHeader {
   // Identity: offsets 0..31 never move.
   uint64_t magic;
@@ -143,7 +153,7 @@ struct RingHeader {
   uint32_t reader_capacity;
   uint64_t slot_stride;         // page multiple
   uint64_t slot_payload_bytes;  // tensor data capacity after the tensor table
-  uint64_t reader_table_offset;
+  uint64_t reader_table_offset;  // inside the CURSOR segment
   uint64_t descriptor_offset;
   uint64_t payload_offset;
   // Lifecycle. poison_rank/poison_reason are written before state = kPoisoned (release).
@@ -151,7 +161,8 @@ struct RingHeader {
   int32_t poison_rank;
   int64_t producer_pid;
   std::atomic<uint64_t> producer_heartbeat_ns;  // CLOCK_MONOTONIC
-  uint8_t reserved0[24];
+  uint64_t cursor_bytes;  // size of the cursor segment
+  uint8_t reserved0[16];
   char poison_reason[kPoisonReasonBytes];  // NUL-terminated
   char label[kLabelBytes];                 // instance id for humans, NUL-terminated
   // Hot words, each on its own 128-byte line against false sharing.
@@ -160,8 +171,8 @@ struct RingHeader {
   alignas(128) std::atomic<uint32_t> publish_wake;  // futex word, bumped per publish
   uint32_t reserved2;  // waiters are the per-reader `waiting` flags (one writer each)
   uint8_t reserved3[120];
-  alignas(128) std::atomic<uint32_t> release_wake;  // futex word, bumped by readers
-  std::atomic<uint32_t> release_waiting;            // producer sleeps on release_wake
+  alignas(128) uint32_t reserved_wake;     // layout 1's release_wake; now in CursorHeader
+  std::atomic<uint32_t> release_waiting;  // producer sleeps on CursorHeader::release_wake
   uint8_t reserved4[120];
   // Minor 1: the full poison reason, NUL-terminated (errors naming an object-store URL,
   // an HTTP status and a sample outgrow poison_reason). Written with poison_reason.
@@ -169,7 +180,23 @@ struct RingHeader {
   uint8_t reserved_tail[kHeaderBytes - 896 - kPoisonDetailBytes];
 };
 
-// One per declared reader, kReaderRecordBytes apart. state/rank/lease_epoch/pid are
+// One 4 KiB page at offset 0 of the cursor segment. Identity fields are written by the
+// producer before the segment is handed out and are re-validated by every reader against
+// the data header; the producer itself never reads them back (any process holding the
+// cursor segment may overwrite them). release_wake is bumped by readers.
+struct CursorHeader {
+  uint64_t magic;  // kCursorMagic
+  uint16_t major;
+  uint16_t minor;
+  uint32_t reader_capacity;
+  uint64_t generation;   // equals the data header's
+  uint64_t total_bytes;  // cursor segment size
+  uint8_t reserved0[96];
+  alignas(128) std::atomic<uint32_t> release_wake;  // futex word, bumped by readers
+  uint8_t reserved_tail[kCursorHeaderBytes - 132];
+};
+
+// One per declared reader, kReaderRecordBytes apart, in the cursor segment. state/rank/lease_epoch/pid are
 // written by the producer process; waiting/heartbeat_ns by the reader. consumed is seeded
 // by the producer before the lease is handed out and written only by the reader after.
 struct ReaderRecord {
@@ -208,11 +235,12 @@ struct TensorEntry {
 
 // Section offsets and sizes for a geometry; the one place that computes them.
 struct RingSections {
-  uint64_t reader_table_offset;
-  uint64_t descriptor_offset;
+  uint64_t reader_table_offset;  // in the cursor segment
+  uint64_t cursor_bytes;         // cursor segment size
+  uint64_t descriptor_offset;    // in the data segment, and the rest too
   uint64_t payload_offset;
   uint64_t slot_stride;
-  uint64_t total_bytes;
+  uint64_t total_bytes;  // data segment size
 };
 
 constexpr uint64_t RoundUp(uint64_t value, uint64_t multiple) {
@@ -223,9 +251,10 @@ constexpr uint64_t RoundUp(uint64_t value, uint64_t multiple) {
 constexpr RingSections ComputeSections(uint32_t slot_count, uint32_t reader_capacity,
                                        uint64_t slot_payload_bytes) {
   RingSections s{};
-  s.reader_table_offset = kHeaderBytes;
-  s.descriptor_offset = RoundUp(
+  s.reader_table_offset = kCursorHeaderBytes;
+  s.cursor_bytes = RoundUp(
       s.reader_table_offset + uint64_t{reader_capacity} * kReaderRecordBytes, kPageBytes);
+  s.descriptor_offset = kHeaderBytes;
   s.payload_offset =
       RoundUp(s.descriptor_offset + uint64_t{slot_count} * kDescriptorBytes, kPageBytes);
   s.slot_stride = RoundUp(kTensorTableBytes + slot_payload_bytes, kPageBytes);
@@ -270,9 +299,21 @@ static_assert(offsetof(RingHeader, poison_reason) == 128);
 static_assert(offsetof(RingHeader, label) == 384);
 static_assert(offsetof(RingHeader, published) == 512);
 static_assert(offsetof(RingHeader, publish_wake) == 640);
-static_assert(offsetof(RingHeader, release_wake) == 768);
+static_assert(offsetof(RingHeader, cursor_bytes) == 104);
+static_assert(offsetof(RingHeader, reserved_wake) == 768);
 static_assert(offsetof(RingHeader, release_waiting) == 772);
 static_assert(offsetof(RingHeader, poison_detail) == 896);
+
+static_assert(std::is_standard_layout_v<CursorHeader>);
+static_assert(std::is_trivially_destructible_v<CursorHeader>);
+static_assert(sizeof(CursorHeader) == kCursorHeaderBytes);
+static_assert(offsetof(CursorHeader, magic) == 0);
+static_assert(offsetof(CursorHeader, major) == 8);
+static_assert(offsetof(CursorHeader, minor) == 10);
+static_assert(offsetof(CursorHeader, reader_capacity) == 12);
+static_assert(offsetof(CursorHeader, generation) == 16);
+static_assert(offsetof(CursorHeader, total_bytes) == 24);
+static_assert(offsetof(CursorHeader, release_wake) == 128);
 
 static_assert(std::is_standard_layout_v<ReaderRecord>);
 static_assert(std::is_trivially_destructible_v<ReaderRecord>);

@@ -31,11 +31,20 @@ TEST(RingLayoutTest, UnknownDTypeHasNoSize) {
   EXPECT_EQ(DTypeName(static_cast<DType>(200)), "invalid");
 }
 
+TEST(RingLayoutTest, CursorMagicSpellsZephcursInMemory) {
+  char bytes[8];
+  std::memcpy(bytes, &kCursorMagic, sizeof(bytes));
+  EXPECT_EQ(std::string(bytes, 8), "ZEPHCURS");
+}
+
 TEST(RingLayoutTest, SectionsArePageAlignedAndOrdered) {
   constexpr RingSections s = ComputeSections(8, 5, 10000);
-  static_assert(s.reader_table_offset == kHeaderBytes);
-  EXPECT_EQ(s.descriptor_offset % kPageBytes, 0u);
-  EXPECT_GE(s.descriptor_offset, s.reader_table_offset + 5 * kReaderRecordBytes);
+  // Cursor segment: its header page, then the reader table.
+  static_assert(s.reader_table_offset == kCursorHeaderBytes);
+  EXPECT_EQ(s.cursor_bytes % kPageBytes, 0u);
+  EXPECT_GE(s.cursor_bytes, s.reader_table_offset + 5 * kReaderRecordBytes);
+  // Data segment: header page, descriptors, payload.
+  static_assert(s.descriptor_offset == kHeaderBytes);
   EXPECT_EQ(s.payload_offset % kPageBytes, 0u);
   EXPECT_GE(s.payload_offset, s.descriptor_offset + 8 * kDescriptorBytes);
   EXPECT_EQ(s.slot_stride, 3 * kPageBytes);  // 512-byte table + 10000 bytes

@@ -29,8 +29,10 @@ bool FitsIn(uint64_t offset, uint64_t count, uint64_t unit, uint64_t limit) {
 }
 
 // Everything except ring state and lease. Reads each field once into a local.
+// `mapping_bytes`/`cursor_mapping_bytes`: sizes of the data and cursor mappings.
 absl::Status ValidateHeader(const std::string& name, const RingHeader& h,
-                            uint64_t mapping_bytes, uint64_t expected_generation) {
+                            uint64_t mapping_bytes, uint64_t cursor_mapping_bytes,
+                            uint64_t expected_generation) {
   const uint32_t state = h.state.load(std::memory_order_acquire);
   if (h.magic != kRingMagic) {
     if (state == static_cast<uint32_t>(RingState::kInitializing)) {
@@ -69,18 +71,37 @@ absl::Status ValidateHeader(const std::string& name, const RingHeader& h,
                                       payload, " inconsistent"));
   }
   const uint64_t rt = h.reader_table_offset, desc = h.descriptor_offset,
-                 pay = h.payload_offset;
-  if (rt < header_bytes || rt % kReaderRecordBytes != 0 ||
-      !FitsIn(rt, readers, kReaderRecordBytes, desc) || desc % kDescriptorBytes != 0 ||
+                 pay = h.payload_offset, cursor_bytes = h.cursor_bytes;
+  if (cursor_bytes > cursor_mapping_bytes || rt < kCursorHeaderBytes ||
+      rt % kReaderRecordBytes != 0 || !FitsIn(rt, readers, kReaderRecordBytes, cursor_bytes)) {
+    return Corrupt(name, absl::StrCat("reader table (offset ", rt, ", ", readers,
+                                      " records) does not fit in the cursor segment (",
+                                      cursor_bytes, " of ", cursor_mapping_bytes, " bytes)"));
+  }
+  if (desc < header_bytes || desc % kDescriptorBytes != 0 ||
       !FitsIn(desc, slots, kDescriptorBytes, pay) || pay % kPageBytes != 0 ||
       !FitsIn(pay, slots, stride, total)) {
-    return Corrupt(name, absl::StrCat("section offsets (readers ", rt, ", descriptors ", desc,
-                                      ", payload ", pay, ") do not fit in ", total, " bytes"));
+    return Corrupt(name, absl::StrCat("section offsets (descriptors ", desc, ", payload ", pay,
+                                      ") do not fit in ", total, " bytes"));
   }
   if (h.generation != expected_generation) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ring ", name, " has generation ", h.generation, ", expected ", expected_generation,
         ": stale segment, attach again through zephond"));
+  }
+  return absl::OkStatus();
+}
+
+// The cursor segment must belong to the same ring as the data segment: a reader handed
+// a mismatched pair would gate or wake the wrong producer.
+absl::Status ValidateCursorHeader(const std::string& name, const CursorHeader& c,
+                                  const RingHeader& h) {
+  if (c.magic != kCursorMagic || c.major != kLayoutMajor || c.generation != h.generation ||
+      c.reader_capacity != h.reader_capacity) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ring ", name, ": the cursor segment does not belong to this ring (magic ", c.magic,
+        ", major ", c.major, ", generation ", c.generation, " vs ", h.generation,
+        "); attach again through zephond"));
   }
   return absl::OkStatus();
 }
@@ -94,9 +115,11 @@ const TensorView* SlotView::Find(const std::string& name) const {
   return nullptr;
 }
 
-RingReader::RingReader(std::unique_ptr<Segment> segment, uint32_t reader_index,
-                       uint32_t lease_epoch, absl::Duration producer_timeout)
-    : segment_(std::move(segment)),
+RingReader::RingReader(std::unique_ptr<Segment> data, std::unique_ptr<Segment> cursors,
+                       uint32_t reader_index, uint32_t lease_epoch,
+                       absl::Duration producer_timeout)
+    : data_(std::move(data)),
+      cursors_(std::move(cursors)),
       reader_index_(reader_index),
       lease_epoch_(lease_epoch),
       producer_timeout_(producer_timeout) {}
@@ -104,20 +127,33 @@ RingReader::RingReader(std::unique_ptr<Segment> segment, uint32_t reader_index,
 RingReader::~RingReader() = default;
 
 absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(
-    const std::string& shm_name, uint32_t reader_index, uint32_t lease_epoch,
+    RingFds fds, const std::string& shm_name, uint32_t reader_index, uint32_t lease_epoch,
     uint64_t expected_generation, absl::Duration producer_timeout) {
-  absl::StatusOr<std::unique_ptr<Segment>> segment = Segment::Open(shm_name);
+  // The batch area is mapped read-only: nothing this process does can corrupt a batch
+  // its peers read, and the fd we got cannot be mapped writable anyway.
+  absl::StatusOr<std::unique_ptr<Segment>> segment =
+      Segment::Map(std::move(fds.data), shm_name, Access::kReadOnly);
   if (!segment.ok()) return segment.status();
+  absl::StatusOr<std::unique_ptr<Segment>> cursors =
+      Segment::Map(std::move(fds.cursors), shm_name + ".cursors", Access::kReadWrite);
+  if (!cursors.ok()) return cursors.status();
   if ((*segment)->size() < sizeof(RingHeader)) {
     return Corrupt(shm_name, absl::StrCat("segment is only ", (*segment)->size(), " bytes"));
   }
+  if ((*cursors)->size() < sizeof(CursorHeader)) {
+    return Corrupt(shm_name, absl::StrCat("cursor segment is only ", (*cursors)->size(),
+                                          " bytes"));
+  }
   const auto& h = *reinterpret_cast<const RingHeader*>((*segment)->data());
-  if (absl::Status s = ValidateHeader(shm_name, h, (*segment)->size(), expected_generation);
+  if (absl::Status s = ValidateHeader(shm_name, h, (*segment)->size(), (*cursors)->size(),
+                                      expected_generation);
       !s.ok()) {
     return s;
   }
-  std::unique_ptr<RingReader> reader(
-      new RingReader(*std::move(segment), reader_index, lease_epoch, producer_timeout));
+  const auto& c = *reinterpret_cast<const CursorHeader*>((*cursors)->data());
+  if (absl::Status s = ValidateCursorHeader(shm_name, c, h); !s.ok()) return s;
+  std::unique_ptr<RingReader> reader(new RingReader(
+      *std::move(segment), *std::move(cursors), reader_index, lease_epoch, producer_timeout));
   // Snapshot the validated geometry; later reads never consult the header's copy.
   reader->generation_ = h.generation;
   reader->slot_count_ = h.slot_count;
@@ -141,11 +177,11 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::Open(
 }
 
 const RingHeader* RingReader::header() const {
-  return reinterpret_cast<const RingHeader*>(segment_->data());
+  return reinterpret_cast<const RingHeader*>(data_->data());
 }
 
 ReaderRecord* RingReader::record() const {
-  return reinterpret_cast<ReaderRecord*>(segment_->data() + reader_table_offset_ +
+  return reinterpret_cast<ReaderRecord*>(cursors_->data() + reader_table_offset_ +
                                          uint64_t{reader_index_} * kReaderRecordBytes);
 }
 
@@ -163,19 +199,19 @@ absl::Status RingReader::StateStatus() const {
                         : std::string(h->poison_reason, strnlen(h->poison_reason, kPoisonReasonBytes));
       // A negative rank means the producer itself gave up (e.g. a pipeline error).
       if (h->poison_rank < 0) {
-        return absl::InternalError(absl::StrCat("ring ", segment_->name(),
+        return absl::InternalError(absl::StrCat("ring ", name(),
                                                " poisoned by zephond: ", reason,
                                                " (generation ", generation_, ")"));
       }
-      return absl::AbortedError(absl::StrCat("ring ", segment_->name(), " poisoned: rank ",
+      return absl::AbortedError(absl::StrCat("ring ", name(), " poisoned: rank ",
                                              h->poison_rank, " lost: ", reason,
                                              " (generation ", generation_, ")"));
     }
     case RingState::kInitializing:
-      return absl::UnavailableError(absl::StrCat("ring ", segment_->name(), " is not ready"));
+      return absl::UnavailableError(absl::StrCat("ring ", name(), " is not ready"));
   }
   return absl::FailedPreconditionError(
-      absl::StrCat("ring ", segment_->name(), " has unknown state ", state));
+      absl::StrCat("ring ", name(), " has unknown state ", state));
 }
 
 absl::Status RingReader::LeaseStatus() const {
@@ -184,7 +220,7 @@ absl::Status RingReader::LeaseStatus() const {
   const uint32_t epoch = r->lease_epoch.load(std::memory_order_acquire);
   if (state != static_cast<uint32_t>(ReaderState::kAttached) || epoch != lease_epoch_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "ring ", segment_->name(), ": lease ", reader_index_, "/epoch ", lease_epoch_,
+        "ring ", name(), ": lease ", reader_index_, "/epoch ", lease_epoch_,
         " is not attached (record state ", state, ", epoch ", epoch, "); attach again"));
   }
   return absl::OkStatus();
@@ -207,7 +243,7 @@ absl::StatusOr<SlotView> RingReader::Acquire(absl::Duration timeout) {
     }
     if (h->published.load(std::memory_order_acquire) > next_seq_) break;
     if (closed) {
-      return absl::CancelledError(absl::StrCat("ring ", segment_->name(),
+      return absl::CancelledError(absl::StrCat("ring ", name(),
                                                " was closed by zephond after seq ", next_seq_));
     }
     if (spins < kSpinIterations) {
@@ -218,14 +254,14 @@ absl::StatusOr<SlotView> RingReader::Acquire(absl::Duration timeout) {
     const uint64_t beat_ns = h->producer_heartbeat_ns.load(std::memory_order_relaxed);
     if (now_ns > beat_ns && absl::Nanoseconds(now_ns - beat_ns) > producer_timeout_) {
       return absl::UnavailableError(absl::StrCat(
-          "zephond stopped responding: ring ", segment_->name(), " producer heartbeat is ",
+          "zephond stopped responding: ring ", name(), " producer heartbeat is ",
           absl::FormatDuration(absl::Nanoseconds(now_ns - beat_ns)), " old (timeout ",
           absl::FormatDuration(producer_timeout_), ")"));
     }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "ring ", segment_->name(), ": seq ", next_seq_, " not published within ",
+          "ring ", name(), ": seq ", next_seq_, " not published within ",
           absl::FormatDuration(timeout)));
     }
     r->heartbeat_ns.store(now_ns, std::memory_order_relaxed);
@@ -248,7 +284,7 @@ absl::StatusOr<SlotView> RingReader::Acquire(absl::Duration timeout) {
   if (view->flags & kSlotEndOfStream) {
     end_of_stream_ = true;
     Release(seq).IgnoreError();  // nobody else can release it: the caller never sees it
-    return absl::OutOfRangeError(absl::StrCat("end of data (ring ", segment_->name(),
+    return absl::OutOfRangeError(absl::StrCat("end of data (ring ", name(),
                                               ", seq ", seq, ")"));
   }
   return view;
@@ -257,11 +293,11 @@ absl::StatusOr<SlotView> RingReader::Acquire(absl::Duration timeout) {
 absl::StatusOr<SlotView> RingReader::ReadSlot(uint64_t seq) const {
   const uint64_t index = seq & (slot_count_ - 1);
   const auto* d = reinterpret_cast<const SlotDescriptor*>(
-      segment_->data() + descriptor_offset_ + index * kDescriptorBytes);
-  const uint8_t* slot = segment_->data() + payload_offset_ + index * slot_stride_;
+      data_->data() + descriptor_offset_ + index * kDescriptorBytes);
+  const uint8_t* slot = data_->data() + payload_offset_ + index * slot_stride_;
   auto data_loss = [&](const std::string& what) {
     return absl::DataLossError(
-        absl::StrCat("ring ", segment_->name(), " seq ", seq, ": ", what));
+        absl::StrCat("ring ", name(), " seq ", seq, ": ", what));
   };
   // Acquire: pairs with the producer's release store; the fields below are complete.
   const uint64_t found = d->seq.load(std::memory_order_acquire);
@@ -319,13 +355,14 @@ absl::Status RingReader::Release(uint64_t seq) {
   }
   // A revoked lease's record may belong to someone else now: never write it.
   if (absl::Status s = LeaseStatus(); !s.ok()) return s;
-  auto* h = const_cast<RingHeader*>(header());
+  const RingHeader* h = header();
+  auto* wake = &reinterpret_cast<CursorHeader*>(cursors_->data())->release_wake;
   // seq_cst: the Dekker pair with the producer's (release_waiting = 1; read word; check
   // cursors). Release semantics also order our slot reads before the producer's reuse.
   record()->consumed.store(consumed_, std::memory_order_seq_cst);
   if (h->release_waiting.load(std::memory_order_seq_cst) != 0) {
-    h->release_wake.fetch_add(1, std::memory_order_seq_cst);
-    FutexWakeAll(&h->release_wake);
+    wake->fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(wake);
   }
   return absl::OkStatus();
 }

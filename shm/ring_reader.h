@@ -2,7 +2,11 @@
 //
 // RingReader: the client (trainer) side of a shared-memory batch ring. One RingReader
 // owns one attached reader record (a lease handed out by zephond's AttachReader) and its
-// own mapping of the segment. It sees every published batch, in seq order.
+// own mappings of the ring's two sealed memfds: the data segment READ-ONLY (batches,
+// descriptors, header) and the cursor segment read-write (its record, the release futex
+// word). It sees every published batch, in seq order. Because both segments are sealed
+// against shrinking (checked before mapping), a damaged ring gives an error, never
+// SIGBUS.
 //
 // Thread safety: single-owner and thread-compatible; use it from one thread at a time.
 //
@@ -12,8 +16,8 @@
 // overwrites it.
 //
 // Lifetimes: SlotView data pointers stay valid (and unchanged) until that seq is
-// Released; the mapping itself stays valid until the RingReader is destroyed, even if
-// zephond unlinks the name or dies.
+// Released; the mappings stay valid until the RingReader is destroyed, even if zephond
+// closes the ring or dies.
 #ifndef ZEPHON_SHM_RING_READER_H_
 #define ZEPHON_SHM_RING_READER_H_
 
@@ -52,15 +56,17 @@ struct SlotView {
 
 class RingReader {
  public:
-  // Maps `shm_name` and validates it before trusting any field: magic, layout major
-  // (FAILED_PRECONDITION naming both versions), header/total sizes and section offsets
-  // against the mapping, geometry, generation == expected_generation (else
-  // FAILED_PRECONDITION: a stale segment), ring state (ABORTED if poisoned, CANCELLED if
+  // Maps the ring's segments (`fds`, as RingWriter::ReaderFds made them; taken over and
+  // closed here) and validates them before trusting any field: both sealed against
+  // shrinking (FAILED_PRECONDITION otherwise), magic, layout major (FAILED_PRECONDITION
+  // naming both versions), header/total sizes and section offsets against the mappings,
+  // geometry, the cursor segment's identity, generation == expected_generation (else
+  // FAILED_PRECONDITION: a stale ring), ring state (ABORTED if poisoned, CANCELLED if
   // closed, UNAVAILABLE if not ready yet) and the lease (reader_index in range, record
   // attached with lease_epoch; else FAILED_PRECONDITION). Corrupt input gives an error,
-  // never a crash. `producer_timeout`: how stale the producer heartbeat may get before
-  // Acquire reports UNAVAILABLE.
-  static absl::StatusOr<std::unique_ptr<RingReader>> Open(const std::string& shm_name,
+  // never a crash. `name` is the ring's name, for messages. `producer_timeout`: how stale
+  // the producer heartbeat may get before Acquire reports UNAVAILABLE.
+  static absl::StatusOr<std::unique_ptr<RingReader>> Open(RingFds fds, const std::string& name,
                                                           uint32_t reader_index,
                                                           uint32_t lease_epoch,
                                                           uint64_t expected_generation,
@@ -97,12 +103,19 @@ class RingReader {
   uint32_t slot_count() const { return slot_count_; }
   // The whole mapping: TensorView::data pointers fall inside [mapping(), +mapping_bytes()).
   // Lets a binding wrap the mapping once and slice tensors out of it.
-  const uint8_t* mapping() const { return segment_->data(); }
-  uint64_t mapping_bytes() const { return segment_->size(); }
+  // This is the read-only data segment; it starts with the RingHeader.
+  const uint8_t* mapping() const { return data_->data(); }
+  uint64_t mapping_bytes() const { return data_->size(); }
+  // The release futex word (RingWriter::release_wakes), for benchmarks.
+  uint32_t release_wakes() const {
+    return reinterpret_cast<const CursorHeader*>(cursors_->data())
+        ->release_wake.load(std::memory_order_relaxed);
+  }
 
  private:
-  RingReader(std::unique_ptr<Segment> segment, uint32_t reader_index, uint32_t lease_epoch,
-             absl::Duration producer_timeout);
+  RingReader(std::unique_ptr<Segment> data, std::unique_ptr<Segment> cursors,
+             uint32_t reader_index, uint32_t lease_epoch, absl::Duration producer_timeout);
+  const std::string& name() const { return data_->name(); }
 
   const RingHeader* header() const;
   ReaderRecord* record() const;
@@ -112,7 +125,8 @@ class RingReader {
 
   // Constant after Open: a validated copy of the geometry, so a header corrupted later
   // cannot steer reads outside the mapping.
-  const std::unique_ptr<Segment> segment_;
+  const std::unique_ptr<Segment> data_;     // read-only mapping
+  const std::unique_ptr<Segment> cursors_;  // read-write mapping
   const uint32_t reader_index_;
   const uint32_t lease_epoch_;
   const absl::Duration producer_timeout_;

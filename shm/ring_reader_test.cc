@@ -1,5 +1,7 @@
 #include "shm/ring_reader.h"
 
+#include <errno.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -15,6 +17,8 @@
 namespace zephon::shm {
 namespace {
 
+using ::zephon::shm::testing::FdsOf;
+using ::zephon::shm::testing::UniqueRingName;
 using ::zephon::shm::testing::UniqueShmName;
 
 constexpr absl::Duration kShort = absl::Milliseconds(50);
@@ -25,8 +29,7 @@ constexpr absl::Duration kLong = absl::Seconds(10);
 class RingFixture : public ::testing::Test {
  protected:
   void MakeRing(uint32_t slots, uint32_t readers = 4) {
-    auto writer = RingWriter::Create(UniqueShmName("r"), RingGeometry{slots, 8192, readers},
-                                     0600, "reader-test");
+    auto writer = RingWriter::Create(UniqueRingName("r"), RingGeometry{slots, 8192, readers}, "reader-test");
     ASSERT_TRUE(writer.ok()) << writer.status();
     writer_ = *std::move(writer);
   }
@@ -35,7 +38,7 @@ class RingFixture : public ::testing::Test {
                                      absl::Duration producer_timeout = kLong) {
     auto lease = writer_->AttachReader(rank, getpid(), start, std::nullopt);
     EXPECT_TRUE(lease.ok()) << lease.status();
-    auto reader = RingReader::Open(writer_->name(), lease->index, lease->lease_epoch,
+    auto reader = RingReader::Open(FdsOf(*writer_), writer_->name(), lease->index, lease->lease_epoch,
                                    writer_->generation(), producer_timeout);
     EXPECT_TRUE(reader.ok()) << reader.status();
     return reader.ok() ? *std::move(reader) : nullptr;
@@ -189,7 +192,7 @@ TEST_F(RingReaderTest, PoisonIsReportedWithTheRankEvenToABlockedReader) {
   EXPECT_EQ(writer_->Readers()[1].state, ReaderState::kDead);
   // Sticky, and new readers cannot open the poisoned ring.
   EXPECT_EQ(reader->Acquire(kShort).status().code(), absl::StatusCode::kAborted);
-  EXPECT_EQ(RingReader::Open(writer_->name(), 0, 1, writer_->generation(), kLong)
+  EXPECT_EQ(RingReader::Open(FdsOf(*writer_), writer_->name(), 0, 1, writer_->generation(), kLong)
                 .status()
                 .code(),
             absl::StatusCode::kAborted);
@@ -207,9 +210,7 @@ TEST_F(RingReaderTest, LongPoisonReasonsArriveWholeAndMinorZeroReadersGetTheHead
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_NE(status.message().find(reason), absl::string_view::npos) << status;
   // A minor-0 reader sees poison_reason: the first kPoisonReasonBytes - 1 bytes.
-  auto segment = Segment::Open(writer_->name());
-  ASSERT_TRUE(segment.ok()) << segment.status();
-  const auto* h = reinterpret_cast<const RingHeader*>((*segment)->data());
+  const auto* h = reinterpret_cast<const RingHeader*>(writer_->TEST_data());
   EXPECT_EQ(h->minor, kLayoutMinor);
   EXPECT_EQ(std::string(h->poison_reason), reason.substr(0, kPoisonReasonBytes - 1));
 }
@@ -283,7 +284,7 @@ TEST_F(RingReaderTest, DetachedLeaseIsRevoked) {
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ(lease->index, 0u);
   EXPECT_EQ(lease->lease_epoch, 2u);
-  EXPECT_EQ(RingReader::Open(writer_->name(), 0, 1, writer_->generation(), kLong)
+  EXPECT_EQ(RingReader::Open(FdsOf(*writer_), writer_->name(), 0, 1, writer_->generation(), kLong)
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
@@ -303,7 +304,10 @@ TEST_F(RingReaderTest, CorruptHeadersAreRejected) {
       {"bad magic", [](RingHeader& h) { h.magic = 0x1234; },
        absl::StatusCode::kFailedPrecondition, "bad magic"},
       {"major 99", [](RingHeader& h) { h.major = 99; }, absl::StatusCode::kFailedPrecondition,
-       "layout version 99.1 but this reader supports major version 1"},
+       "layout version 99.1 but this reader supports major version 2"},
+      // A layout-1 ring (one read-write /dev/shm segment) is refused by name.
+      {"major 1", [](RingHeader& h) { h.major = 1; }, absl::StatusCode::kFailedPrecondition,
+       "layout version 1.1 but this reader supports major version 2"},
       {"total beyond mapping", [](RingHeader& h) { h.total_bytes = 1ull << 40; },
        absl::StatusCode::kFailedPrecondition, "exceeds the mapping"},
       {"header_bytes small", [](RingHeader& h) { h.header_bytes = 16; },
@@ -322,7 +326,11 @@ TEST_F(RingReaderTest, CorruptHeadersAreRejected) {
        absl::StatusCode::kFailedPrecondition, "section offsets"},
       {"offset overflow", [](RingHeader& h) { h.payload_offset = ~0ull - 4095; },
        absl::StatusCode::kFailedPrecondition, "section offsets"},
-      {"table inside header", [](RingHeader& h) { h.reader_table_offset = 128; },
+      {"table inside cursor header", [](RingHeader& h) { h.reader_table_offset = 128; },
+       absl::StatusCode::kFailedPrecondition, "reader table"},
+      {"table beyond cursor segment", [](RingHeader& h) { h.cursor_bytes = 1ull << 40; },
+       absl::StatusCode::kFailedPrecondition, "reader table"},
+      {"descriptors inside header", [](RingHeader& h) { h.descriptor_offset = 128; },
        absl::StatusCode::kFailedPrecondition, "section offsets"},
       {"bad generation", [](RingHeader& h) { h.generation ^= 1; },
        absl::StatusCode::kFailedPrecondition, "stale segment"},
@@ -336,10 +344,8 @@ TEST_F(RingReaderTest, CorruptHeadersAreRejected) {
     MakeRing(4, 2);
     auto lease = writer_->AttachReader(0, getpid(), 0, std::nullopt);
     ASSERT_TRUE(lease.ok());
-    auto segment = Segment::Open(writer_->name());
-    ASSERT_TRUE(segment.ok());
-    c.corrupt(*reinterpret_cast<RingHeader*>((*segment)->data()));
-    auto reader = RingReader::Open(writer_->name(), lease->index, lease->lease_epoch,
+    c.corrupt(*reinterpret_cast<RingHeader*>(writer_->TEST_data()));
+    auto reader = RingReader::Open(FdsOf(*writer_), writer_->name(), lease->index, lease->lease_epoch,
                                    writer_->generation(), kLong);
     ASSERT_FALSE(reader.ok());
     EXPECT_EQ(reader.status().code(), c.code) << reader.status();
@@ -353,19 +359,53 @@ TEST_F(RingReaderTest, BadLeasesAndTinySegmentsAreRejected) {
   auto lease = writer_->AttachReader(0, getpid(), 0, std::nullopt);
   ASSERT_TRUE(lease.ok());
   const uint64_t gen = writer_->generation();
-  EXPECT_EQ(RingReader::Open(writer_->name(), 0, 2, gen, kLong).status().code(),
+  EXPECT_EQ(RingReader::Open(FdsOf(*writer_), writer_->name(), 0, 2, gen, kLong).status().code(),
             absl::StatusCode::kFailedPrecondition);  // wrong epoch
-  EXPECT_EQ(RingReader::Open(writer_->name(), 1, 0, gen, kLong).status().code(),
+  EXPECT_EQ(RingReader::Open(FdsOf(*writer_), writer_->name(), 1, 0, gen, kLong).status().code(),
             absl::StatusCode::kFailedPrecondition);  // free record
-  EXPECT_EQ(RingReader::Open(writer_->name(), 2, 1, gen, kLong).status().code(),
+  EXPECT_EQ(RingReader::Open(FdsOf(*writer_), writer_->name(), 2, 1, gen, kLong).status().code(),
             absl::StatusCode::kFailedPrecondition);  // out of range
-  const std::string tiny = UniqueShmName("tiny");
-  ASSERT_TRUE(Segment::Create(tiny, 100, 0600).ok());
-  EXPECT_EQ(RingReader::Open(tiny, 0, 1, gen, kLong).status().code(),
+  // A tiny sealed segment in place of either half of the ring.
+  auto tiny = Segment::Create(UniqueRingName("tiny"), 100);
+  ASSERT_TRUE(tiny.ok());
+  RingFds small_data = FdsOf(*writer_);
+  small_data.data = *(*tiny)->OpenReadOnly();
+  EXPECT_EQ(RingReader::Open(std::move(small_data), "tiny", 0, 1, gen, kLong).status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(Segment::Unlink(tiny).ok());
-  EXPECT_EQ(RingReader::Open(UniqueShmName("missing"), 0, 1, gen, kLong).status().code(),
-            absl::StatusCode::kNotFound);
+  RingFds small_cursors = FdsOf(*writer_);
+  small_cursors.cursors = *(*tiny)->Dup();
+  EXPECT_EQ(RingReader::Open(std::move(small_cursors), "tiny", 0, 1, gen, kLong).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // No fds at all.
+  EXPECT_EQ(RingReader::Open(RingFds{}, "none", 0, 1, gen, kLong).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RingReaderTest, CursorSegmentOfAnotherRingIsRejected) {
+  MakeRing(4, 2);
+  auto lease = writer_->AttachReader(0, getpid(), 0, std::nullopt);
+  ASSERT_TRUE(lease.ok());
+  auto other = RingWriter::Create(UniqueRingName("other"), RingGeometry{4, 8192, 2}, "other");
+  ASSERT_TRUE(other.ok());
+  RingFds mixed = FdsOf(*writer_);
+  mixed.cursors = std::move(FdsOf(**other).cursors);
+  auto reader = RingReader::Open(std::move(mixed), writer_->name(), lease->index,
+                                 lease->lease_epoch, writer_->generation(), kLong);
+  ASSERT_EQ(reader.status().code(), absl::StatusCode::kFailedPrecondition) << reader.status();
+  EXPECT_NE(reader.status().message().find("does not belong to this ring"), std::string::npos)
+      << reader.status();
+}
+
+TEST_F(RingReaderTest, ReaderMapsTheBatchAreaReadOnly) {
+  MakeRing(4, 1);
+  auto reader = Attach(0);
+  ASSERT_TRUE(Publish().ok());
+  auto view = reader->Acquire(kShort);
+  ASSERT_TRUE(view.ok()) << view.status();
+  // The reader's mapping of the data segment cannot be made writable.
+  void* page = const_cast<uint8_t*>(reader->mapping());
+  EXPECT_NE(mprotect(page, 4096, PROT_READ | PROT_WRITE), 0);
+  EXPECT_EQ(errno, EACCES);
 }
 
 struct SlotCase {
@@ -393,11 +433,10 @@ TEST_F(RingReaderTest, CorruptSlotsAreDataLoss) {
     MakeRing(4, 1);
     auto reader = Attach(0);
     ASSERT_TRUE(Publish().ok());
-    auto segment = Segment::Open(writer_->name());
-    ASSERT_TRUE(segment.ok());
-    const auto& h = *reinterpret_cast<const RingHeader*>((*segment)->data());
-    auto* d = reinterpret_cast<SlotDescriptor*>((*segment)->data() + h.descriptor_offset);
-    auto* table = reinterpret_cast<TensorEntry*>((*segment)->data() + h.payload_offset);
+    uint8_t* base = writer_->TEST_data();
+    const auto& h = *reinterpret_cast<const RingHeader*>(base);
+    auto* d = reinterpret_cast<SlotDescriptor*>(base + h.descriptor_offset);
+    auto* table = reinterpret_cast<TensorEntry*>(base + h.payload_offset);
     c.corrupt(*d, table);
     auto view = reader->Acquire(kShort);
     EXPECT_EQ(view.status().code(), absl::StatusCode::kDataLoss) << view.status();

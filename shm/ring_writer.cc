@@ -130,23 +130,29 @@ absl::StatusOr<void*> SlotWriter::AddTensor(std::string_view name, DType dtype,
 
 // ---- RingWriter -----------------------------------------------------------------------
 
-RingWriter::RingWriter(std::unique_ptr<Segment> segment, const RingGeometry& geometry,
-                       const RingSections& sections, uint64_t generation)
-    : segment_(std::move(segment)),
+RingWriter::RingWriter(std::unique_ptr<Segment> data, std::unique_ptr<Segment> cursors,
+                       const RingGeometry& geometry, const RingSections& sections,
+                       uint64_t generation)
+    : data_(std::move(data)),
+      cursors_(std::move(cursors)),
       geometry_(geometry),
       sections_(sections),
       generation_(generation) {}
 
-absl::StatusOr<std::unique_ptr<RingWriter>> RingWriter::Create(
-    const std::string& shm_name, const RingGeometry& geometry, mode_t mode,
-    std::string_view label, const SegmentOptions& options) {
+absl::StatusOr<std::unique_ptr<RingWriter>> RingWriter::Create(const std::string& name,
+                                                               const RingGeometry& geometry,
+                                                               std::string_view label) {
   if (absl::Status s = ValidateGeometry(geometry); !s.ok()) return s;
   const RingSections sections = ComputeSections(
       geometry.slot_count, geometry.reader_capacity, geometry.slot_payload_bytes);
   absl::StatusOr<std::unique_ptr<Segment>> segment =
-      Segment::Create(shm_name, sections.total_bytes, mode, options);
+      Segment::Create(name, sections.total_bytes);
   if (!segment.ok()) return segment.status();
+  absl::StatusOr<std::unique_ptr<Segment>> cursors =
+      Segment::Create(absl::StrCat(name, ".cursors"), sections.cursor_bytes);
+  if (!cursors.ok()) return cursors.status();
   uint8_t* base = (*segment)->data();
+  uint8_t* cursor_base = (*cursors)->data();
 
   // The segment is zero-filled, so state reads kInitializing until the end.
   auto* h = new (base) RingHeader();
@@ -161,14 +167,22 @@ absl::StatusOr<std::unique_ptr<RingWriter>> RingWriter::Create(
   h->slot_stride = sections.slot_stride;
   h->slot_payload_bytes = geometry.slot_payload_bytes;
   h->reader_table_offset = sections.reader_table_offset;
+  h->cursor_bytes = sections.cursor_bytes;
   h->descriptor_offset = sections.descriptor_offset;
   h->payload_offset = sections.payload_offset;
   h->poison_rank = -1;
   h->producer_pid = getpid();
   h->producer_heartbeat_ns.store(MonotonicNowNs(), std::memory_order_relaxed);
   CopyCString(h->label, kLabelBytes, label);
+  auto* c = new (cursor_base) CursorHeader();
+  c->magic = kCursorMagic;
+  c->major = kLayoutMajor;
+  c->minor = kLayoutMinor;
+  c->reader_capacity = geometry.reader_capacity;
+  c->generation = h->generation;
+  c->total_bytes = sections.cursor_bytes;
   for (uint32_t i = 0; i < geometry.reader_capacity; ++i) {
-    new (base + sections.reader_table_offset + uint64_t{i} * kReaderRecordBytes) ReaderRecord();
+    new (cursor_base + sections.reader_table_offset + uint64_t{i} * kReaderRecordBytes) ReaderRecord();
   }
   for (uint32_t i = 0; i < geometry.slot_count; ++i) {
     auto* d = new (base + sections.descriptor_offset + uint64_t{i} * kDescriptorBytes)
@@ -178,33 +192,41 @@ absl::StatusOr<std::unique_ptr<RingWriter>> RingWriter::Create(
   const uint64_t generation = h->generation;
   // Last, with release: a reader that sees kReady sees every field above.
   h->state.store(static_cast<uint32_t>(RingState::kReady), std::memory_order_release);
-  return std::unique_ptr<RingWriter>(
-      new RingWriter(*std::move(segment), geometry, sections, generation));
+  // From here on only our own mapping can write the data segment: readers get it
+  // read-only, and not even a reader of our uid reopening it through /proc can map it
+  // writable. The cursor segment stays writable (readers store their cursors there).
+  if (absl::Status s = (*segment)->Seal(/*forbid_new_writers=*/true); !s.ok()) return s;
+  if (absl::Status s = (*cursors)->Seal(/*forbid_new_writers=*/false); !s.ok()) return s;
+  return std::unique_ptr<RingWriter>(new RingWriter(*std::move(segment), *std::move(cursors),
+                                                    geometry, sections, generation));
 }
 
-RingWriter::~RingWriter() {
-  Close();
-  bool unlinked;
-  {
-    absl::MutexLock lock(&mu_);
-    unlinked = unlinked_;
-  }
-  if (!unlinked) Segment::Unlink(name()).IgnoreError();  // may be swept already
+RingWriter::~RingWriter() { Close(); }
+
+absl::StatusOr<RingFds> RingWriter::ReaderFds() const {
+  RingFds fds;
+  absl::StatusOr<UniqueFd> data = data_->OpenReadOnly();
+  if (!data.ok()) return data.status();
+  absl::StatusOr<UniqueFd> cursors = cursors_->Dup();
+  if (!cursors.ok()) return cursors.status();
+  fds.data = *std::move(data);
+  fds.cursors = *std::move(cursors);
+  return fds;
 }
 
 ReaderRecord* RingWriter::record(uint32_t index) const {
-  return reinterpret_cast<ReaderRecord*>(segment_->data() + sections_.reader_table_offset +
+  return reinterpret_cast<ReaderRecord*>(cursors_->data() + sections_.reader_table_offset +
                                          uint64_t{index} * kReaderRecordBytes);
 }
 
 SlotDescriptor* RingWriter::descriptor(uint64_t seq) const {
   return reinterpret_cast<SlotDescriptor*>(
-      segment_->data() + sections_.descriptor_offset +
+      data_->data() + sections_.descriptor_offset +
       (seq & (geometry_.slot_count - 1)) * kDescriptorBytes);
 }
 
 uint8_t* RingWriter::slot(uint64_t seq) const {
-  return segment_->data() + sections_.payload_offset +
+  return data_->data() + sections_.payload_offset +
          (seq & (geometry_.slot_count - 1)) * sections_.slot_stride;
 }
 
@@ -383,9 +405,11 @@ absl::StatusOr<SlotWriter> RingWriter::Loan(absl::Duration timeout) {
     }
     // Dekker handshake with Release(): flag, snapshot the word, re-check, then sleep on
     // the snapshot. A reader that releases after our re-check sees the flag and wakes us.
+    // The wake word lives in the cursor segment, where readers can write.
+    std::atomic<uint32_t>* wake = &cursor_header()->release_wake;
     h->release_waiting.store(1, std::memory_order_seq_cst);
-    const uint32_t word = h->release_wake.load(std::memory_order_seq_cst);
-    if (!SlotFree(seq)) FutexWait(&h->release_wake, word, std::min(left, kMaxSleep));
+    const uint32_t word = wake->load(std::memory_order_seq_cst);
+    if (!SlotFree(seq)) FutexWait(wake, word, std::min(left, kMaxSleep));
     h->release_waiting.store(0, std::memory_order_relaxed);
   }
 }
@@ -449,10 +473,11 @@ void RingWriter::Heartbeat() {
 
 void RingWriter::WakeEveryone() {
   RingHeader* h = header();
+  CursorHeader* c = cursor_header();
   h->publish_wake.fetch_add(1, std::memory_order_seq_cst);
-  h->release_wake.fetch_add(1, std::memory_order_seq_cst);
+  c->release_wake.fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&h->publish_wake);
-  FutexWakeAll(&h->release_wake);
+  FutexWakeAll(&c->release_wake);
 }
 
 void RingWriter::Poison(int32_t rank, std::string_view reason) {
@@ -477,13 +502,6 @@ void RingWriter::Close() {
         expected, static_cast<uint32_t>(RingState::kClosed), std::memory_order_acq_rel);
   }
   WakeEveryone();
-}
-
-absl::Status RingWriter::Unlink() {
-  absl::MutexLock lock(&mu_);
-  if (unlinked_) return absl::OkStatus();
-  unlinked_ = true;
-  return Segment::Unlink(name());
 }
 
 uint64_t RingWriter::published() const {

@@ -2,13 +2,16 @@
 //
 // RingWriter: the producer (zephond) side of one shared-memory batch ring: one producer,
 // N readers, every reader sees every batch (Disruptor-style per-reader cursors). It owns
-// the segment and its name. See shm/RING_FORMAT.md for the protocol.
+// the ring's two sealed memfds (data and cursor segments) and hands readers their own
+// descriptors (ReaderFds): the data segment read-only, the cursor segment read-write.
+// Nothing a reader does with those can resize either segment, so no reader can crash the
+// producer with SIGBUS. See shm/RING_FORMAT.md for the layout and the protocol.
 //
 // Thread safety:
 //   * Producer methods (Loan, Publish, PublishEndOfStream) are called by ONE producer
 //     thread.
 //   * Control-plane methods (Reserve/Attach/Detach/ReleaseReservation/MarkReaderDead,
-//     Heartbeat, Poison, Close, Unlink) and observers are thread-safe and may run
+//     Heartbeat, Poison, Close, ReaderFds) and observers are thread-safe and may run
 //     concurrently with the producer. The writer's bookkeeping is guarded by an
 //     in-process mutex; nothing in shared memory is ever locked.
 //
@@ -37,6 +40,7 @@
 #include "absl/types/span.h"
 #include "shm/ring_layout.h"
 #include "shm/segment.h"
+#include "shm/unique_fd.h"
 
 namespace zephon::shm {
 
@@ -105,17 +109,19 @@ class SlotWriter {
 
 class RingWriter {
  public:
-  // Creates and initialises the ring segment `shm_name` with permissions `mode` (0600,
-  // or 0660 for a group). The header, with a random nonzero generation, is complete
-  // before the state becomes kReady (stored last, with release).
+  // Creates and initialises a ring: memfds `name` (data) and `name`.cursors, both sealed
+  // against resizing; the data segment is also sealed against any new writable mapping
+  // (F_SEAL_FUTURE_WRITE) once initialised. The header, with a random nonzero
+  // generation, is complete before the state becomes kReady (stored last, with release).
+  // `label` (the instance id) is copied into the header for humans.
   // Errors: INVALID_ARGUMENT (geometry outside limits, slot_count not a power of two),
-  // plus everything Segment::Create returns.
-  static absl::StatusOr<std::unique_ptr<RingWriter>> Create(
-      const std::string& shm_name, const RingGeometry& geometry, mode_t mode,
-      std::string_view label, const SegmentOptions& options = {});
+  // plus everything Segment::Create and Segment::Seal return.
+  static absl::StatusOr<std::unique_ptr<RingWriter>> Create(const std::string& name,
+                                                            const RingGeometry& geometry,
+                                                            std::string_view label);
 
-  // Closes the ring (readers drain, then see CANCELLED) and unlinks the name if Unlink()
-  // was not called. REQUIRES: no SlotWriter outstanding.
+  // Closes the ring (readers drain, then see CANCELLED). The memory is freed when the
+  // last reader unmaps it. REQUIRES: no SlotWriter outstanding.
   ~RingWriter();
   RingWriter(const RingWriter&) = delete;
   RingWriter& operator=(const RingWriter&) = delete;
@@ -171,8 +177,11 @@ class RingWriter {
   void Poison(int32_t rank, std::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
   // Sticky: state kClosed (unless poisoned); wakes every waiter.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
-  // Removes the name; the mapping (and every reader's) stays valid.
-  absl::Status Unlink() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Fresh descriptors for one reader process: the data segment reopened O_RDONLY (its
+  // holder cannot truncate it or map it writable) and a dup of the cursor segment.
+  // Errors: INTERNAL/RESOURCE_EXHAUSTED (out of fds, /proc not mounted).
+  absl::StatusOr<RingFds> ReaderFds() const;
 
   // ---- Observers (thread-safe) -------------------------------------------------------
   uint64_t published() const;
@@ -180,17 +189,31 @@ class RingWriter {
   uint64_t MinGatingConsumed() const;
   std::vector<ReaderInfo> Readers() const;
   uint64_t generation() const { return generation_; }
-  // Bytes of the whole segment (header, reader table, descriptors, payload slots).
-  uint64_t total_bytes() const { return segment_->size(); }
-  const std::string& name() const { return segment_->name(); }
+  // The release futex word: how many releases found the producer (about to be) asleep.
+  // For benchmarks; any reader may also bump it.
+  uint32_t release_wakes() const {
+    return cursor_header()->release_wake.load(std::memory_order_relaxed);
+  }
+  // Bytes of both segments (header, descriptors, payload slots; cursor header, reader
+  // table): the memory the ring pins.
+  uint64_t total_bytes() const { return data_->size() + cursors_->size(); }
+  // The data memfd's name ("memfd:<name>" in /proc/<pid>/fd).
+  const std::string& name() const { return data_->name(); }
   RingState state() const;
+
+  // Test seam: the producer's writable mapping of the data segment, for tests that
+  // corrupt a header or slot on purpose (nobody else can map it writable).
+  uint8_t* TEST_data() const { return data_->data(); }
 
  private:
   friend class SlotWriter;
-  RingWriter(std::unique_ptr<Segment> segment, const RingGeometry& geometry,
-             const RingSections& sections, uint64_t generation);
+  RingWriter(std::unique_ptr<Segment> data, std::unique_ptr<Segment> cursors,
+             const RingGeometry& geometry, const RingSections& sections, uint64_t generation);
 
-  RingHeader* header() const { return reinterpret_cast<RingHeader*>(segment_->data()); }
+  RingHeader* header() const { return reinterpret_cast<RingHeader*>(data_->data()); }
+  CursorHeader* cursor_header() const {
+    return reinterpret_cast<CursorHeader*>(cursors_->data());
+  }
   ReaderRecord* record(uint32_t index) const;
   SlotDescriptor* descriptor(uint64_t seq) const;
   uint8_t* slot(uint64_t seq) const;
@@ -204,7 +227,8 @@ class RingWriter {
   void WakeEveryone();
 
   // Constant after construction.
-  const std::unique_ptr<Segment> segment_;
+  const std::unique_ptr<Segment> data_;     // header, descriptors, payload
+  const std::unique_ptr<Segment> cursors_;  // cursor header, reader table
   const RingGeometry geometry_;
   const RingSections sections_;
   const uint64_t generation_;
@@ -213,7 +237,6 @@ class RingWriter {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;    // seq the next Loan hands out
   uint64_t high_water_ ABSL_GUARDED_BY(mu_) = 0;  // one past the highest seq ever loaned
   bool loan_outstanding_ ABSL_GUARDED_BY(mu_) = false;
-  bool unlinked_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace zephon::shm

@@ -1,5 +1,8 @@
 #include "shm/ring_writer.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +17,8 @@
 namespace zephon::shm {
 namespace {
 
+using ::zephon::shm::testing::FdsOf;
+using ::zephon::shm::testing::UniqueRingName;
 using ::zephon::shm::testing::UniqueShmName;
 
 constexpr absl::Duration kShort = absl::Milliseconds(50);
@@ -21,8 +26,7 @@ constexpr absl::Duration kLong = absl::Seconds(10);
 
 std::unique_ptr<RingWriter> MakeWriter(uint32_t slots, uint32_t readers = 4,
                                        uint64_t payload = 4096) {
-  auto writer = RingWriter::Create(UniqueShmName("w"), RingGeometry{slots, payload, readers},
-                                   0600, "job=test ring=0");
+  auto writer = RingWriter::Create(UniqueRingName("w"), RingGeometry{slots, payload, readers}, "job=test ring=0");
   EXPECT_TRUE(writer.ok()) << writer.status();
   return writer.ok() ? *std::move(writer) : nullptr;
 }
@@ -43,20 +47,30 @@ TEST(RingWriterTest, CreateRejectsBadGeometry) {
   for (const RingGeometry& g : {RingGeometry{3, 4096, 1}, RingGeometry{0, 4096, 1},
                                 RingGeometry{4, 4096, 0}, RingGeometry{4, 0, 1},
                                 RingGeometry{4, 1ull << 33, 1}}) {
-    EXPECT_EQ(RingWriter::Create(UniqueShmName("bad"), g, 0600, "x").status().code(),
+    EXPECT_EQ(RingWriter::Create(UniqueRingName("bad"), g, "x").status().code(),
               absl::StatusCode::kInvalidArgument);
   }
 }
 
 TEST(RingWriterTest, CreateWritesAReadyHeaderLast) {
   auto writer = MakeWriter(8, 2, 10000);
-  auto segment = Segment::Open(writer->name());
-  ASSERT_TRUE(segment.ok()) << segment.status();
-  const auto& h = *reinterpret_cast<const RingHeader*>((*segment)->data());
+  RingFds fds = FdsOf(*writer);
+  auto data = Segment::Map(std::move(fds.data), "data", Access::kReadOnly);
+  ASSERT_TRUE(data.ok()) << data.status();
+  auto cursors = Segment::Map(std::move(fds.cursors), "cursors", Access::kReadWrite);
+  ASSERT_TRUE(cursors.ok()) << cursors.status();
+  const auto& h = *reinterpret_cast<const RingHeader*>((*data)->data());
   EXPECT_EQ(h.magic, kRingMagic);
   EXPECT_EQ(h.major, kLayoutMajor);
   EXPECT_EQ(h.header_bytes, kHeaderBytes);
-  EXPECT_EQ(h.total_bytes, (*segment)->size());
+  EXPECT_EQ(h.total_bytes, (*data)->size());
+  EXPECT_EQ(h.cursor_bytes, (*cursors)->size());
+  EXPECT_EQ(writer->total_bytes(), (*data)->size() + (*cursors)->size());
+  const auto& c = *reinterpret_cast<const CursorHeader*>((*cursors)->data());
+  EXPECT_EQ(c.magic, kCursorMagic);
+  EXPECT_EQ(c.major, kLayoutMajor);
+  EXPECT_EQ(c.generation, h.generation);
+  EXPECT_EQ(c.reader_capacity, 2u);
   EXPECT_NE(h.generation, 0u);
   EXPECT_EQ(h.generation, writer->generation());
   EXPECT_EQ(h.slot_count, 8u);
@@ -91,7 +105,7 @@ TEST(RingWriterTest, ReservedReaderGatesAndAttachesAtZeroAfterTheRingFilled) {
   auto lease = writer->AttachReader(3, getpid(), 0, *reserved);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->index, *reserved);
-  auto reader = RingReader::Open(writer->name(), lease->index, lease->lease_epoch,
+  auto reader = RingReader::Open(FdsOf(*writer), writer->name(), lease->index, lease->lease_epoch,
                                  writer->generation(), kLong);
   ASSERT_TRUE(reader.ok()) << reader.status();
   for (uint64_t seq = 0; seq < 4; ++seq) {
@@ -115,7 +129,7 @@ TEST(RingWriterTest, AttachAtAnOverwrittenStartFails) {
   auto ok = writer->AttachReader(0, getpid(), 2, std::nullopt);
   ASSERT_TRUE(ok.ok()) << ok.status();
   auto reader =
-      RingReader::Open(writer->name(), ok->index, ok->lease_epoch, writer->generation(), kLong);
+      RingReader::Open(FdsOf(*writer), writer->name(), ok->index, ok->lease_epoch, writer->generation(), kLong);
   ASSERT_TRUE(reader.ok()) << reader.status();
   auto view = (*reader)->Acquire(kShort);
   ASSERT_TRUE(view.ok()) << view.status();
@@ -142,7 +156,7 @@ TEST(RingWriterTest, AttachIsAtomicWithTheProducersLoanDecision) {
       continue;
     }
     ++attached;
-    auto reader = RingReader::Open(writer->name(), lease->index, lease->lease_epoch,
+    auto reader = RingReader::Open(FdsOf(*writer), writer->name(), lease->index, lease->lease_epoch,
                                    writer->generation(), kLong);
     ASSERT_TRUE(reader.ok()) << reader.status();
     auto view = (*reader)->Acquire(kLong);
@@ -258,22 +272,23 @@ TEST(RingWriterTest, CloseAndPoisonCancelABlockedLoan) {
   }
 }
 
-TEST(RingWriterTest, UnlinkDropsTheNameButKeepsTheRing) {
+TEST(RingWriterTest, ReadersGetAReadOnlyDataFdAndCannotResizeEither) {
   auto writer = MakeWriter(2);
-  ASSERT_TRUE(writer->Unlink().ok());
-  EXPECT_EQ(Segment::Open(writer->name()).status().code(), absl::StatusCode::kNotFound);
+  RingFds fds = FdsOf(*writer);
+  EXPECT_EQ(fcntl(fds.data.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
+  EXPECT_NE(ftruncate(fds.data.get(), 4096), 0);
+  EXPECT_NE(ftruncate(fds.cursors.get(), 4096), 0);
+  EXPECT_EQ(errno, EPERM);  // sealed
+  EXPECT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fds.data.get(), 0),
+            MAP_FAILED);
+  // The producer keeps working.
   EXPECT_TRUE(PublishValue(*writer).ok());
   EXPECT_EQ(writer->published(), 1u);
 }
 
-TEST(RingWriterTest, DestructorRemovesTheName) {
-  std::string name;
-  {
-    auto writer = MakeWriter(2);
-    name = writer->name();
-    EXPECT_TRUE(Segment::Open(name).ok());
-  }
-  EXPECT_EQ(Segment::Open(name).status().code(), absl::StatusCode::kNotFound);
+TEST(RingWriterTest, TheRingLeavesNoNameInDevShm) {
+  auto writer = MakeWriter(2);
+  EXPECT_NE(access(("/dev/shm/" + writer->name()).c_str(), F_OK), 0);
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -15,8 +14,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010  // Linux 5.1; older glibc headers lack the name
+#endif
+
 namespace zephon::shm {
 namespace {
+
+// memfd_create's limit: 249 bytes plus the "memfd:" prefix.
+constexpr size_t kMaxNameBytes = 249;
 
 absl::Status ErrnoStatus(int err, const std::string& what) {
   const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
@@ -30,99 +36,99 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
   }
 }
 
-absl::Status ValidateName(const std::string& name) {
-  if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos ||
-      name.size() > 255) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm name '", name, "' must be '/' followed by 1-254 characters without '/'"));
-  }
-  return absl::OkStatus();
-}
-
 std::string HumanBytes(uint64_t bytes) {
   return absl::StrFormat("%d bytes (%.1f MiB)", bytes, bytes / (1024.0 * 1024.0));
-}
-
-// The operator's fix for a too-small shm mount; shared by the statvfs and ENOSPC paths.
-absl::Status NoSpace(const std::string& name, const std::string& dir, uint64_t needed,
-                     uint64_t free_bytes, std::string_view when) {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "shm segment ", name, " needs ", HumanBytes(needed), " but ", dir, " has ",
-      HumanBytes(free_bytes), " free (", std::string(when),
-      "). Fix: enlarge the shm mount (docker run --shm-size=<bytes>; Kubernetes: mount an "
-      "emptyDir with medium: Memory and a sizeLimit at /dev/shm; both default to 64 MiB) "
-      "or shrink the ring (fewer slots or smaller slot payload). shm pages count against "
-      "the container's memory limit."));
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
-                                                         uint64_t bytes, mode_t mode,
-                                                         const SegmentOptions& options) {
-  if (absl::Status s = ValidateName(name); !s.ok()) return s;
-  if (bytes == 0) return absl::InvalidArgumentError("shm segment size must be nonzero");
-
-  struct statvfs vfs;
-  if (statvfs(options.shm_dir.c_str(), &vfs) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("statvfs(", options.shm_dir, ")"));
+                                                         uint64_t bytes) {
+  if (name.empty() || name.size() > kMaxNameBytes || name.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring segment name '", name, "' must be 1-249 bytes without '/'"));
   }
-  uint64_t free_bytes = uint64_t{vfs.f_bavail} * vfs.f_frsize;
-  if (options.free_bytes_limit && *options.free_bytes_limit < free_bytes) {
-    free_bytes = *options.free_bytes_limit;
+  if (bytes == 0) return absl::InvalidArgumentError("ring segment size must be nonzero");
+  UniqueFd fd(memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("memfd_create(", name, ")"));
+  // Owner-only: a reader of another uid cannot reopen its read-only fd writable through
+  // /proc/self/fd (memfds start out 0777).
+  if (fchmod(fd.get(), 0600) != 0) return ErrnoStatus(errno, absl::StrCat("fchmod(", name, ")"));
+  if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("ftruncate(", name, ", ", bytes, ")"));
   }
-  if (bytes > free_bytes) {
-    return NoSpace(name, options.shm_dir, bytes, free_bytes, "checked before creating");
-  }
-
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("shm_open(", name, ", O_CREAT|O_EXCL)"));
-  absl::Cleanup close_fd = [fd] { close(fd); };
-  // We created the name; any failure below must not leave it behind.
-  absl::Cleanup unlink_name = [&name] { shm_unlink(name.c_str()); };
-
-  if (options.group.has_value() && fchown(fd, static_cast<uid_t>(-1), *options.group) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("fchown(", name, ", group ", *options.group, ")"));
-  }
-  // shm_open applies the umask; the mode we were asked for is the contract.
-  if (fchmod(fd, mode) != 0) return ErrnoStatus(errno, absl::StrCat("fchmod(", name, ")"));
   int rc;
   do {
-    rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    rc = posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
   } while (rc == EINTR);
-  if (rc == ENOSPC) {
-    return NoSpace(name, options.shm_dir, bytes, free_bytes, "posix_fallocate: ENOSPC");
+  if (rc == ENOSPC || rc == ENOMEM) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ring segment ", name, " needs ", HumanBytes(bytes),
+        " of shared memory but the kernel refused it (", std::strerror(rc),
+        "). Rings are memfds: they count against the memory limit of zephond's cgroup "
+        "(container memory limit), not against /dev/shm. Fix: raise that limit, lower "
+        "--max-ring-bytes, or shrink the ring (fewer slots or smaller batches)."));
   }
   if (rc != 0) return ErrnoStatus(rc, absl::StrCat("posix_fallocate(", name, ")"));
-
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Size seals before the first mapping exists: from here on no holder of any fd of this
+  // memfd can change its size, so no mapping of it can ever fault past the end.
+  if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("fcntl(", name, ", F_ADD_SEALS shrink|grow)"));
+  }
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (data == MAP_FAILED) return ErrnoStatus(errno, absl::StrCat("mmap(", name, ")"));
-  std::move(unlink_name).Cancel();
-  return std::unique_ptr<Segment>(new Segment(name, static_cast<uint8_t*>(data), bytes));
+  return std::unique_ptr<Segment>(
+      new Segment(name, std::move(fd), static_cast<uint8_t*>(data), bytes));
 }
 
-absl::StatusOr<std::unique_ptr<Segment>> Segment::Open(const std::string& name) {
-  if (absl::Status s = ValidateName(name); !s.ok()) return s;
-  const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("shm_open(", name, ")"));
-  absl::Cleanup close_fd = [fd] { close(fd); };
+absl::StatusOr<std::unique_ptr<Segment>> Segment::Map(UniqueFd fd, const std::string& name,
+                                                      Access access) {
+  if (!fd.valid()) return absl::InvalidArgumentError(absl::StrCat("segment ", name, ": no fd"));
+  const int seals = fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "segment ", name, " is not sealed against shrinking (",
+        seals < 0 ? std::strerror(errno) : absl::StrFormat("seals 0x%x", seals),
+        "); refusing to map it, since a shrink would kill this process with SIGBUS. "
+        "Is the daemon older than ring layout 2? Upgrade it."));
+  }
   struct stat st;
-  if (fstat(fd, &st) != 0) return ErrnoStatus(errno, absl::StrCat("fstat(", name, ")"));
+  if (fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("fstat(", name, ")"));
   if (st.st_size <= 0) {
-    return absl::FailedPreconditionError(absl::StrCat("shm segment ", name, " is empty"));
+    return absl::FailedPreconditionError(absl::StrCat("segment ", name, " is empty"));
   }
   const uint64_t bytes = static_cast<uint64_t>(st.st_size);
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int prot = access == Access::kReadWrite ? PROT_READ | PROT_WRITE : PROT_READ;
+  void* data = mmap(nullptr, bytes, prot, MAP_SHARED, fd.get(), 0);
   if (data == MAP_FAILED) return ErrnoStatus(errno, absl::StrCat("mmap(", name, ")"));
-  return std::unique_ptr<Segment>(new Segment(name, static_cast<uint8_t*>(data), bytes));
+  return std::unique_ptr<Segment>(
+      new Segment(name, std::move(fd), static_cast<uint8_t*>(data), bytes));
 }
 
-absl::Status Segment::Unlink(const std::string& name) {
-  if (absl::Status s = ValidateName(name); !s.ok()) return s;
-  if (shm_unlink(name.c_str()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("shm_unlink(", name, ")"));
+absl::Status Segment::Seal(bool forbid_new_writers) {
+  if (forbid_new_writers && fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_FUTURE_WRITE) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("fcntl(", name_, ", F_ADD_SEALS future-write)"));
+  }
+  if (fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_SEAL) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("fcntl(", name_, ", F_ADD_SEALS seal)"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> Segment::OpenReadOnly() const {
+  const std::string path = absl::StrCat("/proc/self/fd/", fd_.get());
+  UniqueFd ro(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ro.valid()) {
+    return ErrnoStatus(errno, absl::StrCat("reopening ring segment ", name_, " read-only (",
+                                           path, "; is /proc mounted?)"));
+  }
+  return ro;
+}
+
+absl::StatusOr<UniqueFd> Segment::Dup() const {
+  UniqueFd copy(fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
+  if (!copy.valid()) return ErrnoStatus(errno, absl::StrCat("dup(", name_, ")"));
+  return copy;
 }
 
 absl::StatusOr<int> Segment::SweepPrefix(std::string_view prefix, const std::string& shm_dir) {

@@ -1,5 +1,6 @@
 #include "shm/segment.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "shm/test_util.h"
 
@@ -18,102 +20,149 @@ namespace {
 
 using ::zephon::shm::testing::UniqueShmName;
 
-mode_t ModeOf(const std::string& name) {
-  const int fd = shm_open(name.c_str(), O_RDONLY, 0);
-  EXPECT_GE(fd, 0);
+// memfd names carry no leading slash.
+std::string UniqueMemfdName(const std::string& tag) { return UniqueShmName(tag).substr(1); }
+
+std::unique_ptr<Segment> MustCreate(uint64_t bytes) {
+  auto segment = Segment::Create(UniqueMemfdName("seg"), bytes);
+  EXPECT_TRUE(segment.ok()) << segment.status();
+  return segment.ok() ? *std::move(segment) : nullptr;
+}
+
+TEST(SegmentTest, CreateIsOwnerOnlyAndSizedExactly) {
+  auto segment = MustCreate(3 * 4096);
+  ASSERT_NE(segment, nullptr);
   struct stat st {};
-  EXPECT_EQ(fstat(fd, &st), 0);
-  close(fd);
-  return st.st_mode & 0777;
+  ASSERT_EQ(fstat(segment->fd(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 3 * 4096);
+  EXPECT_EQ(segment->size(), 3u * 4096);
 }
 
-TEST(SegmentTest, CreateUsesExactlyTheRequestedModeDespiteUmask) {
-  const mode_t old_umask = umask(0077);
-  const std::string a = UniqueShmName("mode");
-  const std::string b = UniqueShmName("mode");
-  auto sa = Segment::Create(a, 8192, 0600);
-  auto sb = Segment::Create(b, 8192, 0660);
-  umask(old_umask);
-  ASSERT_TRUE(sa.ok()) << sa.status();
-  ASSERT_TRUE(sb.ok()) << sb.status();
-  EXPECT_EQ(ModeOf(a), 0600u);
-  EXPECT_EQ(ModeOf(b), 0660u);  // umask 077 would have stripped the group bits
-  EXPECT_TRUE(Segment::Unlink(a).ok());
-  EXPECT_TRUE(Segment::Unlink(b).ok());
+TEST(SegmentTest, CreateLeavesNothingInDevShm) {
+  const std::string name = UniqueMemfdName("anon");
+  auto segment = Segment::Create(name, 4096);
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  EXPECT_NE(access(absl::StrCat("/dev/shm/", name).c_str(), F_OK), 0);
 }
 
-TEST(SegmentTest, CreateIsExclusive) {
-  const std::string name = UniqueShmName("excl");
-  auto first = Segment::Create(name, 4096, 0600);
-  ASSERT_TRUE(first.ok()) << first.status();
-  auto second = Segment::Create(name, 4096, 0600);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_TRUE(Segment::Unlink(name).ok());
-}
-
-TEST(SegmentTest, OpenSharesBytesAndTakesSizeFromFstat) {
-  const std::string name = UniqueShmName("open");
-  auto created = Segment::Create(name, 3 * 4096, 0600);
-  ASSERT_TRUE(created.ok()) << created.status();
-  std::memcpy((*created)->data() + 5000, "hello", 5);
-  auto opened = Segment::Open(name);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  EXPECT_EQ((*opened)->size(), 3u * 4096);
-  EXPECT_EQ(std::memcmp((*opened)->data() + 5000, "hello", 5), 0);
-  EXPECT_TRUE(Segment::Unlink(name).ok());
-  // The mappings outlive the name.
-  (*opened)->data()[0] = 7;
-  EXPECT_EQ((*created)->data()[0], 7);
-  EXPECT_EQ(Segment::Open(name).status().code(), absl::StatusCode::kNotFound);
-}
-
-TEST(SegmentTest, BadNamesAreRejected) {
-  for (const std::string name : {"", "/", "noslash", "/a/b"}) {
-    EXPECT_EQ(Segment::Create(name, 4096, 0600).status().code(),
-              absl::StatusCode::kInvalidArgument)
-        << name;
-    EXPECT_EQ(Segment::Open(name).status().code(), absl::StatusCode::kInvalidArgument);
-  }
-  EXPECT_EQ(Segment::Create(UniqueShmName("zero"), 0, 0600).status().code(),
+TEST(SegmentTest, CreateRejectsBadNamesAndZeroSize) {
+  EXPECT_EQ(Segment::Create("", 4096).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Segment::Create("a/b", 4096).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Segment::Create(std::string(250, 'x'), 4096).status().code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Segment::Create("zero", 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(SegmentTest, CreateFailsCleanlyWhenFreeSpaceIsShort) {
-  const std::string name = UniqueShmName("nospace");
-  SegmentOptions options;
-  options.free_bytes_limit = 1 << 20;
-  auto segment = Segment::Create(name, 4 << 20, 0600, options);
-  ASSERT_EQ(segment.status().code(), absl::StatusCode::kResourceExhausted);
-  const std::string msg(segment.status().message());
-  EXPECT_NE(msg.find("4194304 bytes"), std::string::npos) << msg;  // needed
-  EXPECT_NE(msg.find("1048576 bytes"), std::string::npos) << msg;  // free
-  EXPECT_NE(msg.find("--shm-size"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("emptyDir"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("medium: Memory"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("sizeLimit"), std::string::npos) << msg;
-  EXPECT_EQ(Segment::Open(name).status().code(), absl::StatusCode::kNotFound);
+// Issue 12: a reader truncating a live ring killed zephond and every reader with SIGBUS.
+TEST(SegmentTest, NoHolderCanShrinkOrGrowTheSegment) {
+  auto segment = MustCreate(4 * 4096);
+  ASSERT_NE(segment, nullptr);
+  auto rw = segment->Dup();
+  ASSERT_TRUE(rw.ok()) << rw.status();
+  errno = 0;
+  EXPECT_NE(ftruncate(rw->get(), 4096), 0);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(ftruncate(rw->get(), 8 * 4096), 0);
+  EXPECT_EQ(errno, EPERM);
+  // The seals cannot be removed, and the pages stay: touching the last byte is fine.
+  EXPECT_NE(fcntl(rw->get(), F_GET_SEALS) & F_SEAL_SHRINK, 0);
+  segment->data()[segment->size() - 1] = 1;
+  EXPECT_EQ(segment->data()[segment->size() - 1], 1);
 }
 
-TEST(SegmentTest, CreateFailsWhenShmDirIsMissing) {
-  SegmentOptions options;
-  options.shm_dir = "/nonexistent-zephon-dir";
-  EXPECT_EQ(Segment::Create(UniqueShmName("nodir"), 4096, 0600, options).status().code(),
-            absl::StatusCode::kNotFound);
+TEST(SegmentTest, ReadOnlyFdCannotTruncateOrMapWritable) {
+  auto segment = MustCreate(2 * 4096);
+  ASSERT_NE(segment, nullptr);
+  auto ro = segment->OpenReadOnly();
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  EXPECT_EQ(fcntl(ro->get(), F_GETFL) & O_ACCMODE, O_RDONLY);
+  EXPECT_NE(ftruncate(ro->get(), 0), 0);
+  EXPECT_TRUE(errno == EINVAL || errno == EBADF || errno == EPERM) << std::strerror(errno);
+  EXPECT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, ro->get(), 0), MAP_FAILED);
+  void* view = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, ro->get(), 0);
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_NE(mprotect(view, 4096, PROT_READ | PROT_WRITE), 0);
+  EXPECT_EQ(errno, EACCES);
+  munmap(view, 4096);
 }
 
-TEST(SegmentTest, SweepPrefixRemovesOnlyMatchingSegments) {
+TEST(SegmentTest, SealedAgainstNewWritersEvenThroughProcReopen) {
+  auto segment = MustCreate(2 * 4096);
+  ASSERT_NE(segment, nullptr);
+  ASSERT_TRUE(segment->Seal(/*forbid_new_writers=*/true).ok());
+  // A process of the creator's uid may reopen its fd read-write through /proc; the
+  // future-write seal still forbids a writable mapping and write(2).
+  const std::string path = absl::StrCat("/proc/self/fd/", segment->fd());
+  const int rw = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(rw, 0) << std::strerror(errno);
+  EXPECT_EQ(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0), MAP_FAILED);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(write(rw, "x", 1), -1);
+  EXPECT_EQ(ftruncate(rw, 0), -1);
+  close(rw);
+  // The creator's own mapping still writes.
+  segment->data()[0] = 42;
+  EXPECT_EQ(segment->data()[0], 42);
+  // F_SEAL_SEAL: nobody can add or change seals any more.
+  EXPECT_NE(fcntl(segment->fd(), F_ADD_SEALS, F_SEAL_WRITE), 0);
+}
+
+TEST(SegmentTest, MapSharesMemoryWithTheCreator) {
+  auto segment = MustCreate(2 * 4096);
+  ASSERT_NE(segment, nullptr);
+  auto ro = segment->OpenReadOnly();
+  ASSERT_TRUE(ro.ok());
+  auto view = Segment::Map(*std::move(ro), "view", Access::kReadOnly);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ((*view)->size(), segment->size());
+  segment->data()[4097] = 7;
+  EXPECT_EQ((*view)->data()[4097], 7);
+}
+
+TEST(SegmentTest, MapRefusesWritableMappingOfReadOnlyFd) {
+  auto segment = MustCreate(4096);
+  ASSERT_NE(segment, nullptr);
+  auto ro = segment->OpenReadOnly();
+  ASSERT_TRUE(ro.ok());
+  EXPECT_EQ(Segment::Map(*std::move(ro), "x", Access::kReadWrite).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST(SegmentTest, MapRefusesAnUnsealedFile) {
+  // A shrinkable file could be truncated under the mapping: SIGBUS. Refuse it.
+  const int fd = memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  auto mapped = Segment::Map(UniqueFd(fd), "unsealed", Access::kReadOnly);
+  ASSERT_EQ(mapped.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(mapped.status().message().find("not sealed against shrinking"), std::string::npos)
+      << mapped.status();
+  char path[] = "/tmp/zephon-plain.XXXXXX";
+  const int plain = mkstemp(path);
+  ASSERT_GE(plain, 0);
+  unlink(path);
+  ASSERT_EQ(ftruncate(plain, 4096), 0);
+  EXPECT_EQ(Segment::Map(UniqueFd(plain), "plain", Access::kReadOnly).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(SegmentTest, SweepPrefixRemovesOnlyMatchingLegacySegments) {
   const std::string prefix = "zephon-sweep." + std::to_string(getpid()) + ".";
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(Segment::Create("/" + prefix + std::to_string(i), 4096, 0600).ok());
+    const int fd = shm_open(("/" + prefix + std::to_string(i)).c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
   }
   const std::string other = UniqueShmName("keep");
-  ASSERT_TRUE(Segment::Create(other, 4096, 0600).ok());
+  const int fd = shm_open(other.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  close(fd);
   auto removed = Segment::SweepPrefix("/" + prefix);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 3);
-  EXPECT_EQ(Segment::Open("/" + prefix + "0").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(Segment::Open(other).ok());
-  EXPECT_TRUE(Segment::Unlink(other).ok());
+  EXPECT_NE(access(("/dev/shm/" + prefix + "0").c_str(), F_OK), 0);
+  EXPECT_EQ(shm_unlink(other.c_str()), 0);
 }
 
 TEST(SegmentTest, SweepPrefixHonoursAnInjectedDirectory) {

@@ -129,6 +129,53 @@ absl::StatusOr<std::vector<SegmentInfo>> ListSegments(const std::string& shm_dir
   return out;
 }
 
+struct RingInfo {
+  std::string name;  // memfd name, e.g. "zephon.0.ab.1234.1" (data) or "....cursors"
+  uint64_t size_bytes = 0;
+};
+
+// The live daemon's rings: memfds named "<prefix>.*" among the fds of `pid`.
+// UNAVAILABLE when /proc/<pid>/fd cannot be read (another user's daemon).
+absl::StatusOr<std::vector<RingInfo>> ListRings(int64_t pid, const std::string& prefix) {
+  const std::string fd_dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* dir = opendir(fd_dir.c_str());
+  if (dir == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot list ", fd_dir, ": ", std::strerror(errno),
+                                               " (run as zephond's user or root)"));
+  }
+  const std::string marker = absl::StrCat("/memfd:", prefix, ".");
+  std::vector<RingInfo> out;
+  while (const dirent* entry = readdir(dir)) {
+    const std::string path = absl::StrCat(fd_dir, "/", entry->d_name);
+    char target[512];
+    const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    std::string link(target, static_cast<size_t>(n));
+    if (!absl::StartsWith(link, marker)) continue;
+    RingInfo info;
+    info.name = link.substr(std::strlen("/memfd:"));
+    if (absl::EndsWith(info.name, " (deleted)")) info.name.resize(info.name.size() - 10);
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0) info.size_bytes = static_cast<uint64_t>(st.st_size);
+    out.push_back(std::move(info));
+  }
+  closedir(dir);
+  std::sort(out.begin(), out.end(),
+            [](const RingInfo& a, const RingInfo& b) { return a.name < b.name; });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const RingInfo& a, const RingInfo& b) { return a.name == b.name; }),
+            out.end());
+  return out;
+}
+
+// The pid the daemon wrote into its lock file, or 0.
+int64_t LockPid(const std::string& lock_path) {
+  std::ifstream in(lock_path);
+  int64_t pid = 0;
+  in >> pid;
+  return in ? pid : 0;
+}
+
 struct Resolved {
   std::string prefix;
   std::string socket;
@@ -159,7 +206,18 @@ int RunLs(const ShmArgs& args) {
     return kExitFailed;
   }
   const LockCheck lock = CheckLock(r.socket);
+  const int64_t daemon_pid = lock.state == LockState::kHeld ? LockPid(lock.path) : 0;
+  absl::StatusOr<std::vector<RingInfo>> rings = std::vector<RingInfo>();
+  if (daemon_pid > 0) rings = ListRings(daemon_pid, r.prefix);
   if (args.json) {
+    std::vector<std::string> ring_items;
+    if (rings.ok()) {
+      for (const RingInfo& ring : *rings) {
+        ring_items.push_back(absl::StrCat("{\"name\":", JsonQuote(ring.name),
+                                          ",\"size_bytes\":", ring.size_bytes,
+                                          ",\"pid\":", daemon_pid, "}"));
+      }
+    }
     std::vector<std::string> items;
     for (const SegmentInfo& s : *segments) {
       items.push_back(absl::StrCat(
@@ -171,6 +229,9 @@ int RunLs(const ShmArgs& args) {
     std::cout << "{\"prefix\":" << JsonQuote(r.prefix) << ",\"socket\":" << JsonQuote(r.socket)
               << ",\"lock\":" << JsonQuote(LockText(lock.state))
               << ",\"daemon_live\":" << (lock.state == LockState::kHeld ? "true" : "false")
+              << ",\"daemon_pid\":" << daemon_pid << ",\"rings_kind\":\"memfd\""
+              << ",\"rings\":" << (rings.ok() ? "[" + absl::StrJoin(ring_items, ",") + "]" : "null")
+              << ",\"rings_error\":" << JsonQuote(rings.ok() ? "" : std::string(rings.status().message()))
               << ",\"segments\":[" << absl::StrJoin(items, ",") << "]}\n";
     return kExitOk;
   }
@@ -180,10 +241,29 @@ int RunLs(const ShmArgs& args) {
                 : lock.state == LockState::kFree ? "free (no live zephond)"
                                                  : "unknown (" + lock.detail + ")")
             << "\n";
+  std::cout << "rings are sealed memfds (ring layout 2): no /dev/shm name, freed by the kernel "
+               "when zephond and its readers let go, so they cannot leak\n";
+  if (daemon_pid <= 0) {
+    std::cout << "no live zephond: no rings\n";
+  } else if (!rings.ok()) {
+    std::cout << "rings of zephond pid " << daemon_pid << ": " << rings.status().message() << "\n";
+  } else if (rings->empty()) {
+    std::cout << "zephond pid " << daemon_pid << " holds no rings\n";
+  } else {
+    Table ring_table({"RING MEMFD", "SIZE", "HOLDER"});
+    uint64_t ring_total = 0;
+    for (const RingInfo& ring : *rings) {
+      ring_total += ring.size_bytes;
+      ring_table.AddRow({ring.name, HumanBytes(ring.size_bytes), absl::StrCat("zephond ", daemon_pid)});
+    }
+    ring_table.Print(std::cout);
+    std::cout << rings->size() << " ring memfd(s), " << HumanBytes(ring_total) << "\n";
+  }
   if (segments->empty()) {
-    std::cout << "no segments in " << args.shm_dir << "\n";
+    std::cout << "no legacy segments in " << args.shm_dir << "\n";
     return kExitOk;
   }
+  std::cout << "legacy (layout 1) segments in " << args.shm_dir << ":\n";
   Table table({"SEGMENT", "SIZE", "MODE", "OWNER", "CREATOR"});
   uint64_t total = 0;
   for (const SegmentInfo& s : *segments) {
@@ -195,7 +275,8 @@ int RunLs(const ShmArgs& args) {
                                                     s.creator_alive ? " (live zephond)" : " (gone)")});
   }
   table.Print(std::cout);
-  std::cout << segments->size() << " segment(s), " << HumanBytes(total) << "\n";
+  std::cout << segments->size() << " legacy segment(s), " << HumanBytes(total)
+            << "; remove them with `zephonctl shm gc` once no old zephond runs\n";
   return kExitOk;
 }
 
@@ -204,8 +285,8 @@ int RunGc(const ShmArgs& args) {
   const LockCheck lock = CheckLock(r.socket);
   if (lock.state == LockState::kHeld) {
     std::cerr << "zephonctl shm gc: refused: a live zephond holds " << lock.path
-              << " and owns the segments of prefix " << r.prefix
-              << "; stop it first (it removes its own segments on exit)\n";
+              << " and may own the legacy segments of prefix " << r.prefix
+              << "; stop it first (its rings are memfds, freed when it exits)\n";
     return kExitRefused;
   }
   if (lock.state == LockState::kUnknown) {
@@ -239,7 +320,8 @@ int RunGc(const ShmArgs& args) {
                 << "\n";
     }
   }
-  std::cout << "removed " << removed << " segment(s) of prefix " << r.prefix << "\n";
+  std::cout << "removed " << removed << " segment(s) of prefix " << r.prefix
+            << " (legacy /dev/shm; memfd rings need no collection)\n";
   return failed == 0 ? kExitOk : kExitFailed;
 }
 
@@ -249,26 +331,29 @@ void AddTargetOptions(CLI::App* command, ShmArgs* args) {
   command->add_option("--socket", args->socket,
                       "zephond socket: its lock tells whether a live daemon owns the "
                       "segments (default: $ZEPHON_SOCKET, else " + DefaultSocketPath() + ")");
-  command->add_option("--shm-dir", args->shm_dir, "Where shm objects appear")
+  command->add_option("--shm-dir", args->shm_dir, "Where legacy shm segments appear")
       ->capture_default_str();
 }
 
 }  // namespace
 
 void AddShmCommands(CLI::App& app, int* exit_code) {
-  CLI::App* shm = app.add_subcommand("shm", "A zephond's shared-memory segments");
+  CLI::App* shm = app.add_subcommand(
+      "shm", "A zephond's shared memory: its memfd rings and legacy /dev/shm segments");
   shm->require_subcommand(1);
 
   auto ls_args = std::make_shared<ShmArgs>();
   CLI::App* ls = shm->add_subcommand(
-      "ls", "Segments of the prefix (size, mode, owner) and whether a live daemon owns them");
+      "ls", "The live daemon's ring memfds, legacy segments of the prefix (size, mode, "
+            "owner), and whether a live daemon owns them");
   AddTargetOptions(ls, ls_args.get());
   ls->add_flag("--json", ls_args->json, "Print JSON");
   ls->callback([=] { *exit_code = RunLs(*ls_args); });
 
   auto gc_args = std::make_shared<ShmArgs>();
   CLI::App* gc = shm->add_subcommand(
-      "gc", "Remove the prefix's segments; refused (exit 3) while a live zephond owns them");
+      "gc", "Remove the prefix's legacy /dev/shm segments; refused (exit 3) while a live "
+            "zephond may own them (memfd rings never need it)");
   AddTargetOptions(gc, gc_args.get());
   gc->callback([=] { *exit_code = RunGc(*gc_args); });
 }

@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", channel.status().ToString().c_str());
     return 1;
   }
-  auto reader = zephon::client::AttachedReader::Attach(*channel, request, absl::Seconds(30));
+  auto reader =
+      zephon::client::AttachedReader::Attach(*channel, request, absl::Seconds(30), socket);
   if (!reader.ok()) {
     std::fprintf(stderr, "attach: %s\n", reader.status().ToString().c_str());
     return 1;

@@ -17,7 +17,7 @@ absl::StatusOr<std::unique_ptr<BenchRing>> BenchRing::Start(absl::string_view ta
     return absl::InvalidArgumentError(absl::StrCat("readers must be 1..", kMaxBenchReaders));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<RingWriter> writer,
-                   RingWriter::Create(BenchShmName(tag), geometry, 0600, "ring_bench"));
+                   RingWriter::Create(BenchShmName(tag), geometry, "ring_bench"));
   ASSIGN_OR_RETURN(SharedBlock<Board> board, SharedBlock<Board>::Create());
   std::unique_ptr<BenchRing> ring(new BenchRing(std::move(writer), std::move(board)));
   const std::string name = ring->name();
@@ -25,12 +25,14 @@ absl::StatusOr<std::unique_ptr<BenchRing>> BenchRing::Start(absl::string_view ta
   for (int i = 0; i < readers; ++i) {
     ASSIGN_OR_RETURN(ReaderLease lease, ring->writer_->AttachReader(i, 0, 0, std::nullopt));
     Board* b = ring->board_.get();
+    ASSIGN_OR_RETURN(RingFds ring_fds, ring->writer_->ReaderFds());
+    auto fds = std::make_shared<RingFds>(std::move(ring_fds));
     auto child = [=]() -> absl::Status {
-      ASSIGN_OR_RETURN(
-          std::unique_ptr<RingReader> reader,
-          RingReader::Open(name, lease.index, lease.lease_epoch, generation, kProducerTimeout));
+      ASSIGN_OR_RETURN(std::unique_ptr<RingReader> reader,
+                       RingReader::Open(std::move(*fds), name, lease.index, lease.lease_epoch,
+                                        generation, kProducerTimeout));
       b->ready.fetch_add(1, std::memory_order_release);
-      return body(*reader, i, name);
+      return body(*reader, i);
     };
     ASSIGN_OR_RETURN(pid_t pid, ForkChild(child, &b->errors[i]));
     ring->pids_.push_back(pid);
@@ -54,7 +56,7 @@ absl::StatusOr<std::unique_ptr<BenchRing>> BenchRing::Start(absl::string_view ta
   return ring;
 }
 
-BenchRing::~BenchRing() { KillChildren(pids_); }  // then writer_ closes and unlinks
+BenchRing::~BenchRing() { KillChildren(pids_); }  // then writer_ closes the ring
 
 absl::Status BenchRing::Join(absl::Duration timeout) {
   std::vector<ChildError*> errors;

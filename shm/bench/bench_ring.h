@@ -3,11 +3,11 @@
 // BenchRing: one RingWriter (the producer, in this process, as zephond) plus N forked
 // reader processes, each opening its own RingReader (its own mapping, as a trainer
 // would). Leases are attached before the fork and inherited, standing in for zephond's
-// Attach RPC; the producer starts only once every reader has opened the ring.
+// Attach RPC, and each reader's ring fds (data read-only) are made before its fork and
+// inherited, standing in for the hand-off socket; the producer starts only once every reader has opened the ring.
 //
 // Thread safety: single-owner; use from the main thread. Destroying a BenchRing SIGKILLs
-// readers not yet joined, then the writer closes and unlinks the segment, so every
-// error path cleans up.
+// readers not yet joined, then the writer closes the ring, so every error path cleans up.
 #ifndef ZEPHON_SHM_BENCH_BENCH_RING_H_
 #define ZEPHON_SHM_BENCH_BENCH_RING_H_
 
@@ -37,12 +37,11 @@ inline constexpr absl::Duration kProducerTimeout = absl::Seconds(10);
 
 class BenchRing {
  public:
-  // Runs in reader process `index` (0-based) after its RingReader is open; `ring_name`
-  // lets a body map the segment again (e.g. to watch the header read-only).
-  using ReaderBody =
-      std::function<absl::Status(RingReader& reader, int index, const std::string& ring_name)>;
+  // Runs in reader process `index` (0-based) after its RingReader is open; a body may
+  // watch the header through reader.mapping() (read-only).
+  using ReaderBody = std::function<absl::Status(RingReader& reader, int index)>;
 
-  // Creates the ring "/zephon-bench.<pid>.<tag>.<n>" and starts `readers` processes
+  // Creates the ring (memfds "zephon-bench.<pid>.<tag>.<n>") and starts `readers` processes
   // (1..kMaxBenchReaders). Returns once all of them have opened the ring.
   static absl::StatusOr<std::unique_ptr<BenchRing>> Start(absl::string_view tag,
                                                           const RingGeometry& geometry, int readers,

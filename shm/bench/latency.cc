@@ -10,7 +10,6 @@
 #include "shm/bench/bench_ring.h"
 #include "shm/futex.h"
 #include "shm/ring_layout.h"
-#include "shm/segment.h"
 
 namespace zephon::shm::bench {
 namespace {
@@ -59,11 +58,10 @@ absl::StatusOr<SlotView> Next(RingReader& reader, WaitMode mode, const RingHeade
   return absl::InternalError("unknown mode");
 }
 
-absl::Status Receive(RingReader& reader, const std::string& name, WaitMode mode, Outcome* out) {
+absl::Status Receive(RingReader& reader, WaitMode mode, Outcome* out) {
   // kSpinRaw's read-only view of the header: its own mapping, so the RingReader's
   // validated copy of the geometry is untouched.
-  ASSIGN_OR_RETURN(std::unique_ptr<Segment> segment, Segment::Open(name));
-  const auto* header = reinterpret_cast<const RingHeader*>(segment->data());
+  const auto* header = reinterpret_cast<const RingHeader*>(reader.mapping());
   std::vector<uint64_t> samples;
   samples.reserve(kMaxSamples);
   uint64_t polls = 0;
@@ -115,8 +113,8 @@ absl::StatusOr<LatencyResult> RunLatency(const LatencyConfig& c) {
                               : (c.mode == WaitMode::kSpinApi ? "lat-spinapi" : "lat-spinraw");
   ASSIGN_OR_RETURN(std::unique_ptr<BenchRing> ring,
                    BenchRing::Start(tag, RingGeometry{kSlots, 4096, 1}, 1,
-                                    [=](RingReader& reader, int, const std::string& name) {
-                                      return Receive(reader, name, c.mode, out);
+                                    [=](RingReader& reader, int) {
+                                      return Receive(reader, c.mode, out);
                                     }));
 
   RingWriter& writer = ring->writer();

@@ -13,42 +13,11 @@
 #include "absl/time/clock.h"
 
 namespace zephon::shm::bench {
-namespace {
-
-// Names to unlink from the signal handler. Fixed-size and never freed: the handler may
-// only touch memory that cannot move under it.
-constexpr int kMaxNames = 64;
-constexpr size_t kNameBytes = 128;
-char g_names[kMaxNames][kNameBytes];
-std::atomic<int> g_name_count{0};
-
-void UnlinkAndDie(int sig) {
-  const int n = std::min(g_name_count.load(std::memory_order_acquire), kMaxNames);
-  for (int i = 0; i < n; ++i) shm_unlink(g_names[i]);
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
-}  // namespace
-
 std::string BenchShmPrefix() { return absl::StrCat("zephon-bench.", getpid(), "."); }
 
 std::string BenchShmName(absl::string_view tag) {
   static int counter = 0;
-  std::string name = absl::StrCat("/", BenchShmPrefix(), tag, ".", counter++);
-  const int slot = g_name_count.load(std::memory_order_relaxed);
-  if (slot < kMaxNames && name.size() < kNameBytes) {
-    std::memcpy(g_names[slot], name.c_str(), name.size() + 1);
-    g_name_count.store(slot + 1, std::memory_order_release);
-  }
-  return name;
-}
-
-void InstallCleanupHandlers() {
-  struct sigaction sa {};
-  sa.sa_handler = UnlinkAndDie;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  return absl::StrCat(BenchShmPrefix(), tag, ".", counter++);
 }
 
 absl::StatusOr<pid_t> ForkChild(std::function<absl::Status()> body, ChildError* error) {
@@ -56,8 +25,7 @@ absl::StatusOr<pid_t> ForkChild(std::function<absl::Status()> body, ChildError* 
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid > 0) return pid;
-  // Child. Restore default signal handling: only the parent owns segment names.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+  // Child.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(2);  // the parent died before prctl took effect
   const absl::Status s = body();

@@ -25,15 +25,12 @@
 
 namespace zephon::shm::bench {
 
-// Prefix of every segment this process creates: "zephon-bench.<pid>." (no slash).
+// Prefix of every ring memfd this process creates: "zephon-bench.<pid>.".
 std::string BenchShmPrefix();
 
-// "/zephon-bench.<pid>.<tag>.<n>", remembered so that SIGINT/SIGTERM/SIGHUP unlink it
-// (RingWriter's destructor does it on every normal and error path).
+// "zephon-bench.<pid>.<tag>.<n>": a ring (memfd) name. Rings are memfds, so nothing
+// needs removing when the benchmark is interrupted.
 std::string BenchShmName(absl::string_view tag);
-
-// Installs the unlink-on-signal handlers. Call once, early in main().
-void InstallCleanupHandlers();
 
 // Memory shared with children forked after Create (MAP_SHARED | MAP_ANONYMOUS): control
 // words and results cross the fork here, not through the ring under test.

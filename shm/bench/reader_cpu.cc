@@ -8,7 +8,6 @@
 #include "shm/bench/bench_ring.h"
 #include "shm/bench/bench_util.h"
 #include "shm/ring_layout.h"
-#include "shm/segment.h"
 
 namespace zephon::shm::bench {
 namespace {
@@ -23,10 +22,9 @@ struct Control {
   uint64_t wakes;
 };
 
-absl::Status MeasureWindows(RingReader& reader, const std::string& name, const ReaderCpuConfig& c,
+absl::Status MeasureWindows(RingReader& reader, const ReaderCpuConfig& c,
                             Control* ctl) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Segment> segment, Segment::Open(name));
-  const auto* header = reinterpret_cast<const RingHeader*>(segment->data());
+  const auto* header = reinterpret_cast<const RingHeader*>(reader.mapping());
   const uint64_t budget_ns = absl::ToInt64Nanoseconds(c.duration);
   // One unmeasured lap first: faults in the slots and warms the allocator.
   for (bool warm = true; ctl->batches < c.max_batches && ctl->wall_ns < budget_ns; warm = false) {
@@ -35,7 +33,7 @@ absl::Status MeasureWindows(RingReader& reader, const std::string& name, const R
       if (absl::Now() > deadline) return absl::DeadlineExceededError("ring never filled");
       absl::SleepFor(absl::Microseconds(50));
     }
-    const uint32_t wakes0 = header->release_wake.load(std::memory_order_relaxed);
+    const uint32_t wakes0 = reader.release_wakes();
     const uint64_t wall0 = MonotonicNowNs();
     const uint64_t cpu0 = ThreadCpuNs();
     for (uint32_t i = 0; i < c.slot_count; ++i) {
@@ -47,7 +45,7 @@ absl::Status MeasureWindows(RingReader& reader, const std::string& name, const R
     }
     const uint64_t cpu1 = ThreadCpuNs();
     const uint64_t wall1 = MonotonicNowNs();
-    const uint32_t wakes1 = header->release_wake.load(std::memory_order_relaxed);
+    const uint32_t wakes1 = reader.release_wakes();
     if (!warm) {
       ctl->batches += c.slot_count;
       ctl->cpu_ns += cpu1 - cpu0;
@@ -98,8 +96,8 @@ absl::StatusOr<ReaderCpuResult> RunReaderCpu(const ReaderCpuConfig& c) {
   ASSIGN_OR_RETURN(std::unique_ptr<BenchRing> ring,
                    BenchRing::Start(c.mode == ProducerMode::kIdle ? "cpu-idle" : "cpu-full",
                                     RingGeometry{c.slot_count, 64, 1}, 1,
-                                    [=](RingReader& reader, int, const std::string& name) {
-                                      return MeasureWindows(reader, name, c, ctl);
+                                    [=](RingReader& reader, int) {
+                                      return MeasureWindows(reader, c, ctl);
                                     }));
   RETURN_IF_ERROR(Produce(ring->writer(), c, ctl));
   RETURN_IF_ERROR(ring->Join(absl::Seconds(60)));

@@ -3,8 +3,9 @@
 // CPU per Acquire + Release. See docs/benchmarks.md ("make bench-shm").
 //
 // Usage: ring_bench [--quick] [--json PATH]
-// Readers are real forked processes (as trainers are); segments are named
-// "/zephon-bench.<pid>.*" and unlinked on exit, on error and on SIGINT/SIGTERM.
+// Readers are real forked processes (as trainers are), each mapping the ring from its own
+// descriptors (data read-only), as trainers do; rings are memfds "zephon-bench.<pid>.*",
+// freed by the kernel however the run ends.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +23,6 @@
 #include "shm/bench/report.h"
 #include "shm/bench/throughput.h"
 #include "shm/ring_layout.h"
-#include "shm/segment.h"
 
 namespace zephon::shm::bench {
 namespace {
@@ -108,7 +108,6 @@ absl::Status Run(const Flags& flags, BenchReport* report) {
 
 int main(int argc, char** argv) {
   using namespace zephon::shm::bench;  // NOLINT: main only
-  InstallCleanupHandlers();
   Flags flags;
   if (absl::Status s = ParseFlags(argc, argv, &flags); !s.ok()) {
     std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
@@ -118,10 +117,7 @@ int main(int argc, char** argv) {
   report.machine = DescribeMachine(argc, argv);
   report.quick = flags.quick;
   const absl::Status status = Run(flags, &report);
-  // Belt and braces: every ring's writer unlinks its name, but a failure between Create
-  // and the writer owning the segment must not leave /dev/shm litter either.
-  auto swept = zephon::shm::Segment::SweepPrefix(BenchShmPrefix());
-  if (swept.ok() && *swept > 0) std::fprintf(stderr, "swept %d leftover segments\n", *swept);
+  // Rings are memfds: nothing can be left in /dev/shm, whatever failed.
   if (!status.ok()) {
     std::fprintf(stderr, "ring_bench failed: %s\n", status.ToString().c_str());
     return 1;

@@ -10,7 +10,6 @@
 #include "shm/bench/bench_ring.h"
 #include "shm/bench/bench_util.h"
 #include "shm/ring_layout.h"
-#include "shm/segment.h"
 
 namespace zephon::shm::bench {
 namespace {
@@ -96,17 +95,14 @@ absl::StatusOr<ThroughputResult> RunThroughput(const ThroughputConfig& c) {
   ASSIGN_OR_RETURN(
       std::unique_ptr<BenchRing> ring,
       BenchRing::Start(absl::StrCat("tp", c.payload_bytes, "x", c.readers), geometry, c.readers,
-                       [=](RingReader& reader, int index, const std::string&) {
+                       [=](RingReader& reader, int index) {
                          return ReadAll(reader, warmup, expected_sum, &t->readers[index]);
                        }));
-  // The header's release_wake word counts releases that woke a sleeping producer; read
-  // through a second mapping (read-only use) since RingWriter does not expose it.
-  ASSIGN_OR_RETURN(std::unique_ptr<Segment> segment, Segment::Open(ring->name()));
-  const auto* header = reinterpret_cast<const RingHeader*>(segment->data());
-  const uint32_t wakes_before = header->release_wake.load(std::memory_order_relaxed);
+  // The release_wake word counts releases that woke a sleeping producer.
+  const uint32_t wakes_before = ring->writer().release_wakes();
   RETURN_IF_ERROR(Produce(ring->writer(), c));
   RETURN_IF_ERROR(ring->Join(absl::Seconds(60)));
-  const uint32_t wakes = header->release_wake.load(std::memory_order_relaxed) - wakes_before;
+  const uint32_t wakes = ring->writer().release_wakes() - wakes_before;
   const uint64_t releases = ring->writer().published() * c.readers;
 
   ThroughputResult r;

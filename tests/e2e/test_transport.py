@@ -1,5 +1,6 @@
-"""The shared-memory transport under crashes, forks, small /dev/shm and permissions —
-with real processes: SIGKILLed ranks, a SIGKILLed daemon, forked children."""
+"""The shared-memory transport under crashes, forks, hostile readers, small /dev/shm and
+permissions — with real processes: SIGKILLed ranks, a SIGKILLed daemon, forked children, a
+reader that tries to truncate its ring."""
 from __future__ import annotations
 
 import hashlib
@@ -79,12 +80,12 @@ def test_killed_reader_poisons_its_ring_and_names_the_rank(daemon, corpus):
         time.sleep(0.05)
 
 
-def test_killed_daemon_fails_reads_in_bounded_time_and_restart_sweeps(corpus, tmp_path):
+def test_killed_daemon_fails_reads_in_bounded_time_and_leaves_no_ring(corpus, tmp_path):
     d = Daemon(tmp_path)
     reader = pipeline(corpus, d.socket, daemon_timeout_s=1.0)
     hashes(reader, 1)
-    leftovers = d.shm_segments()
-    assert len(leftovers) == 1
+    assert len(d.ring_memfds()) == 1
+    assert d.legacy_shm_segments() == []  # rings are memfds: no /dev/shm name
     d.proc.send_signal(signal.SIGKILL)
     d.proc.wait()
     killed_at = time.monotonic()
@@ -95,16 +96,56 @@ def test_killed_daemon_fails_reads_in_bounded_time_and_restart_sweeps(corpus, tm
     waited = time.monotonic() - killed_at
     print(f"reader noticed the dead daemon after {waited * 1000:.0f} ms")
     assert waited < 1.0 + 3.0
-    assert d.shm_segments() == leftovers  # nothing could unlink it
+    assert d.shm_segments() == []  # SIGKILLed, and nothing is left behind
 
-    d.start()  # same socket and shm prefix: it must sweep its predecessor's segments
-    assert d.shm_segments() == []
-    fresh = pipeline(corpus, d.socket)
-    assert len(hashes(fresh, 2)) == 2
-    fresh.close()
-    reader.close()
+    # A layout-1 segment an older zephond left with this prefix is still swept on start.
+    legacy = Path("/dev/shm") / f"{d.shm_prefix}.999999999.0"
+    legacy.write_bytes(b"\0" * 4096)
+    try:
+        d.start()  # same socket and shm prefix
+        assert d.shm_segments() == []
+        fresh = pipeline(corpus, d.socket)
+        assert len(hashes(fresh, 2)) == 2
+        fresh.close()
+        reader.close()
+        assert d.stop() == 0
+        assert "swept 1 legacy /dev/shm segment" in d.log.read_text()
+    finally:
+        legacy.unlink(missing_ok=True)
+
+
+def test_hostile_reader_cannot_shrink_its_ring_and_the_daemon_keeps_serving(corpus, tmp_path):
+    """Issue 12: a reader (a --shm-group member, with write access for its cursor) ran
+    ftruncate(4096) on a live ring; zephond and every reader of the node died of SIGBUS.
+    Now a reader holds the batch area read-only and both segments are sealed: every
+    attempt fails, and the daemon, its peer rank and another job keep reading."""
+    d = Daemon(tmp_path)
+    honest = pipeline(corpus, d.socket, global_rank=0, **GROUP)
+    hostile = RankProcess(corpus, d.socket, global_rank=1, **GROUP)
+    bystander = pipeline(corpus, d.socket, run_id="bystander")
+    try:
+        assert hostile.read(2) == hashes(honest, 2)
+        hostile.proc.stdin.write("attack\n")
+        hostile.proc.stdin.flush()
+        line = hostile.line()
+        assert line.startswith("attack "), line
+        report = json.loads(line[len("attack "):])
+        assert hostile.line() == "ok"
+        # It holds the ring (data and cursor memfds) and could do nothing harmful with it.
+        assert any(d.shm_prefix in m and ".cursors" not in m for m in report["memfds"]), report
+        assert any(".cursors" in m for m in report["memfds"]), report
+        assert report["succeeded"] == [], report
+        # Everyone keeps going: the daemon, the hostile rank itself, its peer, another job.
+        assert d.proc.poll() is None
+        assert hostile.read(3) == hashes(honest, 3)
+        assert len(hashes(bystander, 3)) == 3
+        assert d.status()["instances"]
+    finally:
+        hostile.kill()
+        honest.close()
+        bystander.close()
     assert d.stop() == 0
-    assert "swept 1 shm segment" in d.log.read_text()
+    assert "SIGBUS" not in d.log.read_text()
 
 
 def test_daemon_sigterm_closes_rings_without_blaming_peers(corpus, tmp_path):
@@ -142,7 +183,9 @@ def test_ring_budget_error_says_what_is_needed(corpus, tmp_path):
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                     reason="needs root and unshare for a private /dev/shm")
-def test_small_dev_shm_gives_an_actionable_error(corpus, tmp_path):
+def test_small_dev_shm_does_not_limit_rings(corpus, tmp_path):
+    """Rings are memfds: a container's small /dev/shm (Docker's 64 MiB default, here
+    256 KiB) no longer caps them; only the memory limit and --max-ring-bytes do."""
     socket = str(tmp_path / "zephond.sock")
     log = tmp_path / "zephond.log"
     script = ('mount -t tmpfs -o size=256k tmpfs /dev/shm && exec "$0" --socket "$1" '
@@ -154,35 +197,54 @@ def test_small_dev_shm_gives_an_actionable_error(corpus, tmp_path):
         while not os.path.exists(socket):
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        pipe = pipeline(corpus, socket, max_length=2049, microbatch=8)
-        with pytest.raises(zephon.ResourceExhaustedError) as err:
-            pipe.attach()
-        message = str(err.value)
-        assert "/dev/shm" in message and "--shm-size" in message and "sizeLimit" in message
-        assert "bytes" in message
+        pipe = pipeline(corpus, socket, max_length=2049, microbatch=8)  # a ~1 MiB ring
+        try:
+            assert len(hashes(pipe, 2)) == 2
+            ring_bytes = int(zephon.daemon_status(socket)["instances"][0]["ring_bytes"])
+            assert ring_bytes > 256 * 1024
+        finally:
+            pipe.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
 
 
-def test_segments_are_private_by_default_and_group_shared_on_request(corpus, tmp_path):
+def ring_fd_modes(d: Daemon) -> list[int]:
+    """Permission bits of the ring memfds the daemon holds."""
+    modes = []
+    for entry in os.listdir(f"/proc/{d.proc.pid}/fd"):
+        path = f"/proc/{d.proc.pid}/fd/{entry}"
+        try:
+            if os.readlink(path).startswith(f"/memfd:{d.shm_prefix}."):
+                modes.append(stat.S_IMODE(os.stat(path).st_mode))
+        except OSError:
+            continue
+    return modes
+
+
+def test_sockets_are_private_by_default_and_group_shared_on_request(corpus, tmp_path):
+    """Access to rings is decided when their descriptors are handed over: the hand-off
+    socket has the main socket's mode and group, and the memfds are owner-only."""
     (tmp_path / "private").mkdir()
     d = Daemon(tmp_path / "private")
     p = pipeline(corpus, d.socket)
     hashes(p, 1)
-    (name,) = d.shm_segments()
-    assert stat.S_IMODE(os.stat(f"/dev/shm/{name}").st_mode) == 0o600
+    assert len(d.ring_memfds()) == 1
+    assert set(ring_fd_modes(d)) == {0o600}
     assert stat.S_IMODE(os.stat(d.socket).st_mode) == 0o600
+    handoff = os.stat(d.socket + ".fds")
+    assert stat.S_ISSOCK(handoff.st_mode) and stat.S_IMODE(handoff.st_mode) == 0o600
     p.close()
     assert d.stop() == 0
+    assert not os.path.exists(d.socket + ".fds")
 
     (tmp_path / "group").mkdir()
     g = Daemon(tmp_path / "group", extra_args=["--shm-group", "root"])
     p = pipeline(corpus, g.socket)
     hashes(p, 1)
-    (name,) = g.shm_segments()
-    st = os.stat(f"/dev/shm/{name}")
-    assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == 0
+    for path in (g.socket, g.socket + ".fds"):
+        st = os.stat(path)
+        assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == 0, path
     p.close()
     assert g.stop() == 0
 

@@ -189,30 +189,35 @@ def test_shm_ls_and_gc(zephonctl, corpus, tmp_path):
     pipe = pipeline(corpus, d.socket, canonical_replicas=2)
     try:
         next(iter(pipe))
-        (segment,) = d.shm_segments()
+        (ring,) = d.ring_memfds()
         ls = ctl(zephonctl, "shm", "ls", *target)
         assert ls.returncode == 0, ls.stderr
-        assert "/" + segment in ls.stdout and "held by a live zephond" in ls.stdout
+        assert ring in ls.stdout and "held by a live zephond" in ls.stdout
+        assert "memfd" in ls.stdout and "no legacy segments" in ls.stdout
         doc = json.loads(ctl(zephonctl, "shm", "ls", *target, "--json").stdout)
-        assert doc["daemon_live"] is True
-        assert [s["name"] for s in doc["segments"]] == ["/" + segment]
-        assert doc["segments"][0]["size_bytes"] > 0
+        assert doc["daemon_live"] is True and doc["daemon_pid"] == d.proc.pid
+        assert doc["rings_kind"] == "memfd"
+        assert sorted(r["name"] for r in doc["rings"]) == [ring, ring + ".cursors"]
+        assert all(r["size_bytes"] > 0 for r in doc["rings"])
+        assert doc["segments"] == []
 
         gc = ctl(zephonctl, "shm", "gc", *target)
         assert gc.returncode == 3, (gc.stdout, gc.stderr)
         assert "refused" in gc.stderr and "live zephond" in gc.stderr
-        assert d.shm_segments() == [segment]
+        assert d.ring_memfds() == [ring]
     finally:
         pipe.close()
         assert d.stop() == 0
 
-    # A leftover of a dead daemon with the same prefix: gc removes it.
+    # A legacy (layout 1) leftover of an older daemon with the same prefix: gc removes it.
     leftover = Path("/dev/shm") / f"{d.shm_prefix}.999999999.0"
     leftover.write_bytes(b"\0" * 4096)
     try:
         doc = json.loads(ctl(zephonctl, "shm", "ls", *target, "--json").stdout)
-        assert doc["daemon_live"] is False
+        assert doc["daemon_live"] is False and doc["rings"] == []
         assert [s["name"] for s in doc["segments"]] == ["/" + leftover.name]
+        ls = ctl(zephonctl, "shm", "ls", *target)
+        assert "no live zephond: no rings" in ls.stdout and "legacy" in ls.stdout
         gc = ctl(zephonctl, "shm", "gc", *target)
         assert gc.returncode == 0, gc.stderr
         assert "removed 1 segment" in gc.stdout

@@ -89,8 +89,36 @@ class Daemon:
     def _listening_lines(self) -> int:
         return self.log.read_text().count("listening on") if self.log.exists() else 0
 
-    def shm_segments(self) -> list[str]:
+    def ring_memfds(self) -> list[str]:
+        """Names of the rings the live daemon holds: the data memfd of each (ring layout 2
+        rings have no /dev/shm name; they show in /proc/<pid>/fd as "/memfd:<name>")."""
+        if self.proc.poll() is not None:
+            return []
+        fd_dir = f"/proc/{self.proc.pid}/fd"
+        marker = f"/memfd:{self.shm_prefix}."
+        names = set()
+        try:
+            entries = os.listdir(fd_dir)
+        except OSError:
+            return []
+        for entry in entries:
+            try:
+                target = os.readlink(f"{fd_dir}/{entry}")
+            except OSError:
+                continue
+            if target.startswith(marker):
+                name = target[len("/memfd:"):].removesuffix(" (deleted)")
+                if not name.endswith(".cursors"):
+                    names.add(name)
+        return sorted(names)
+
+    def legacy_shm_segments(self) -> list[str]:
+        """Layout-1 segments of this prefix in /dev/shm (zephond creates none any more)."""
         return [n for n in os.listdir("/dev/shm") if n.startswith(self.shm_prefix + ".")]
+
+    def shm_segments(self) -> list[str]:
+        """Every ring of this daemon: its live memfds, plus anything in /dev/shm."""
+        return self.ring_memfds() + self.legacy_shm_segments()
 
     def stop(self) -> int:
         if self.proc.poll() is None:
