@@ -130,8 +130,10 @@ PipelineInstance::~PipelineInstance() {
   stop_.store(true);
   batches_->Cancel();
   writer_->Close();
-  if (producer_.joinable()) producer_.join();
+  // The name goes first: if the producer is slow to stop, or the daemon exits before
+  // the join returns, no segment is left behind in /dev/shm.
   (void)writer_->Unlink();
+  if (producer_.joinable()) producer_.join();
   Log()->info("instance {}: closed ring {} after {} batches", config_.instance_id,
                config_.shm_name, produced_.load());
 }

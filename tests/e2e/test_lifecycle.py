@@ -127,3 +127,35 @@ def test_arrays_kept_after_close_stay_valid_then_free_the_ring(corpus, daemon):
     assert _ring_mapped_bytes() > 0
     del tokens, batch
     assert _ring_mapped_bytes() == 0, "the ring stayed mapped after its last array went"
+
+
+# Lanes that make the first batch slow: the stream skips exhausted lanes one by one, and
+# a 200-document corpus leaves most of 20,000 lanes empty (~6 s of one core before the first
+# batch). If --canonical_replicas gets an upper bound below this, lower it to the bound.
+SLOW_LANES = 20_000
+
+
+def test_work_stops_and_ring_goes_when_the_last_reader_leaves(tmp_path, daemon):
+    """The reader gives up before its first batch and closes: the daemon stops working
+    for it at once (no core kept busy), drops the instance and removes its ring."""
+    import zephon
+    from zephon.corpus import synthetic_documents
+    small = tmp_path / "small"
+    small.mkdir()
+    zephon.write_megatron_dataset(small / "shard-0", synthetic_documents(200, seed=11),
+                                  dtype=np.uint16)
+    p = pipeline(small, daemon.socket, seed=1, max_length=17, microbatch=2,
+                 prefetch_batches=2, canonical_replicas=SLOW_LANES, read_timeout_s=1)
+    with pytest.raises(zephon.ZephonTimeoutError):
+        for _ in p:  # the few lanes with data come quickly; then the long skip
+            pass
+    p.close()
+    deadline = time.monotonic() + 2  # the daemon sees the detach asynchronously
+    while daemon.status().get("instances") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cpu_before = daemon.cpu_s()
+    time.sleep(2)
+    busy_s = daemon.cpu_s() - cpu_before
+    assert busy_s < 0.5, f"zephond used {busy_s:.2f} s of CPU in 2 s after its last reader left"
+    after = _snapshot(daemon)
+    assert after["instances"] == 0 and after["daemon_shm"] == 0, after
