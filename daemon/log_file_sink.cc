@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "common/owned_path.h"
@@ -15,6 +17,9 @@ absl::StatusOr<std::shared_ptr<LogFileSink>> LogFileSink::Open(const std::string
   const size_t slash = path.find_last_of('/');
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  // Missing directories are created (as spdlog's file sink did), then checked.
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
   if (absl::Status trusted = CheckTrustedPath(dir, geteuid()); !trusted.ok()) {
     return absl::Status(trusted.code(),
                         absl::StrCat("--log-file ", path, ": ", trusted.message()));

@@ -22,10 +22,10 @@ namespace zephon::daemon {
 
 class LogFileSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  // Opens (creating with mode 0600) `path` for appending. The directory above it must be
-  // trusted (CheckTrustedPath) and the file, if it exists, a regular file owned by this
-  // process's euid with one link. FAILED_PRECONDITION naming the path and the fix;
-  // the errno's code when the file cannot be opened.
+  // Opens `path` for appending, creating it 0600 (and its missing directories). Its
+  // directory must be trusted (CheckTrustedPath) and the file, if it exists, a regular
+  // file owned by this process's euid with one link. FAILED_PRECONDITION naming the
+  // path and the fix; the errno's code when the file cannot be opened.
   static absl::StatusOr<std::shared_ptr<LogFileSink>> Open(const std::string& path);
   ~LogFileSink() override;
   LogFileSink(const LogFileSink&) = delete;
