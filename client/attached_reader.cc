@@ -143,6 +143,7 @@ absl::StatusOr<std::string> AttachedReader::Checkpoint(absl::Duration timeout) {
 }
 
 absl::StatusOr<std::string> AttachedReader::Explain(absl::Duration timeout) const {
+  if (detached_) return absl::FailedPreconditionError("this reader is detached");
   return client::Explain(channel_, reply_.instance_id(), timeout);
 }
 
@@ -156,8 +157,16 @@ void AttachedReader::Detach() {
   if (stream_->Write(bye)) stream_->WritesDone();
   // The daemon ends the stream right after reading the detach; a wedged daemon must
   // not hang the trainer, so the wait for that is bounded.
-  CancelAfter guard(context_.get(), absl::Seconds(5));
-  (void)stream_->Finish();
+  {
+    CancelAfter guard(context_.get(), absl::Seconds(5));
+    (void)stream_->Finish();
+  }
+  // Disconnect now, not when the reader is destroyed: the mapping may outlive the lease
+  // (a client's arrays still view it) and must not keep a socket (and a daemon fd) open.
+  stream_.reset();
+  context_.reset();
+  stub_.reset();
+  channel_.reset();
 }
 
 }  // namespace zephon::client

@@ -67,7 +67,9 @@ class AttachedReader {
   // with node totals.
   absl::StatusOr<std::string> Explain(absl::Duration timeout) const;
 
-  // Ends the lease. Idempotent.
+  // Ends the lease and closes the connection to the daemon (the ring stays mapped until
+  // the reader is destroyed). Idempotent. Afterwards Next, Release, Checkpoint and
+  // Explain return FAILED_PRECONDITION.
   void Detach();
 
  private:

@@ -1,5 +1,6 @@
 #include "client/connection.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/owned_path.h"
 #include "common/paths.h"
 
 extern char** environ;
@@ -23,7 +25,9 @@ bool Answers(const std::shared_ptr<grpc::Channel>& channel, absl::Duration wait)
 }
 
 // Starts `zephond` through `sh -c '... &'` in a new session so it is reparented to init
-// at once: no zombie in the trainer, no controlling terminal, no inherited signals.
+// at once: no zombie in the trainer, no controlling terminal, no inherited signals. Its
+// output goes to "<socket>.log", opened here without following symlinks (a shell's `>>`
+// would append through one planted at that path) and handed over as stdout and stderr.
 absl::Status SpawnDaemon(const std::string& zephond, const std::string& socket, double idle_exit_s) {
   struct stat st;
   if (stat(zephond.c_str(), &st) != 0 || !(st.st_mode & S_IXUSR)) {
@@ -32,28 +36,33 @@ absl::Status SpawnDaemon(const std::string& zephond, const std::string& socket, 
                                             "set ZEPHOND to the binary)"));
   }
   const std::string log = socket + ".log";
+  absl::StatusOr<int> log_fd = OpenOwnedFile(log, O_WRONLY | O_APPEND, 0600, geteuid());
+  if (!log_fd.ok()) {
+    return absl::Status(log_fd.status().code(), absl::StrCat("cannot start zephond: its log ",
+                                                             log_fd.status().message()));
+  }
   const std::string idle = absl::StrCat(idle_exit_s);
   // An auto-started daemon serves this node's ranks only: no TCP port at all (no peer
   // service, no metrics endpoint); multi-node runs use an operator-run zephond.
-  std::vector<std::string> args = {"/bin/sh", "-c",
-                                   "\"$0\" \"$@\" </dev/null >>\"$ZEPHON_SPAWN_LOG\" 2>&1 &",
+  std::vector<std::string> args = {"/bin/sh", "-c", "\"$0\" \"$@\" </dev/null &",
                                    zephond, "--socket", socket, "--idle-exit-s", idle,
                                    "--metrics-address", ""};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_storage = {"ZEPHON_SPAWN_LOG=" + log};
-  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
-  std::vector<char*> envp;
-  for (auto& e : env_storage) envp.push_back(e.data());
-  envp.push_back(nullptr);
 
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_adddup2(&files, *log_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&files, *log_fd, STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv.data(), envp.data());
+  const int rc = posix_spawn(&pid, "/bin/sh", &files, &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&files);
+  close(*log_fd);
   if (rc != 0) {
     return absl::InternalError(absl::StrCat("cannot start zephond: ", std::strerror(rc)));
   }
@@ -87,11 +96,15 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
         "no zephond answers at ", socket, ": start one (systemd unit or `zephond --socket ",
         socket, "`), or point ZEPHON_SOCKET at the node's daemon"));
   }
-  const std::string dir = socket.substr(0, socket.find_last_of('/'));
-  if (!dir.empty()) {
-    for (size_t i = 1; i <= dir.size(); ++i) {
-      if (i == dir.size() || dir[i] == '/') mkdir(dir.substr(0, i).c_str(), 0700);
-    }
+  // The daemon will refuse a directory that is not private (exit 4); refuse it here
+  // first, with the same message, instead of waiting for a daemon that never answers.
+  const size_t slash = socket.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : socket.substr(0, slash));
+  if (absl::Status private_dir = EnsurePrivateDir(dir, geteuid()); !private_dir.ok()) {
+    return absl::Status(private_dir.code(),
+                        absl::StrCat("cannot start zephond for ", socket, ": ",
+                                     private_dir.message()));
   }
   double idle_exit_s = options.idle_exit_s;
   if (const char* env = std::getenv("ZEPHON_IDLE_EXIT_S"); env != nullptr && *env != '\0') {

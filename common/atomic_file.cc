@@ -46,6 +46,8 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes
 
   std::string tmp =
       (dir / (kAtomicTempPrefix + target.filename().string() + ".XXXXXX")).string();
+  // mkostemp opens with O_CREAT | O_EXCL: it never follows a symlink planted at the name,
+  // and rename() below replaces a symlink at `path` rather than writing through it.
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "cannot create a temporary file in", dir.string());
   auto fail = [&](int err, const char* what) {

@@ -5,6 +5,8 @@
 // /tmp/zephon-<uid>/zephond.sock. Shm prefix: "zephon.<uid>.<hash of the socket path>",
 // so daemons with different sockets (tests simulating nodes) never touch each other's
 // segments. Thread-safe (reads the environment only).
+// The socket's directory must be private to the daemon's uid (common/owned_path.h):
+// zephond and the client's auto-start create it 0700 and refuse one that is not.
 #ifndef ZEPHON_COMMON_PATHS_H_
 #define ZEPHON_COMMON_PATHS_H_
 

@@ -9,15 +9,19 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/owned_path.h"
 
 namespace zephon::daemon {
 
 absl::StatusOr<std::unique_ptr<DaemonLock>> DaemonLock::Acquire(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot open daemon lock ", path, ": ", std::strerror(errno)));
+  // Never through a symlink or into someone else's file: a planted lock would make a
+  // root daemon overwrite its target with a pid.
+  absl::StatusOr<int> opened = OpenOwnedFile(path, O_RDWR, 0600, geteuid());
+  if (!opened.ok()) {
+    return absl::Status(opened.status().code(), absl::StrCat("cannot open daemon lock: ",
+                                                             opened.status().message()));
   }
+  const int fd = *opened;
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     close(fd);

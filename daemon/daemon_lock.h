@@ -13,7 +13,9 @@ namespace zephon::daemon {
 
 class DaemonLock {
  public:
-  // ALREADY_EXISTS when another live process holds the lock.
+  // ALREADY_EXISTS when another live process holds the lock. FAILED_PRECONDITION when
+  // `path` is a symlink, a hard link, not a regular file or owned by another uid (it is
+  // opened with O_NOFOLLOW; see common/owned_path.h); the errno's code otherwise.
   static absl::StatusOr<std::unique_ptr<DaemonLock>> Acquire(const std::string& path);
   ~DaemonLock();
   DaemonLock(const DaemonLock&) = delete;

@@ -30,11 +30,11 @@
 
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
+#include "common/owned_path.h"
 #include "common/paths.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/peer_credentials.h"
@@ -43,6 +43,7 @@
 #include "daemon/checkpoint_router.h"
 #include "daemon/daemon_lock.h"
 #include "daemon/local_rounds.h"
+#include "daemon/log_file_sink.h"
 #include "daemon/logging.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -220,24 +221,40 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitBadFlags;
   }
 
-  try {
-    // stderr when no file is given: journald and kubectl logs collect it. One sink,
-    // one named logger per subsystem.
-    spdlog::sink_ptr sink;
-    if (log_file.empty()) {
-      sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-    } else {
-      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file);
+  // stderr when no file is given: journald and kubectl logs collect it. One sink, one
+  // named logger per subsystem. The file is opened by us, never through a symlink.
+  spdlog::sink_ptr sink;
+  if (log_file.empty()) {
+    sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  } else {
+    absl::StatusOr<std::shared_ptr<zephon::daemon::LogFileSink>> file_sink =
+        zephon::daemon::LogFileSink::Open(log_file);
+    if (!file_sink.ok()) {
+      std::fprintf(stderr, "zephond: %s\n", std::string(file_sink.status().message()).c_str());
+      return kExitEnvironment;
     }
-    zephon::daemon::InstallLoggers(sink, spdlog::level::from_str(log_level));
-  } catch (const spdlog::spdlog_ex& e) {
-    std::fprintf(stderr, "zephond: cannot open --log-file %s: %s\n", log_file.c_str(), e.what());
-    return kExitEnvironment;
+    sink = *std::move(file_sink);
   }
+  zephon::daemon::InstallLoggers(sink, spdlog::level::from_str(log_level));
   if (shm_prefix.empty()) shm_prefix = zephon::DefaultShmPrefix(socket_path);
 
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(socket_path).parent_path(), ec);
+  // The socket's directory holds the lock (and an auto-started daemon's log): it must be
+  // private, or another user could plant symlinks there for a root daemon to write
+  // through. Created 0700; 0750 and the --shm-group group so members reach the socket.
+  std::optional<gid_t> socket_dir_group;
+  if (!shm_group.empty()) {
+    if (const struct group* gr = getgrnam(shm_group.c_str()); gr != nullptr) {
+      socket_dir_group = gr->gr_gid;
+    }
+  }
+  const std::string socket_dir = std::filesystem::path(socket_path).parent_path().string();
+  if (absl::Status dir = zephon::EnsurePrivateDir(socket_dir.empty() ? "." : socket_dir,
+                                                  geteuid(), socket_dir_group ? 0750 : 0700,
+                                                  socket_dir_group);
+      !dir.ok()) {
+    spdlog::error("refusing --socket {}: {}", socket_path, std::string(dir.message()));
+    return kExitEnvironment;
+  }
   auto lock = zephon::daemon::DaemonLock::Acquire(zephon::LockPathFor(socket_path));
   if (!lock.ok()) {
     spdlog::error("{}", lock.status().ToString());

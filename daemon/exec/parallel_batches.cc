@@ -19,7 +19,9 @@ absl::StatusOr<std::unique_ptr<ParallelBatches>> ParallelBatches::Create(
 
 ParallelBatches::ParallelBatches(std::unique_ptr<pipeline::GroupStream> stream,
                                  std::unique_ptr<OrderedStage<pipeline::Batch>> stage)
-    : stream_(std::move(stream)), stage_(std::move(stage)) {}
+    : stream_(std::move(stream)), stage_(std::move(stage)) {
+  stream_->set_cancel_flag(&cancelled_);
+}
 
 absl::Status ParallelBatches::PlanAhead() {
   while (!planned_all_ && stage_->HasRoom()) {

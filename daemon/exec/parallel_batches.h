@@ -15,6 +15,7 @@
 #ifndef ZEPHON_DAEMON_EXEC_PARALLEL_BATCHES_H_
 #define ZEPHON_DAEMON_EXEC_PARALLEL_BATCHES_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,8 +56,12 @@ class ParallelBatches {
     return stream_->source()->datasets();
   }
 
-  // Makes Next() return CANCELLED and skips materializations not yet started.
-  void Cancel() { stage_->Cancel(); }
+  // Makes Next() and NextPlan() return CANCELLED (a plan in progress stops at its next
+  // lane) and skips materializations not yet started.
+  void Cancel() {
+    cancelled_.store(true);
+    stage_->Cancel();
+  }
 
   // One line: "materialize: parallelism=P (pool|inline), queue_capacity=Q, ...".
   std::string Explain() const;
@@ -74,6 +79,8 @@ class ParallelBatches {
   const std::unique_ptr<pipeline::GroupStream> stream_;  // owner thread only
   const std::unique_ptr<OrderedStage<pipeline::Batch>> stage_;  // thread-safe
   bool planned_all_ = false;  // owner thread only
+  // Set by Cancel() (any thread); the stream reads it between lanes.
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace zephon::exec

@@ -89,6 +89,9 @@ absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
 
 absl::StatusOr<std::optional<BatchPlan>> GroupStream::NextPlan() {
   while (true) {
+    if (cancelled_ != nullptr && cancelled_->load(std::memory_order_relaxed)) {
+      return absl::CancelledError("the batch stream was cancelled");
+    }
     // Least (next_batch_index, lane): lanes_ is in ascending lane order, so a strict
     // comparison keeps the lower lane on ties.
     size_t best = lanes_.size();

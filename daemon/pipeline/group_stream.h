@@ -23,6 +23,7 @@
 #ifndef ZEPHON_DAEMON_PIPELINE_GROUP_STREAM_H_
 #define ZEPHON_DAEMON_PIPELINE_GROUP_STREAM_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -59,8 +60,14 @@ class GroupStream {
   // The next batch in least-progress order, or nullopt when every owned lane is
   // exhausted (and forever after). Errors: those of Materialize.
   absl::StatusOr<std::optional<Batch>> Next();
-  // The plan of the batch Next() would return, advancing the same order.
+  // The plan of the batch Next() would return, advancing the same order. CANCELLED
+  // once `*cancelled` (set_cancel_flag) is true: skipping many exhausted lanes can take
+  // long, and an instance whose last reader left must not keep a core busy.
   absl::StatusOr<std::optional<BatchPlan>> NextPlan();
+
+  // Makes NextPlan()/Next() stop with CANCELLED once `*cancelled` becomes true (checked
+  // between lanes). `cancelled` must outlive this stream; null = never cancelled.
+  void set_cancel_flag(const std::atomic<bool>* cancelled) { cancelled_ = cancelled; }
 
   // Each owned lane's progress (ascending lanes) after the batches this stream has
   // returned so far: right after Create, the starting progress (all zeros, or the
@@ -91,6 +98,7 @@ class GroupStream {
   std::vector<std::unique_ptr<LaneStream>> lanes_;     // Parallel to owned_lanes_.
   std::vector<bool> exhausted_;                        // Parallel to owned_lanes_.
   std::vector<proto::LaneProgress> progress_;          // Parallel to owned_lanes_.
+  const std::atomic<bool>* cancelled_ = nullptr;       // set by another thread
 };
 
 }  // namespace zephon::pipeline

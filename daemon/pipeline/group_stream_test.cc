@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <tuple>
@@ -134,6 +135,17 @@ std::vector<ProgressKey> Keys(const std::vector<proto::LaneProgress>& progress) 
                      p.records_into_group());
   }
   return out;
+}
+
+TEST(GroupStreamTest, ACancelFlagStopsPlanningWithCancelled) {
+  auto spec = ElasticSpec(4, "contiguous");
+  auto group = Group(spec, 1, 0);
+  std::atomic<bool> cancelled{false};
+  group->set_cancel_flag(&cancelled);
+  ASSERT_TRUE(group->NextPlan().ok());
+  cancelled.store(true);
+  EXPECT_TRUE(absl::IsCancelled(group->NextPlan().status()));
+  EXPECT_TRUE(absl::IsCancelled(group->Next().status()));
 }
 
 TEST(GroupStreamTest, ProgressStartsAtZeroAndFollowsTheReturnedBatches) {

@@ -115,7 +115,8 @@ class TempFile {
   }
 
   absl::Status Create() {
-    fd_ = open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    // O_EXCL never follows a planted symlink; O_NOFOLLOW says so for readers too.
+    fd_ = open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd_ < 0) return Error("cannot create");
     return absl::OkStatus();
   }

@@ -401,7 +401,8 @@ void ShardCache::OpenDisk(bool retry) {
     return;
   }
   const std::string lock_path = absl::StrCat(options_.dir, "/", kLockName);
-  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // Never through a symlink planted in the cache directory.
+  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const std::string why = fd < 0 ? ErrnoText() : "flock held";
     if (fd >= 0) close(fd);

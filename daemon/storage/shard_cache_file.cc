@@ -125,7 +125,7 @@ absl::Status WriteEntryFile(const std::string& path, const std::string& identity
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   const std::string temp = absl::StrCat(dir, "/", kEntryTempPrefix, name, ".", getpid(), ".",
                                         counter.fetch_add(1));
-  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("cannot create ", temp, ": ", ErrnoText()));
   }

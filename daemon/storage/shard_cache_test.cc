@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -198,6 +199,26 @@ TEST(ShardCacheTest, ReadsAcrossBlocksReturnTheObjectsBytes) {
   EXPECT_EQ(s.bytes_downloaded, 10000u);
   EXPECT_GT(s.hits, 0u);
   EXPECT_EQ(s.pinned_bytes, 0u);
+}
+
+TEST(ShardCacheTest, APlantedLockSymlinkIsNotFollowed) {
+  // Someone who can write the cache directory plants ".lock" as a symlink to a file the
+  // daemon may write (it often runs as root): the cache must not open it through it.
+  const std::string dir = TempDir("planted");
+  const std::string target = dir + "-target";
+  { std::ofstream(target) << "untouched"; }
+  ASSERT_EQ(symlink(target.c_str(), (dir + "/.lock").c_str()), 0);
+  FakeStore store;
+  store.Set("d/a.bin", Pattern(1000, 3), "v1");
+  auto cache = MakeCache(dir, 1 << 20, 256);
+  const RemoteObject o = Obj(store, "d/a.bin");
+  EXPECT_EQ(ReadAll(*cache, store, o, 0, 1000), Pattern(1000, 3));
+  EXPECT_FALSE(cache->Stats().on_disk);  // memory only, as when another daemon holds it
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "untouched");
+  struct stat st;
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 9);
 }
 
 TEST(ShardCacheTest, SmallObjectsAreOneWholeObjectGet) {

@@ -62,7 +62,10 @@ class Batch:
         view = self._views.get(name)
         if view is None:
             dtype, shape, offset, nbytes = self._layout[name]
-            view = self._reader.region[offset:offset + nbytes].view(dtype).reshape(shape)
+            region = self._reader.region
+            if region is None:
+                raise RuntimeError(f"batch {self.seq}: its Pipeline was closed")
+            view = region[offset:offset + nbytes].view(dtype).reshape(shape)
             self._views[name] = view
         return view
 
@@ -205,12 +208,16 @@ class Batch:
         if self._released:
             return
         self._released = True
-        reader = self._reader
+        # A released batch holds nothing: its views and its reader would keep the ring
+        # mapped after the Pipeline is closed.
+        reader, self._reader = self._reader, None
+        self._views = {}
         if self._pid != os.getpid():
             return  # a forked child never releases its parent's loans
-        if reader is not None and reader.handle:
+        mapping = reader._mapping if reader is not None else None
+        if mapping is not None and mapping.handle:
             err = ctypes.c_void_p()
-            code = _native.LIB.zephon_release(reader.handle, self.seq, ctypes.byref(err))
+            code = _native.LIB.zephon_release(mapping.handle, self.seq, ctypes.byref(err))
             if code != 0:
                 message = _native.take_string(err)
                 if code != errors.FAILED_PRECONDITION:  # already detached: nothing to deliver

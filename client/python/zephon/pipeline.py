@@ -43,39 +43,94 @@ def _check(code: int, err: ctypes.c_void_p) -> None:
         raise errors.from_code(code, _native.take_string(err))
 
 
+class _Mapping:
+    """Owns one native zephon_reader handle: its ring mapping and its connection to the
+    daemon. Freed (unmapped, disconnected) by ``free()`` or when the last reference goes.
+
+    The ring's numpy array holds this object through its ctypes buffer, and nothing here
+    refers back to that array or to the _Reader: a reference cycle through a ctypes
+    buffer's ``__dict__`` is invisible to the garbage collector (ctypes does not traverse
+    it), which is how closed Pipelines used to keep their rings mapped until exit. So
+    plain reference counting frees the mapping the moment the last view of it goes."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+        self.pid = os.getpid()
+
+    def free(self) -> None:
+        handle, self.handle = self.handle, None
+        if handle and self.pid == os.getpid():
+            # In a forked child zephon_detach would speak on the parent's stream: the
+            # child leaves the copy-on-write memory to its exit instead.
+            _native.LIB.zephon_detach(handle)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown
+            pass
+
+
 class _Reader:
-    """Owns one native zephon_reader: the rank's lease and ring mapping. Numpy views of a
-    batch keep a reference to it, so the mapping outlives every array handed out."""
+    """One attached rank: its lease and ring mapping. Numpy views of a batch hold the
+    mapping (not this object), so the mapping outlives every array handed out, and
+    ``close()`` frees it at once when no array is left."""
 
     def __init__(self, handle: int, reply: dict):
-        self.handle = handle
         self.reply = reply
         self.pid = os.getpid()
         self.lock = threading.Lock()
+        self._mapping: _Mapping | None = _Mapping(handle)
         # The whole ring mapping as one read-only uint8 array: batches slice their
-        # tensors out of it. Its buffer holds a reference to this reader, so the mapping
-        # outlives every view handed out.
+        # tensors out of it. Its buffer holds the _Mapping, so the mapping outlives every
+        # view handed out; see _Mapping for why nothing may point back here.
         base, size = ctypes.c_void_p(), ctypes.c_uint64()
         _native.LIB.zephon_ring_region(handle, ctypes.byref(base), ctypes.byref(size))
         buffer = (ctypes.c_uint8 * size.value).from_address(base.value)
-        buffer._zephon_reader = self
+        buffer._zephon_mapping = self._mapping
         self.region_base = base.value
-        self.region = np.frombuffer(buffer, dtype=np.uint8)
+        self.region: np.ndarray | None = np.frombuffer(buffer, dtype=np.uint8)
         self.region.flags.writeable = False
         self.info = _native.BatchInfo()  # reused for every batch: fields are copied out
         _live_readers.add(self)
 
+    @property
+    def handle(self) -> int | None:
+        """The native handle, or None once closed. Callers keep ``mapping`` referenced
+        for the duration of a native call (see ``mapping``)."""
+        mapping = self._mapping
+        return mapping.handle if mapping is not None else None
+
+    @property
+    def mapping(self) -> _Mapping:
+        """The live mapping; raises once closed. Holding the returned object keeps the
+        native handle valid across a call even if another thread closes the reader."""
+        mapping = self._mapping
+        if mapping is None or not mapping.handle:
+            raise RuntimeError("this Pipeline is closed")
+        return mapping
+
     def end_lease(self) -> None:
-        """Detaches the rank from the daemon; the mapping stays until no array uses it."""
+        """Detaches the rank from the daemon (the mapping stays)."""
         with self.lock:
-            if self.handle and self.pid == os.getpid():
-                _native.LIB.zephon_end_lease(self.handle)
+            mapping = self._mapping
+            if mapping is not None and mapping.handle and self.pid == os.getpid():
+                _native.LIB.zephon_end_lease(mapping.handle)
+
+    def close(self) -> None:
+        """Ends the lease and drops this reader's hold on the ring mapping and the
+        connection: both are freed now unless numpy arrays of batches are still alive,
+        then when the last of them goes. Idempotent."""
+        self.end_lease()
+        with self.lock:
+            mapping, self._mapping = self._mapping, None
+            self.region = None
+        # The last reference (unless a caller's array holds the buffer) frees it now.
+        del mapping
 
     def __del__(self):
         try:
-            if self.handle and self.pid == os.getpid():
-                _native.LIB.zephon_detach(self.handle)
-            self.handle = None
+            self.close()
         except Exception:  # interpreter shutdown
             pass
 
@@ -248,8 +303,10 @@ class Pipeline:
                 self._open.pop(0).close()
             info = reader.info
             err = ctypes.c_void_p()
-            code = _native.LIB.zephon_next(reader.handle, timeout, ctypes.byref(info),
+            mapping = reader.mapping  # held across the call: close() cannot free it under us
+            code = _native.LIB.zephon_next(mapping.handle, timeout, ctypes.byref(info),
                                            ctypes.byref(err))
+            del mapping
             if code == errors.OUT_OF_RANGE:
                 _native.take_string(err)
                 return
@@ -269,7 +326,8 @@ class Pipeline:
         reader = self._attach()
         data, size, err = ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_void_p()
         timeout = float(self._options.get("aggregate_timeout_s") or 180) + 30
-        code = _native.LIB.zephon_checkpoint(reader.handle, timeout, ctypes.byref(data),
+        mapping = reader.mapping
+        code = _native.LIB.zephon_checkpoint(mapping.handle, timeout, ctypes.byref(data),
                                              ctypes.byref(size), ctypes.byref(err))
         _check(code, err)
         try:
@@ -298,7 +356,8 @@ class Pipeline:
     @property
     def delivered(self) -> int:
         """Batches this rank has released (delivered) so far."""
-        return int(_native.LIB.zephon_delivered(self._attach().handle))
+        mapping = self._attach().mapping
+        return int(_native.LIB.zephon_delivered(mapping.handle))
 
     def explain(self) -> str:
         """The daemon's description of this rank's instance: stages, operators, queues,
@@ -314,12 +373,15 @@ class Pipeline:
 
     # ----- lifetime --------------------------------------------------------------------
     def close(self) -> None:
-        """Releases the current batch and detaches this rank. Idempotent."""
+        """Releases the open batches, detaches this rank, unmaps its ring and closes its
+        connection to the daemon, at once. Idempotent. Numpy arrays taken from batches
+        keep the ring mapped (never the lease) until the last of them is dropped, so a
+        stray array is never left pointing at unmapped memory."""
         for batch in self._open:
             batch.close()
         self._open = []
         if self._reader is not None:
-            self._reader.end_lease()
+            self._reader.close()
             self._reader = None
         self._closed = True
 
@@ -327,10 +389,11 @@ class Pipeline:
         return self
 
     def __del__(self):
-        # A dropped Pipeline detaches cleanly (its peers must not see a crash).
+        # A dropped Pipeline detaches cleanly (its peers must not see a crash) and frees
+        # its ring mapping and connection like close().
         try:
-            if self._reader is not None and self._reader.pid == os.getpid():
-                self._reader.end_lease()
+            if self._reader is not None:
+                self._reader.close()
         except Exception:  # interpreter shutdown
             pass
 
