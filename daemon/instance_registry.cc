@@ -130,7 +130,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   proto::PipelineSpec spec = request.spec();
   if (!request.restore_checkpoint().empty()) {
     ASSIGN_OR_RETURN(restored, checkpoint::DecodeCheckpoint(request.restore_checkpoint()));
-    if (spec.canonical_replicas() == 0) {
+    if (!spec.has_canonical_replicas()) {
       spec.set_canonical_replicas(restored->canonical_replicas());
     } else if (spec.canonical_replicas() != restored->canonical_replicas()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -142,7 +142,10 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     restore_key = absl::StrFormat("%016x", HashBytes(request.restore_checkpoint()));
   }
   ASSIGN_OR_RETURN(RankIdentity identity,
-                   ResolveIdentity(request.rank(), spec.canonical_replicas()));
+                   ResolveIdentity(request.rank(),
+                                   spec.has_canonical_replicas()
+                                       ? std::optional<int64_t>(spec.canonical_replicas())
+                                       : std::nullopt));
   if (restored && !identity.run_id.empty() && identity.run_id != restored->run_id()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this checkpoint belongs to run_id='", restored->run_id(), "' but this Pipeline is "
