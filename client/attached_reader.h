@@ -27,7 +27,8 @@ namespace zephon::client {
 
 class AttachedReader {
  public:
-  // Sends the AttachRequest and maps the ring. Errors carry the daemon's message
+  // Sends the AttachRequest (relative local paths made absolute against this process's
+  // cwd first: AbsolutizeLocalPaths) and maps the ring. Errors carry the daemon's message
   // (validation, spec-hash mismatch) with its status code.
   static absl::StatusOr<std::unique_ptr<AttachedReader>> Attach(
       std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
@@ -39,7 +40,9 @@ class AttachedReader {
   const proto::AttachReply& reply() const { return reply_; }
 
   // The next batch in this rank's order (a loan: valid until Released). OUT_OF_RANGE at
-  // the end of the data; ABORTED when a peer died; UNAVAILABLE when zephond is gone.
+  // the end of the data; ABORTED when a peer died; UNAVAILABLE when zephond is gone;
+  // DEADLINE_EXCEEDED after `timeout`, naming the DP-group peer that holds the ring when
+  // one does (DescribeStall; costs one bounded Status RPC).
   absl::StatusOr<shm::SlotView> Next(absl::Duration timeout);
   // Releases (delivers) a loaned batch. Releases may come out of order.
   absl::Status Release(uint64_t seq);
