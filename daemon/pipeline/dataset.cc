@@ -27,12 +27,25 @@ std::string StripMegatronSuffix(const std::string& path) {
 
 using Kind = DatasetFiles::Kind;
 
+// A ".bin" whose ".idx" is missing is most likely a Megatron shard that lost (or has not
+// yet received) its index; reading it as raw tokens would silently train on garbage
+// boundaries, so auto-detection refuses it. Raw token files named .bin (nanoGPT's
+// train.bin) are read with an explicit format "flat".
+absl::Status LoneBinError(const std::string& bin) {
+  return absl::NotFoundError(absl::StrCat(
+      bin, " has no matching .idx file (", StripMegatronSuffix(bin),
+      ".idx): a Megatron shard needs both "
+      "files; copy the .idx next to it, or set format \"flat\" "
+      "(Python: fmt=\"flat\") if these are raw token files"));
+}
+
 absl::StatusOr<std::string> DetectFormat(const std::string& path,
                                          const DatasetFiles::Resolved& src,
                                          DatasetFiles& files) {
   if (src.kind == Kind::kSingle) {
     ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(path) + ".idx"));
     if (has_idx) return std::string("megatron");
+    if (absl::EndsWith(path, ".bin")) return LoneBinError(path);
     return std::string(IsJsonlFileName(path) ? "jsonl" : "flat");
   }
   bool jsonl = false;
@@ -41,6 +54,7 @@ absl::StatusOr<std::string> DetectFormat(const std::string& path,
     if (absl::EndsWith(f, ".bin")) {
       ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(f) + ".idx"));
       if (has_idx) return std::string("megatron");
+      return LoneBinError(f);
     }
     jsonl = jsonl || IsJsonlFileName(f);
   }
@@ -62,10 +76,13 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
       // A directory must hold complete pairs; a glob may match just one side of
       // each pair (opening the pair names a missing partner).
       for (const auto& s : idxs) {
-        if (!bins.count(s)) return absl::NotFoundError(absl::StrCat(s, ".idx has no matching .bin file"));
+        if (!bins.count(s)) {
+          return absl::NotFoundError(
+              absl::StrCat(s, ".idx has no matching .bin file (", s, ".bin is missing)"));
+        }
       }
       for (const auto& s : bins) {
-        if (!idxs.count(s)) return absl::NotFoundError(absl::StrCat(s, ".bin has no matching .idx file"));
+        if (!idxs.count(s)) return LoneBinError(s + ".bin");
       }
     }
     bins.insert(idxs.begin(), idxs.end());

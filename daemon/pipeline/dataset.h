@@ -23,9 +23,12 @@
 //     (default "input_ids"); shards are converted once into a token cache under
 //     OpenOptions::cache_dir (see jsonl_reader.h).
 //   format "": auto-detect. Directory or glob: megatron if any file/match ends in .idx
-//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat. Single path: megatron if `path`.idx
-//     exists or `path` ends in .idx/.bin with a sibling .idx; jsonl if `path` is a JSONL
-//     name; else flat.
+//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat.
+//     Single path: megatron if `path`.idx exists or `path` ends in .idx/.bin with a
+//     sibling .idx; jsonl if `path` is a JSONL name; else flat. A .bin without its .idx
+//     (the first one met, in either case) is NOT_FOUND naming the missing .idx and the
+//     fix (format "flat" for raw token files such as nanoGPT's train.bin): read as flat
+//     tokens it would silently cut a Megatron corpus at wrong boundaries.
 //   Directory shards are sorted by file name, glob shards by full path (byte order).
 //   No shards, or zero samples in total, is INVALID_ARGUMENT.
 // Fingerprint(): HashBytes over name, resolved format and, per shard in order, file
