@@ -17,6 +17,7 @@
 #include "daemon/pipeline/lanes.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
+#include "daemon/checkpoint/dataset_content.h"
 #include "daemon/pipeline/spec.h"
 #include "shm/ring_layout.h"
 
@@ -180,6 +181,13 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
   std::vector<std::shared_ptr<const pipeline::Dataset>> datasets = opened.datasets;
   const std::string spec_hash = opened.spec_hash;
+  if (restored && restored->datasets_size() > 0) {
+    // Before the hash: the hash cannot see bytes rewritten at the same size, and a
+    // mismatch here names the file and the property that changed.
+    ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
+                     checkpoint::DescribeDatasets(datasets));
+    RETURN_IF_ERROR(checkpoint::CompareDatasets(restored->datasets(), contents));
+  }
   if (restored && restored->spec_hash() != spec_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",

@@ -1,5 +1,6 @@
 #include "daemon/pipeline/dataset.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -139,6 +140,36 @@ Dataset::Dataset(std::string name, std::string format,
                  std::vector<std::unique_ptr<ShardReader>> shards)
     : name_(std::move(name)), format_(std::move(format)), shards_(std::move(shards)) {
   for (const auto& s : shards_) num_samples_ += s->NumSamples();
+  content_.resize(shards_.size());
+}
+
+absl::StatusOr<uint64_t> Dataset::ShardContentChecksum(uint32_t s) const {
+  {
+    absl::MutexLock lock(&content_mu_);
+    if (content_[s].has_value()) return *content_[s];
+  }
+  // Computed outside the lock: it walks every sample and may read an object store. Two
+  // racing callers compute the same value.
+  const ShardReader& shard = *shards_[s];
+  const uint64_t n = shard.NumSamples();
+  uint64_t h = Combine(0x5EED'C0E7'E47ULL, n);
+  for (uint64_t i = 0; i < n; ++i) h = Combine(h, shard.SampleLength(i));
+  std::vector<int32_t> tokens;
+  for (uint64_t i : {uint64_t{0}, n / 2, n == 0 ? 0 : n - 1}) {
+    if (i >= n) continue;
+    const uint64_t count = std::min(shard.SampleLength(i), kContentSampleTokens);
+    tokens.resize(count);
+    absl::Status read = shard.CopyTokens(i, 0, count, tokens.data());
+    if (!read.ok()) {
+      return absl::Status(read.code(), absl::StrCat("content checksum of ", shard.FileName(),
+                                                    ": ", read.message()));
+    }
+    h = Combine(h, HashBytes(std::string_view(reinterpret_cast<const char*>(tokens.data()),
+                                              tokens.size() * sizeof(int32_t))));
+  }
+  absl::MutexLock lock(&content_mu_);
+  content_[s] = h;
+  return h;
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::FromShards(

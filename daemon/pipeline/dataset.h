@@ -36,18 +36,22 @@
 // part of the spec hash, so renaming/resizing a shard changes the hash. For JSONL the
 // size is the source file's (compressed) size. Where the files live is not part of it:
 // the same files on local disk and in S3 have the same fingerprint.
-// Thread-safe after construction (immutable).
+// Thread-safe after construction (immutable apart from the mutex-guarded content
+// checksum cache).
 #ifndef ZEPHON_DAEMON_PIPELINE_DATASET_H_
 #define ZEPHON_DAEMON_PIPELINE_DATASET_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/pipeline/shard_reader.h"
 #include "daemon/storage/object_store.h"
@@ -110,6 +114,14 @@ class Dataset {
     return shards_[shard]->AppendTokens(index, offset, count, out);
   }
   uint64_t Fingerprint() const;
+  // A location-independent checksum of shard `s`'s content, for restore checks
+  // (daemon/checkpoint/dataset_content.h): its sample-length table (what a Megatron
+  // .idx or a JSONL line index holds) and the first kContentSampleTokens tokens of its
+  // first, middle and last sample. O(samples of the shard) on the first call, then
+  // cached. Errors: CopyTokens's (object stores), naming the file.
+  // REQUIRES: s < NumShards().
+  absl::StatusOr<uint64_t> ShardContentChecksum(uint32_t s) const;
+  static constexpr uint64_t kContentSampleTokens = 4096;
 
  private:
   Dataset(std::string name, std::string format,
@@ -119,6 +131,9 @@ class Dataset {
   const std::string format_;
   const std::vector<std::unique_ptr<ShardReader>> shards_;
   uint64_t num_samples_ = 0;
+  // ShardContentChecksum's cache, one entry per shard (filled on demand).
+  mutable absl::Mutex content_mu_;
+  mutable std::vector<std::optional<uint64_t>> content_ ABSL_GUARDED_BY(content_mu_);
 };
 
 }  // namespace zephon::pipeline
