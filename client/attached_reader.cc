@@ -7,11 +7,16 @@
 #include "absl/strings/str_cat.h"
 #include "client/connection.h"
 #include "client/daemon_queries.h"
+#include "client/request_paths.h"
+#include "client/stall_diagnosis.h"
 #include "common/status_macros.h"
 #include "shm/fd_passing.h"
 
 namespace zephon::client {
 namespace {
+
+// How long a timed-out read spends asking zephond which peer holds the ring.
+constexpr absl::Duration kStallQueryTimeout = absl::Seconds(5);
 
 // Cancels a gRPC call that has not finished within `timeout`: long-lived streams carry
 // no RPC deadline, yet no wait on the daemon may be unbounded. RAII; the destructor
@@ -54,14 +59,15 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
     std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
     absl::Duration timeout, const std::string& socket_path) {
   const absl::Time deadline = absl::Now() + timeout;
+  proto::AttachClientMessage first;
+  *first.mutable_attach() = request;
+  RETURN_IF_ERROR(AbsolutizeLocalPaths(first.mutable_attach()));
   std::unique_ptr<AttachedReader> r(new AttachedReader());
   r->channel_ = std::move(channel);
   r->stub_ = proto::Zephon::NewStub(r->channel_);
   r->context_ = std::make_unique<grpc::ClientContext>();
   r->stream_ = r->stub_->Attach(r->context_.get());
 
-  proto::AttachClientMessage first;
-  *first.mutable_attach() = request;
   proto::AttachServerMessage reply;
   bool ok = false;
   bool timed_out = false;
@@ -112,7 +118,24 @@ AttachedReader::~AttachedReader() { Detach(); }
 
 absl::StatusOr<shm::SlotView> AttachedReader::Next(absl::Duration timeout) {
   if (detached_) return absl::FailedPreconditionError("this reader is detached");
-  return ring_->Acquire(timeout);
+  absl::StatusOr<shm::SlotView> slot = ring_->Acquire(timeout);
+  if (slot.status().code() != absl::StatusCode::kDeadlineExceeded) return slot;
+  // A timed-out read is most often a stopped DP-group peer holding the shared ring: ask
+  // the daemon (bounded) which reader lags and name it in the error.
+  std::string why;
+  absl::StatusOr<proto::StatusReply> status = DaemonStatus(channel_, kStallQueryTimeout);
+  if (!status.ok()) {
+    why = absl::StrCat("zephond's status could not tell which peer lags: ",
+                       status.status().message());
+  } else {
+    for (const proto::InstanceStatus& instance : status->instances()) {
+      if (instance.instance_id() == reply_.instance_id()) {
+        why = DescribeStall(instance, reply_.reader_index());
+      }
+    }
+  }
+  if (why.empty()) return slot.status();
+  return absl::DeadlineExceededError(absl::StrCat(slot.status().message(), ": ", why));
 }
 
 absl::Status AttachedReader::Release(uint64_t seq) {

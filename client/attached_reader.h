@@ -28,9 +28,10 @@ namespace zephon::client {
 
 class AttachedReader {
  public:
-  // Sends the AttachRequest, claims the ring's descriptors on the daemon's hand-off
-  // socket and maps the ring (data read-only). `socket_path` is the daemon socket as
-  // this process sees it: the hand-off socket is next to it (a container may mount the
+  // Sends the AttachRequest (relative local paths made absolute against this process's
+  // cwd first: AbsolutizeLocalPaths), claims the ring's descriptors on the daemon's
+  // hand-off socket and maps the ring (data read-only). `socket_path` is the daemon socket
+  // as this process sees it: the hand-off socket is next to it (a container may mount the
   // socket directory elsewhere than the daemon's path); empty = the path the daemon
   // reports. Errors carry the daemon's message (validation, spec-hash mismatch, a
   // refused hand-off) with its status code; the whole attach takes at most `timeout`.
@@ -44,7 +45,9 @@ class AttachedReader {
   const proto::AttachReply& reply() const { return reply_; }
 
   // The next batch in this rank's order (a loan: valid until Released). OUT_OF_RANGE at
-  // the end of the data; ABORTED when a peer died; UNAVAILABLE when zephond is gone.
+  // the end of the data; ABORTED when a peer died; UNAVAILABLE when zephond is gone;
+  // DEADLINE_EXCEEDED after `timeout`, naming the DP-group peer that holds the ring when
+  // one does (DescribeStall; costs one bounded Status RPC).
   absl::StatusOr<shm::SlotView> Next(absl::Duration timeout);
   // Releases (delivers) a loaned batch. Releases may come out of order.
   absl::Status Release(uint64_t seq);

@@ -2,6 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/run_limits.h"
 
 namespace zephon::daemon {
 
@@ -17,12 +18,12 @@ bool IsValidRunId(const std::string& run_id) {
 }
 
 absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
-                                             int64_t spec_canonical_replicas) {
+                                             std::optional<int64_t> spec_canonical_replicas) {
   const int64_t world_size = options.has_world_size() ? options.world_size() : 1;
-  if (world_size < 1) {
+  if (world_size < 1 || world_size > kMaxWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "world_size=", world_size, " is invalid: world_size must be >= 1 (the number of "
-        "Pipelines that call checkpoint() together)"));
+        "world_size=", world_size, " is invalid: expected 1 <= world_size <= ", kMaxWorldSize,
+        " (the number of Pipelines that call checkpoint() together; zephond's bound)"));
   }
   const int64_t global_rank = options.has_global_rank() ? options.global_rank() : 0;
   if (global_rank < 0 || global_rank >= world_size) {
@@ -51,16 +52,26 @@ absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
         options.has_dp_group_id() ? "" : " (dp_group_id defaults to global_rank; set it "
                                          "from the data-parallel sub-mesh)"));
   }
-  if (spec_canonical_replicas < 0) {
+  // Checked as int64, before any narrowing: 2^32 + 2 must fail, not become 2. An explicit
+  // 0 is an error too (unset means "the initial dp_degree"; 0 lanes means nothing).
+  if (spec_canonical_replicas.has_value() &&
+      (*spec_canonical_replicas < 1 || *spec_canonical_replicas > kMaxCanonicalReplicas)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "canonical_replicas=", spec_canonical_replicas, " is invalid: expected >= 1"));
+        "canonical_replicas=", *spec_canonical_replicas,
+        " is invalid: expected 1 <= canonical_replicas <= ", kMaxCanonicalReplicas,
+        " (leave it unset to use the initial dp_degree)"));
   }
-  const int64_t canonical = spec_canonical_replicas == 0 ? dp_degree : spec_canonical_replicas;
+  const int64_t canonical = spec_canonical_replicas.value_or(dp_degree);
   if (dp_degree > canonical) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dp_degree=", dp_degree, " exceeds canonical_replicas=", canonical,
         ": a run has at most canonical_replicas data streams (lanes). canonical_replicas is "
         "fixed for the life of a run; choose it for the largest dp_degree you expect"));
+  }
+  if (canonical > kMaxCanonicalReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dp_degree=", dp_degree, " exceeds zephond's bound of ", kMaxCanonicalReplicas,
+        " data streams (canonical_replicas, which defaults to dp_degree)"));
   }
   if (world_size > 1 && options.aggregate_dir().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -71,6 +82,16 @@ absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
     return absl::InvalidArgumentError(absl::StrCat(
         "run_id is required when world_size > 1 (world_size=", world_size,
         "): set it to a name unique to this training run"));
+  }
+  // A relative path would resolve against zephond's working directory, which the trainer
+  // neither knows nor controls; the clients make theirs absolute before sending.
+  const std::string& aggregate_dir = options.aggregate_dir();
+  if (!aggregate_dir.empty() && aggregate_dir.front() != '/' &&
+      aggregate_dir.find("://") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "aggregate_dir='", aggregate_dir, "' is a relative path, which zephond cannot resolve "
+        "(it does not share the trainer's working directory): give an absolute path, "
+        "file:///abs/path or s3://bucket/prefix"));
   }
   if (!options.run_id().empty() && !IsValidRunId(options.run_id())) {
     return absl::InvalidArgumentError(absl::StrCat(

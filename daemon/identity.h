@@ -9,6 +9,7 @@
 #define ZEPHON_DAEMON_IDENTITY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,11 @@ struct RankIdentity {
   std::vector<std::string> warnings;
 };
 
-// `spec_canonical_replicas` is the spec's value, 0 when the user left it unset.
+// `spec_canonical_replicas` is the spec's value, nullopt when the user left it unset.
+// Every integer option is validated as int64 against its range, world_size and
+// canonical_replicas against common/run_limits.h, before it is narrowed to uint32.
 absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
-                                             int64_t spec_canonical_replicas);
+                                             std::optional<int64_t> spec_canonical_replicas);
 
 // True when `run_id` matches [A-Za-z0-9._-]{1,128} and is not "." or "..".
 bool IsValidRunId(const std::string& run_id);

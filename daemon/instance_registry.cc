@@ -19,6 +19,7 @@
 #include "daemon/pipeline/lanes.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
+#include "daemon/checkpoint/dataset_content.h"
 #include "daemon/pipeline/spec.h"
 #include "shm/ring_layout.h"
 
@@ -132,7 +133,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   proto::PipelineSpec spec = request.spec();
   if (!request.restore_checkpoint().empty()) {
     ASSIGN_OR_RETURN(restored, checkpoint::DecodeCheckpoint(request.restore_checkpoint()));
-    if (spec.canonical_replicas() == 0) {
+    if (!spec.has_canonical_replicas()) {
       spec.set_canonical_replicas(restored->canonical_replicas());
     } else if (spec.canonical_replicas() != restored->canonical_replicas()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -144,7 +145,10 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     restore_key = absl::StrFormat("%016x", HashBytes(request.restore_checkpoint()));
   }
   ASSIGN_OR_RETURN(RankIdentity identity,
-                   ResolveIdentity(request.rank(), spec.canonical_replicas()));
+                   ResolveIdentity(request.rank(),
+                                   spec.has_canonical_replicas()
+                                       ? std::optional<int64_t>(spec.canonical_replicas())
+                                       : std::nullopt));
   if (restored && !identity.run_id.empty() && identity.run_id != restored->run_id()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this checkpoint belongs to run_id='", restored->run_id(), "' but this Pipeline is "
@@ -178,6 +182,13 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
   std::vector<std::shared_ptr<const pipeline::Dataset>> datasets = opened.datasets;
   const std::string spec_hash = opened.spec_hash;
+  if (restored && restored->datasets_size() > 0) {
+    // Before the hash: the hash cannot see bytes rewritten at the same size, and a
+    // mismatch here names the file and the property that changed.
+    ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
+                     checkpoint::DescribeDatasets(datasets));
+    RETURN_IF_ERROR(checkpoint::CompareDatasets(restored->datasets(), contents));
+  }
   if (restored && restored->spec_hash() != spec_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
         "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "daemon/checkpoint/dataset_content.h"
 
 namespace zephon::daemon {
 
@@ -53,6 +54,13 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
     report.set_spec_hash(config.spec_hash);
     report.set_seed(config.spec.work_source().seed());
     *report.mutable_spec() = config.spec;
+    if (report.datasets_size() == 0) {
+      // Every instance of the run has the same spec hash, hence the same files: one
+      // description serves the report (cached per dataset after the first round).
+      ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
+                       checkpoint::DescribeDatasets(config.datasets));
+      for (auto& d : contents) *report.add_datasets() = std::move(d);
+    }
     report.set_aggregate_dir(config.identity.aggregate_dir);
     report.set_aggregate_timeout_s(config.identity.aggregate_timeout_s);
     for (const RoundCall* c : members) {

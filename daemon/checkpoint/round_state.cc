@@ -291,6 +291,7 @@ proto::CheckpointState RoundState::Merge(int64_t created_unix_ms) const {
   state.set_canonical_replicas(first_.canonical_replicas());
   state.set_seed(first_.seed());
   *state.mutable_spec() = first_.spec();
+  *state.mutable_datasets() = first_.datasets();
   state.set_round(first_.round());
   state.set_world_size(first_.world_size());
   state.set_created_unix_ms(created_unix_ms);

@@ -1,5 +1,6 @@
 #include "daemon/pipeline/dataset.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -27,12 +28,25 @@ std::string StripMegatronSuffix(const std::string& path) {
 
 using Kind = DatasetFiles::Kind;
 
+// A ".bin" whose ".idx" is missing is most likely a Megatron shard that lost (or has not
+// yet received) its index; reading it as raw tokens would silently train on garbage
+// boundaries, so auto-detection refuses it. Raw token files named .bin (nanoGPT's
+// train.bin) are read with an explicit format "flat".
+absl::Status LoneBinError(const std::string& bin) {
+  return absl::NotFoundError(absl::StrCat(
+      bin, " has no matching .idx file (", StripMegatronSuffix(bin),
+      ".idx): a Megatron shard needs both "
+      "files; copy the .idx next to it, or set format \"flat\" "
+      "(Python: fmt=\"flat\") if these are raw token files"));
+}
+
 absl::StatusOr<std::string> DetectFormat(const std::string& path,
                                          const DatasetFiles::Resolved& src,
                                          DatasetFiles& files) {
   if (src.kind == Kind::kSingle) {
     ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(path) + ".idx"));
     if (has_idx) return std::string("megatron");
+    if (absl::EndsWith(path, ".bin")) return LoneBinError(path);
     return std::string(IsJsonlFileName(path) ? "jsonl" : "flat");
   }
   bool jsonl = false;
@@ -41,6 +55,7 @@ absl::StatusOr<std::string> DetectFormat(const std::string& path,
     if (absl::EndsWith(f, ".bin")) {
       ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(f) + ".idx"));
       if (has_idx) return std::string("megatron");
+      return LoneBinError(f);
     }
     jsonl = jsonl || IsJsonlFileName(f);
   }
@@ -62,10 +77,13 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
       // A directory must hold complete pairs; a glob may match just one side of
       // each pair (opening the pair names a missing partner).
       for (const auto& s : idxs) {
-        if (!bins.count(s)) return absl::NotFoundError(absl::StrCat(s, ".idx has no matching .bin file"));
+        if (!bins.count(s)) {
+          return absl::NotFoundError(
+              absl::StrCat(s, ".idx has no matching .bin file (", s, ".bin is missing)"));
+        }
       }
       for (const auto& s : bins) {
-        if (!idxs.count(s)) return absl::NotFoundError(absl::StrCat(s, ".bin has no matching .idx file"));
+        if (!idxs.count(s)) return LoneBinError(s + ".bin");
       }
     }
     bins.insert(idxs.begin(), idxs.end());
@@ -122,6 +140,36 @@ Dataset::Dataset(std::string name, std::string format,
                  std::vector<std::unique_ptr<ShardReader>> shards)
     : name_(std::move(name)), format_(std::move(format)), shards_(std::move(shards)) {
   for (const auto& s : shards_) num_samples_ += s->NumSamples();
+  content_.resize(shards_.size());
+}
+
+absl::StatusOr<uint64_t> Dataset::ShardContentChecksum(uint32_t s) const {
+  {
+    absl::MutexLock lock(&content_mu_);
+    if (content_[s].has_value()) return *content_[s];
+  }
+  // Computed outside the lock: it walks every sample and may read an object store. Two
+  // racing callers compute the same value.
+  const ShardReader& shard = *shards_[s];
+  const uint64_t n = shard.NumSamples();
+  uint64_t h = Combine(0x5EED'C0E7'E47ULL, n);
+  for (uint64_t i = 0; i < n; ++i) h = Combine(h, shard.SampleLength(i));
+  std::vector<int32_t> tokens;
+  for (uint64_t i : {uint64_t{0}, n / 2, n == 0 ? 0 : n - 1}) {
+    if (i >= n) continue;
+    const uint64_t count = std::min(shard.SampleLength(i), kContentSampleTokens);
+    tokens.resize(count);
+    absl::Status read = shard.CopyTokens(i, 0, count, tokens.data());
+    if (!read.ok()) {
+      return absl::Status(read.code(), absl::StrCat("content checksum of ", shard.FileName(),
+                                                    ": ", read.message()));
+    }
+    h = Combine(h, HashBytes(std::string_view(reinterpret_cast<const char*>(tokens.data()),
+                                              tokens.size() * sizeof(int32_t))));
+  }
+  absl::MutexLock lock(&content_mu_);
+  content_[s] = h;
+  return h;
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::FromShards(

@@ -23,9 +23,12 @@
 //     (default "input_ids"); shards are converted once into a token cache under
 //     OpenOptions::cache_dir (see jsonl_reader.h).
 //   format "": auto-detect. Directory or glob: megatron if any file/match ends in .idx
-//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat. Single path: megatron if `path`.idx
-//     exists or `path` ends in .idx/.bin with a sibling .idx; jsonl if `path` is a JSONL
-//     name; else flat.
+//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat.
+//     Single path: megatron if `path`.idx exists or `path` ends in .idx/.bin with a
+//     sibling .idx; jsonl if `path` is a JSONL name; else flat. A .bin without its .idx
+//     (the first one met, in either case) is NOT_FOUND naming the missing .idx and the
+//     fix (format "flat" for raw token files such as nanoGPT's train.bin): read as flat
+//     tokens it would silently cut a Megatron corpus at wrong boundaries.
 //   Directory shards are sorted by file name, glob shards by full path (byte order).
 //   No shards, or zero samples in total, is INVALID_ARGUMENT.
 // Fingerprint(): HashBytes over name, resolved format and, per shard in order, file
@@ -33,18 +36,22 @@
 // part of the spec hash, so renaming/resizing a shard changes the hash. For JSONL the
 // size is the source file's (compressed) size. Where the files live is not part of it:
 // the same files on local disk and in S3 have the same fingerprint.
-// Thread-safe after construction (immutable).
+// Thread-safe after construction (immutable apart from the mutex-guarded content
+// checksum cache).
 #ifndef ZEPHON_DAEMON_PIPELINE_DATASET_H_
 #define ZEPHON_DAEMON_PIPELINE_DATASET_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/pipeline/shard_reader.h"
 #include "daemon/storage/object_store.h"
@@ -107,6 +114,14 @@ class Dataset {
     return shards_[shard]->AppendTokens(index, offset, count, out);
   }
   uint64_t Fingerprint() const;
+  // A location-independent checksum of shard `s`'s content, for restore checks
+  // (daemon/checkpoint/dataset_content.h): its sample-length table (what a Megatron
+  // .idx or a JSONL line index holds) and the first kContentSampleTokens tokens of its
+  // first, middle and last sample. O(samples of the shard) on the first call, then
+  // cached. Errors: CopyTokens's (object stores), naming the file.
+  // REQUIRES: s < NumShards().
+  absl::StatusOr<uint64_t> ShardContentChecksum(uint32_t s) const;
+  static constexpr uint64_t kContentSampleTokens = 4096;
 
  private:
   Dataset(std::string name, std::string format,
@@ -116,6 +131,9 @@ class Dataset {
   const std::string format_;
   const std::vector<std::unique_ptr<ShardReader>> shards_;
   uint64_t num_samples_ = 0;
+  // ShardContentChecksum's cache, one entry per shard (filled on demand).
+  mutable absl::Mutex content_mu_;
+  mutable std::vector<std::optional<uint64_t>> content_ ABSL_GUARDED_BY(content_mu_);
 };
 
 }  // namespace zephon::pipeline

@@ -67,6 +67,24 @@ TEST(DatasetTest, UnpairedMegatronFileIsNamed) {
   EXPECT_NE(ds.status().message().find("a.idx"), std::string::npos) << ds.status();
 }
 
+TEST(DatasetTest, LoneBinIsAMissingIndexUnlessFormatIsFlat) {
+  const std::string dir = MakeTempDir("lone_bin");
+  ASSERT_TRUE(WriteFlatFile(dir + "/train.bin", std::vector<uint32_t>(64, 7)).ok());
+  for (const std::string& path : {dir, dir + "/train.bin", dir + "/*.bin"}) {
+    for (const char* format : {"", "megatron"}) {
+      auto ds = Dataset::Open(Spec(path, format));
+      ASSERT_FALSE(ds.ok()) << path << " format '" << format << "'";
+      EXPECT_NE(ds.status().message().find("train.idx"), std::string::npos)
+          << path << ": " << ds.status();
+    }
+  }
+  proto::DatasetSpec flat_spec = Spec(dir, "flat");
+  flat_spec.set_flat_sample_tokens(16);
+  auto flat = Dataset::Open(flat_spec);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_EQ((*flat)->format(), "flat");
+}
+
 std::string Corrupt(const std::string& name, size_t offset, char value, size_t truncate_to) {
   const std::string dir = MakeTempDir(name);
   EXPECT_TRUE(WriteMegatronShard(dir + "/p", kDocs).ok());

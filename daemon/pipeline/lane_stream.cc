@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/mix.h"
+#include "common/run_limits.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/shuffle_buffer.h"
 
@@ -19,11 +20,18 @@ struct SampleIdHash {
 
 }  // namespace
 
+absl::Status CheckCanonicalReplicas(int64_t canonical_replicas) {
+  if (canonical_replicas >= 1 && canonical_replicas <= kMaxCanonicalReplicas) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "canonical_replicas=", canonical_replicas,
+      " is invalid: expected 1 <= canonical_replicas <= ", kMaxCanonicalReplicas));
+}
+
 absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spec) {
   LaneOptions o;
-  if (spec.canonical_replicas() < 1) {
-    return absl::InvalidArgumentError("canonical_replicas must be >= 1, got 0");
-  }
+  RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
   o.num_lanes = spec.canonical_replicas();
   ASSIGN_OR_RETURN(o.routing, ParseRouting(spec.routing().empty() ? "permute" : spec.routing()));
   o.routing_seed = spec.work_source().seed();

@@ -57,10 +57,15 @@ struct LaneOptions {
 
   // Operators must be [shuffle?, pack_flat, batch]; INVALID_ARGUMENT naming the
   // operator index and value otherwise (also: max_length >= 2, microbatch_size >= 1,
-  // buffer_size >= 1, algorithm "wrap" or empty, canonical_replicas >= 1).
+  // buffer_size >= 1, algorithm "wrap" or empty, CheckCanonicalReplicas).
   static absl::StatusOr<LaneOptions> FromSpec(const proto::PipelineSpec& spec);
   std::string Describe() const;
 };
+
+// OK when 1 <= canonical_replicas <= kMaxCanonicalReplicas (common/run_limits.h);
+// INVALID_ARGUMENT naming the value and the bounds otherwise. Checked on the int64 before
+// it is narrowed to the uint32 lane count.
+absl::Status CheckCanonicalReplicas(int64_t canonical_replicas);
 
 class LaneStream {
  public:

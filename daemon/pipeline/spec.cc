@@ -1,5 +1,6 @@
 #include "daemon/pipeline/spec.h"
 
+#include <cmath>
 #include <set>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -58,9 +59,11 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
                                                    " entries, datasets has ", ws.datasets_size()));
   }
   for (int k = 0; k < ws.weights_size(); ++k) {
-    if (!(ws.weights(k) > 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("work_source.weights[", k, "] = ", ws.weights(k), ": must be > 0"));
+    // NaN fails `> 0`; infinity would swallow every other dataset's share.
+    if (!(ws.weights(k) > 0) || !std::isfinite(ws.weights(k))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work_source.weights[", k, "] (mixture weight of dataset '", ws.datasets(k).name(),
+          "') = ", ws.weights(k), ": must be a finite number > 0"));
     }
   }
   return absl::OkStatus();
@@ -74,7 +77,8 @@ absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32
     return absl::InvalidArgumentError(absl::StrCat("format_version ", spec.format_version(),
                                                    " unsupported (this engine: ", kFormatVersion, ")"));
   }
-  if (spec.canonical_replicas() == 0) spec.set_canonical_replicas(dp_degree);
+  if (!spec.has_canonical_replicas()) spec.set_canonical_replicas(dp_degree);
+  RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
   if (dp_degree < 1 || dp_degree > spec.canonical_replicas()) {
     return absl::InvalidArgumentError(absl::StrCat("dp_degree ", dp_degree,
                                                    " must be in [1, canonical_replicas = ",

@@ -1,5 +1,8 @@
 #include "daemon/pipeline/spec.h"
 
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "daemon/pipeline/testing_corpus.h"
@@ -80,6 +83,29 @@ TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   s = Minimal();
   s.mutable_work_source()->mutable_datasets(0)->set_max_repeats(2);
   ExpectError(s, 1, "max_repeats = 2 needs exhausted_policy 'repeat', got 'stop_after_passes'");
+}
+
+TEST(ResolveSpecTest, NonFiniteWeightsNameTheDataset) {
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    auto s = Minimal();
+    auto* other = s.mutable_work_source()->add_datasets();
+    *other = s.work_source().datasets(0);
+    other->set_name("code");
+    s.mutable_work_source()->add_weights(1);
+    s.mutable_work_source()->add_weights(bad);
+    ExpectError(s, 1, "work_source.weights[1] (mixture weight of dataset 'code') = ");
+    ExpectError(s, 1, "must be a finite number > 0");
+  }
+}
+
+TEST(ResolveSpecTest, CanonicalReplicasOutsideItsBoundsIsRefused) {
+  auto s = Minimal();
+  s.set_canonical_replicas(0);  // explicit 0 is not "unset"
+  ExpectError(s, 1, "canonical_replicas=0 is invalid");
+  s.set_canonical_replicas(65'537);
+  ExpectError(s, 1, "canonical_replicas=65537 is invalid: expected 1 <= canonical_replicas <= 65536");
+  s.set_canonical_replicas((int64_t{1} << 32) + 2);
+  ExpectError(s, 1, "canonical_replicas=4294967298 is invalid");
 }
 
 TEST(ResolveSpecTest, NewOptionsAreOffByDefaultAndKeptVerbatim) {

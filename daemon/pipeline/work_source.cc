@@ -122,7 +122,37 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
       ws->num_chunks_ = ws->num_chunks_ ? std::min(*ws->num_chunks_, n_k) : n_k;
     }
   }
+  if (ws->num_chunks_ == uint64_t{0}) return ws->NoChunkError(spec, passes);
   return ws;
+}
+
+absl::Status WorkSource::NoChunkError(const proto::WorkSourceSpec& spec, uint64_t passes) const {
+  // Name every dataset that cannot fill its share of the first chunk under the policy:
+  // for "stop_after_passes" that is all of them, for "stop" and bounded "repeat" those
+  // whose own limit is 0 chunks.
+  std::vector<std::string> short_datasets;
+  std::vector<uint64_t> first_quotas;
+  schedule_.Quotas(0, &first_quotas);
+  for (size_t k = 0; k < datasets_.size(); ++k) {
+    uint64_t allowed_passes = 1;
+    if (policy_ == "stop_after_passes") allowed_passes = passes;
+    if (policy_ == "repeat") {
+      if (!max_repeats_[k]) continue;
+      allowed_passes = uint64_t{1} + *max_repeats_[k];
+    }
+    const uint64_t limit = SaturatingMul(allowed_passes, datasets_[k]->NumSamples());
+    if (LastChunk(schedule_, k, limit) != 0) continue;
+    short_datasets.push_back(absl::StrCat(
+        "dataset '", datasets_[k]->name(), "' has ", datasets_[k]->NumSamples(), " samples",
+        allowed_passes > 1 ? absl::StrCat(" (", allowed_passes, " passes allowed)") : "",
+        ", fewer than its share of one chunk (",
+        first_quotas[k], " of chunk_size=", schedule_.chunk_size(), ")"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "work_source yields no chunk, so no batch (exhausted_policy '", policy_, "'): ",
+      absl::StrJoin(short_datasets, "; "),
+      ". Lower work_source.chunk_size or add data", spec.exhausted_policy() == "repeat"
+          ? " (or raise max_repeats)" : ""));
 }
 
 void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {

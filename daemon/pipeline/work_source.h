@@ -48,8 +48,9 @@ class WorkSource {
   // `datasets[k]` is the opened spec.datasets(k). INVALID_ARGUMENT (naming option and
   // value) for: a dataset count mismatch, duplicate dataset names, weights count !=
   // datasets count, a weight <= 0, an unknown exhausted_policy, a bad
-  // shuffle_block_size, max_repeats without policy "repeat". chunk_size 0 means
-  // 1024; stop_after_passes 0 means 1.
+  // shuffle_block_size, max_repeats without policy "repeat", and a finite stream of
+  // 0 chunks (datasets too small for one chunk: the error names each with its sample
+  // count and chunk_size). chunk_size 0 means 1024; stop_after_passes 0 means 1.
   static absl::StatusOr<std::unique_ptr<WorkSource>> Create(
       const proto::WorkSourceSpec& spec, std::vector<std::shared_ptr<const Dataset>> datasets);
 
@@ -69,6 +70,9 @@ class WorkSource {
  private:
   WorkSource(std::vector<std::shared_ptr<const Dataset>> datasets, MixtureSchedule schedule,
              const proto::WorkSourceSpec& spec, std::vector<uint64_t> block_sizes);
+  // INVALID_ARGUMENT for a finite work source of 0 chunks, naming each dataset too small
+  // for its share of one chunk, its sample count and chunk_size.
+  absl::Status NoChunkError(const proto::WorkSourceSpec& spec, uint64_t passes) const;
 
   const std::vector<std::shared_ptr<const Dataset>> datasets_;
   const MixtureSchedule schedule_;

@@ -186,7 +186,34 @@ TEST(WorkSourceTest, ValidationNamesTheOptionAndValue) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("duplicate"), std::string::npos) << s.status();
   EXPECT_FALSE(WorkSource::Create(Spec({"a"}, 4), {a, b}).ok());
-  EXPECT_EQ(Make(Spec({"a"}, 0), {a})->chunk_size(), 1024u);
+  auto big = MakeSyntheticDataset("a", 1, 1, 1024, 3);
+  EXPECT_EQ(Make(Spec({"a"}, 0), {big})->chunk_size(), 1024u);
+}
+
+TEST(WorkSourceTest, DatasetTooSmallForOneChunkIsAnErrorNamingIt) {
+  auto small = MakeSyntheticDataset("tiny", 1, 1, 10, 3);  // 10 samples.
+  auto large = MakeSyntheticDataset("large", 2, 2, 50, 3);  // 100 samples.
+  auto s = WorkSource::Create(Spec({"tiny"}, 16), {small});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("dataset 'tiny' has 10 samples, fewer than its share of "
+                                      "one chunk (16 of chunk_size=16)"),
+            std::string::npos)
+      << s.status();
+  // "stop" ends at the first exhausted dataset: only the small one is named.
+  auto spec = Spec({"tiny", "large"}, 32);
+  spec.add_weights(1);
+  spec.add_weights(1);
+  spec.set_exhausted_policy("stop");
+  s = WorkSource::Create(spec, {small, large});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("dataset 'tiny' has 10 samples"), std::string::npos)
+      << s.status();
+  EXPECT_EQ(s.status().message().find("'large'"), std::string::npos) << s.status();
+  // Two passes of 10 fill a chunk of 16: allowed.
+  spec = Spec({"tiny"}, 16);
+  spec.set_stop_after_passes(2);
+  EXPECT_EQ(Make(spec, {small})->NumChunks(), std::optional<uint64_t>(1));
 }
 
 }  // namespace

@@ -281,6 +281,33 @@ def test_restore_refuses_bad_checkpoints(corpus, nodes, tmp_path):
         attach(state, world=16, dp=16)
 
 
+def test_restore_names_a_dataset_file_rewritten_at_the_same_size(corpus, nodes, tmp_path):
+    import shutil
+    data = tmp_path / "data"
+    shutil.copytree(corpus, data)
+    agg = tmp_path / "agg"
+    (d,) = nodes(1)
+    job = Job(data, [d], dp=1, peers=1, run_id="r9", agg=agg)
+    job.step()
+    state = job.checkpoint()[0]
+    job.close()
+
+    bin_path = data / "a.bin"
+    size = bin_path.stat().st_size
+    with open(bin_path, "r+b") as f:  # new token values, same size, same index
+        first = f.read(4)
+        f.seek(0)
+        f.write(bytes(b ^ 0x5A for b in first))
+    assert bin_path.stat().st_size == size
+    pipe = make_pipe(data, d.socket, world=1, rank=0, dp=1, group=0, run_id="r9", agg=agg,
+                     restore=state, canonical_replicas=C)
+    with pytest.raises(zephon.ZephonError,
+                       match=r"dataset 'web' shard 0 \(a\.bin\): content changed at the same "
+                             "size"):
+        pipe.attach()
+    pipe.close()
+
+
 def make_certs(folder: Path, san: str = "IP:127.0.0.1,DNS:localhost") -> dict:
     """A CA and one certificate (SAN `san`) shared by the test daemons."""
     import subprocess

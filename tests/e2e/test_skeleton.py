@@ -113,6 +113,13 @@ BAD_OPTIONS = [
     (dict(world_size=2, global_rank=0, aggregate_dir="/tmp/a"), "run_id is required"),
     (dict(world_size=2, global_rank=0, aggregate_dir="/tmp/a", run_id="has space"),
      "run_id='has space'"),
+    # Explicit 0 is not "unset"; bounds are checked before any narrowing to 32 bits.
+    (dict(canonical_replicas=0), "canonical_replicas=0 is invalid: expected 1 <= "
+     "canonical_replicas <= 65536"),
+    (dict(canonical_replicas=100_000), "canonical_replicas=100000 is invalid"),
+    (dict(canonical_replicas=2**32 + 2), "canonical_replicas=4294967298 is invalid"),
+    (dict(world_size=2**32 + 2, run_id="r", aggregate_dir="/tmp/a"),
+     "world_size=4294967298 is invalid: expected 1 <= world_size <= 131072"),
 ]
 
 
@@ -132,6 +139,55 @@ def test_bad_spec_values_get_clear_errors(daemon, corpus, tmp_path):
         pipeline(corpus, daemon.socket, dp_size=2)
     with pytest.raises(ValueError, match="mapping"):
         pipeline(corpus, daemon.socket, mapping_strategy="diagonal").attach()
+
+
+def test_non_finite_mixture_weights_name_the_dataset(corpus):
+    a = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+    b = zephon.Dataset.from_path("code", str(corpus), fmt="megatron")
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=f"mixture weight of dataset 'code' is {bad}"):
+            zephon.StaticMixtureWorkSource([a, b], mixture={"web": 1.0, "code": bad})
+        with pytest.raises(ValueError, match="mixture weight of dataset 'code'"):
+            zephon.StaticMixtureWorkSource([a, b], mixture=[1.0, bad])
+
+
+def test_relative_aggregate_dir_resolves_against_the_trainers_cwd(daemon, corpus, tmp_path,
+                                                                  monkeypatch):
+    trainer_cwd = tmp_path / "trainer"
+    trainer_cwd.mkdir()
+    monkeypatch.chdir(trainer_cwd)
+    pipe = pipeline(corpus, daemon.socket, run_id="relative", aggregate_dir="ckpt/agg")
+    read(pipe, 2)
+    pipe.checkpoint()
+    pipe.close()
+    written = list((trainer_cwd / "ckpt" / "agg" / "relative").glob("checkpoint-*.zckpt"))
+    assert written, f"no checkpoint under the trainer's cwd {trainer_cwd}"
+
+
+def test_dataset_smaller_than_one_chunk_is_an_error_at_attach(daemon, corpus):
+    pipe = pipeline(corpus, daemon.socket, chunk_size=4096)
+    with pytest.raises(zephon.InvalidOptionError,
+                       match="dataset 'web' has 2000 samples, fewer than its share of one chunk "
+                             r"\(4096 of chunk_size=4096\)"):
+        pipe.attach()
+
+
+def test_lone_bin_is_a_missing_index_unless_fmt_flat(daemon, corpus, tmp_path):
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "shard-0.bin").write_bytes((corpus / "shard-0.bin").read_bytes())
+    for fmt in (None, "megatron"):
+        ds = zephon.Dataset.from_path("web", str(lone), fmt=fmt)
+        ws = zephon.StaticMixtureWorkSource([ds], chunk_size=32)
+        pipe = zephon.Pipeline(ws).pack_flat(129).batch(2).options(daemon=daemon.socket)
+        with pytest.raises(zephon.ZephonError, match=r"shard-0\.bin has no matching \.idx file "
+                                                     rf"\({lone}/shard-0\.idx\)"):
+            pipe.attach()
+    flat = zephon.Dataset.from_path("web", str(lone), fmt="flat", sample_tokens=128)
+    pipe = (zephon.Pipeline(zephon.StaticMixtureWorkSource([flat], chunk_size=32))
+            .pack_flat(129).batch(2).options(daemon=daemon.socket))
+    assert len(read(pipe, 2)) == 2
+    pipe.close()
 
 
 def test_uneven_lanes_warn(daemon, corpus):

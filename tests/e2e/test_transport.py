@@ -52,6 +52,28 @@ def hashes(pipe, n):
     return [hashlib.sha256(next(it)["tokens"].tobytes()).hexdigest()[:16] for _ in range(n)]
 
 
+def test_stopped_peer_is_named_when_its_group_times_out(daemon, corpus):
+    # A SIGSTOPped rank is alive but never releases: its DP-group peer's read times out,
+    # and the error names the stopped rank rather than only "not published".
+    waiting = pipeline(corpus, daemon.socket, global_rank=0, read_timeout_s=2,
+                       prefetch_batches=2, **GROUP)
+    stopped = RankProcess(corpus, daemon.socket, global_rank=1, **GROUP)
+    try:
+        stopped.read(1)
+        os.kill(stopped.proc.pid, signal.SIGSTOP)
+        with pytest.raises(zephon.ZephonTimeoutError) as err:
+            it = iter(waiting)
+            for _ in range(1000):
+                next(it)
+        message = str(err.value)
+        assert f"global_rank 1 (pid {stopped.proc.pid}, reader" in message, message
+        assert "has not released" in message, message
+    finally:
+        os.kill(stopped.proc.pid, signal.SIGCONT)
+        stopped.kill()
+        waiting.close()
+
+
 def test_killed_reader_poisons_its_ring_and_names_the_rank(daemon, corpus):
     survivor = pipeline(corpus, daemon.socket, global_rank=0, **GROUP)
     victim = RankProcess(corpus, daemon.socket, global_rank=1, **GROUP)

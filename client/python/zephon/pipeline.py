@@ -209,11 +209,22 @@ class Pipeline:
     def options(self, **kwargs) -> "Pipeline":
         """Data identity (dp_degree, dp_group_id), coordination identity (world_size,
         global_rank, run_id, aggregate_dir), lanes (canonical_replicas, mapping_strategy,
-        lane_routing) and execution knobs. Unknown names raise TypeError."""
+        lane_routing) and execution knobs. Unknown names raise TypeError.
+
+        A relative ``aggregate_dir`` is made absolute against the current directory now.
+        ``canonical_replicas`` left unset (None) is the initial dp_degree; an explicit 0 is
+        refused. Bounds: world_size <= 131072, canonical_replicas <= 65536."""
         unknown = set(kwargs) - _ALL_OPTIONS
         if unknown:
             raise TypeError(f"unknown Pipeline option(s) {sorted(unknown)}; valid options: "
                             f"{', '.join(sorted(_ALL_OPTIONS))}")
+        aggregate_dir = kwargs.get("aggregate_dir")
+        if aggregate_dir is not None:
+            # zephond does not share this process's cwd (and refuses a relative path):
+            # resolve it here and now, like Dataset paths. URLs go as written.
+            aggregate_dir = os.fspath(aggregate_dir)
+            if aggregate_dir and "://" not in aggregate_dir:
+                kwargs["aggregate_dir"] = os.path.abspath(aggregate_dir)
         p = self._with()
         p._options.update(kwargs)
         return p

@@ -5,6 +5,7 @@ arguments' types and build the spec the daemon hashes.
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Mapping, Sequence
 
@@ -116,8 +117,11 @@ class StaticMixtureWorkSource:
             if len(weights) != len(datasets):
                 raise ValueError(f"mixture has {len(weights)} weights for {len(datasets)} "
                                  "datasets")
-        if any(w <= 0 for w in weights):
-            raise ValueError(f"mixture weights must be > 0, got {weights}")
+        for name, w in zip(names, weights):
+            # NaN and inf are not JSON: the daemon would see a parse error naming nothing.
+            if not (math.isfinite(w) and w > 0):
+                raise ValueError(f"mixture weight of dataset {name!r} is {w}: weights must be "
+                                 "finite numbers > 0")
         if exhausted_policy not in _POLICIES:
             raise ValueError(f"exhausted_policy={exhausted_policy!r} is not supported; use one "
                              f"of {', '.join(_POLICIES)}")
