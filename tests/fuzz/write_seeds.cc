@@ -5,6 +5,7 @@
 // and libFuzzer adds what it finds to a scratch copy, not to these directories.
 //
 // Usage: write_seeds OUT_DIR   (creates OUT_DIR/<target>/seed-*).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -12,7 +13,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,6 +26,7 @@
 #include "shm/ring_reader.h"
 #include "shm/ring_writer.h"
 #include "shm/segment.h"
+#include "shm/unique_fd.h"
 
 namespace {
 
@@ -51,14 +55,36 @@ std::string Le(uint64_t v, int bytes) {
   return out;
 }
 
-// ---- ring_reader: [u64 generation][u32 reader index][u32 lease epoch][segment] --------
+// ---- ring_reader: [u64 generation][u32 reader index][u32 lease epoch][u32 data_bytes]
+//      [data segment][cursor segment] ---------------------------------------------------
 
+// All bytes of `fd` (a segment as a reader receives it), via pread: no mapping needed.
+std::string ReadAll(const zephon::shm::UniqueFd& fd, const std::string& what) {
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) Die(absl::StrCat("fstat ", what));
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  for (size_t done = 0; done < out.size();) {
+    const ssize_t n = ::pread(fd.get(), out.data() + done, out.size() - done,
+                              static_cast<off_t>(done));
+    if (n <= 0) Die(absl::StrCat("read ", what));
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+std::string RingInput(uint64_t generation, uint32_t index, uint32_t epoch,
+                      const std::string& data, const std::string& cursors) {
+  return absl::StrCat(Le(generation, 8), Le(index, 4), Le(epoch, 4), Le(data.size(), 4), data,
+                      cursors);
+}
+
+// The input for `writer`'s ring as a reader with lease (index, epoch) sees it: both
+// segments through the descriptors zephond would hand over.
 std::string RingInput(const RingWriter& writer, uint32_t index, uint32_t epoch) {
-  auto segment = zephon::shm::Segment::Open(writer.name());
-  Ok(segment.status(), "open ring");
-  return absl::StrCat(Le(writer.generation(), 8), Le(index, 4), Le(epoch, 4),
-                      std::string(reinterpret_cast<const char*>((*segment)->data()),
-                                  (*segment)->size()));
+  auto fds = writer.ReaderFds();
+  Ok(fds.status(), "reader fds");
+  return RingInput(writer.generation(), index, epoch, ReadAll(fds->data, "data segment"),
+                   ReadAll(fds->cursors, "cursor segment"));
 }
 
 void PublishBatch(RingWriter* writer, uint32_t lane, uint64_t batch) {
@@ -76,27 +102,45 @@ void PublishBatch(RingWriter* writer, uint32_t lane, uint64_t batch) {
 }
 
 void RingSeeds(const fs::path& dir) {
-  const std::string name = absl::StrCat("/zephon-fuzz-seed.", ::getpid());
-  zephon::shm::Segment::Unlink(name).IgnoreError();
+  const std::string name = absl::StrCat("zephon-fuzz-seed.", ::getpid());
   int n = 0;
   auto seed = [&](const std::string& bytes) { Write(dir, absl::StrCat("seed-", n++), bytes); };
   {  // Two slots, one attached reader, two batches published: the common case.
-    auto writer = RingWriter::Create(name, {2, 256, 1}, 0600, "fuzz-seed");
+    auto writer = RingWriter::Create(name, {2, 256, 1}, "fuzz-seed");
     Ok(writer.status(), "create");
     auto lease = (*writer)->AttachReader(0, ::getpid(), 0, std::nullopt);
     Ok(lease.status(), "attach");
     PublishBatch(writer->get(), 0, 0);
     PublishBatch(writer->get(), 1, 0);
-    const std::string ring = RingInput(**writer, lease->index, lease->lease_epoch);
-    seed(ring);
-    seed(ring.substr(0, 16 + 4096));          // header only: total_bytes exceeds the mapping
-    seed(ring.substr(0, ring.size() - 4096));  // last slot cut off
-    std::string stale = ring;
-    stale[0] ^= 1;  // another generation
-    seed(stale);
+    auto fds = (*writer)->ReaderFds();
+    Ok(fds.status(), "reader fds");
+    const std::string data = ReadAll(fds->data, "data segment");
+    const std::string cursors = ReadAll(fds->cursors, "cursor segment");
+    const uint64_t gen = (*writer)->generation();
+    const uint32_t index = lease->index, epoch = lease->lease_epoch;
+    seed(RingInput(gen, index, epoch, data, cursors));
+    // Header only: total_bytes exceeds the mapping.
+    seed(RingInput(gen, index, epoch, data.substr(0, 4096), cursors));
+    // Last slot cut off.
+    seed(RingInput(gen, index, epoch, data.substr(0, data.size() - 4096), cursors));
+    // Another generation expected.
+    seed(RingInput(gen ^ 1, index, epoch, data, cursors));
+    // Cursor segment cut to its header (reader table beyond the mapping), then missing.
+    seed(RingInput(gen, index, epoch, data, cursors.substr(0, 4096)));
+    seed(RingInput(gen, index, epoch, data, ""));
+    // The cursor segment of another ring (generation mismatch in the cursor header).
+    std::string foreign = cursors;
+    foreign[16] ^= 1;
+    seed(RingInput(gen, index, epoch, data, foreign));
+    // A layout-1 ring (major 1; its reader table lived in the one segment): refused,
+    // naming both versions.
+    std::string old_major = data;
+    old_major[8] = 1;
+    old_major[9] = 0;
+    seed(RingInput(gen, index, epoch, old_major, cursors));
   }
   {  // Four slots, two readers, end of stream after one batch.
-    auto writer = RingWriter::Create(name, {4, 256, 2}, 0600, "fuzz-seed-eos");
+    auto writer = RingWriter::Create(name, {4, 256, 2}, "fuzz-seed-eos");
     Ok(writer.status(), "create");
     auto lease = (*writer)->AttachReader(3, ::getpid(), 0, std::nullopt);
     Ok(lease.status(), "attach");
@@ -107,12 +151,15 @@ void RingSeeds(const fs::path& dir) {
     seed(RingInput(**writer, lease->index, lease->lease_epoch));
   }
   {  // Two slots wrapped around once (seq 2 and 3 live); then the same ring closed.
-    auto writer = RingWriter::Create(name, {2, 192, 1}, 0600, "fuzz-seed-wrap");
+    auto writer = RingWriter::Create(name, {2, 192, 1}, "fuzz-seed-wrap");
     Ok(writer.status(), "create");
     auto lease = (*writer)->AttachReader(0, ::getpid(), 0, std::nullopt);
     Ok(lease.status(), "attach");
-    auto reader = zephon::shm::RingReader::Open(name, lease->index, lease->lease_epoch,
-                                                (*writer)->generation(), absl::Seconds(5));
+    auto fds = (*writer)->ReaderFds();
+    Ok(fds.status(), "reader fds");
+    auto reader = zephon::shm::RingReader::Open(*std::move(fds), name, lease->index,
+                                                lease->lease_epoch, (*writer)->generation(),
+                                                absl::Seconds(5));
     Ok(reader.status(), "reader");
     for (uint64_t b = 0; b < 4; ++b) {
       PublishBatch(writer->get(), 0, b);
@@ -127,8 +174,9 @@ void RingSeeds(const fs::path& dir) {
     (*writer)->Close();
     seed(RingInput(**writer, lease->index, lease->lease_epoch));
   }
-  seed(std::string(16, '\0'));                                   // empty segment
-  seed(absl::StrCat(std::string(16, '\0'), "ZEPHRING", std::string(4088, '\0')));
+  seed(std::string(20, '\0'));  // both segments empty
+  seed(absl::StrCat(std::string(16, '\0'), Le(4096, 4), "ZEPHRING", std::string(4088, '\0'),
+                    "ZEPHCURS", std::string(4088, '\0')));
 }
 
 // ---- checkpoint_decode: EncodeCheckpoint output and damaged variants -------------------
