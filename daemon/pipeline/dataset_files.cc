@@ -50,7 +50,7 @@ class LocalFiles final : public DatasetFiles {
   }
 
   absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) override {
-    return MapShardFile(path);
+    return OpenLocalShardFile(path);
   }
 
   absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,

@@ -232,12 +232,16 @@ struct CachePair {
   std::unique_ptr<ShardFile> off;
 };
 
-// The mapped cache files if both exist and are consistent, else nullopt-like empty.
-CachePair TryMapCache(const std::string& prefix) {
+// The cache files if both exist and are consistent, else empty. The offsets are read
+// into memory (8 bytes a sample); the tokens are read with pread per sample, so a cache
+// file shrunk under the daemon is a DATA_LOSS error naming it, not a SIGBUS.
+CachePair TryOpenCache(const std::string& prefix) {
   CachePair pair;
-  auto off = MapShardFile(prefix + ".off");
-  auto tok = MapShardFile(prefix + ".tok");
-  if (!off.ok() || !tok.ok() || !CacheConsistent(**tok, **off)) return pair;
+  auto off_file = OpenLocalShardFile(prefix + ".off");
+  auto tok = OpenLocalShardFile(prefix + ".tok");
+  if (!off_file.ok() || !tok.ok()) return pair;
+  auto off = MakeResident(*std::move(off_file));
+  if (!off.ok() || !CacheConsistent(**tok, **off)) return pair;
   pair.tok = *std::move(tok);
   pair.off = *std::move(off);
   return pair;
@@ -315,11 +319,11 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
     const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
     const std::string& prefix,
     const std::function<absl::Status()>& build) {
-  CachePair cache = TryMapCache(prefix);
+  CachePair cache = TryOpenCache(prefix);
   if (cache.tok == nullptr) {
     RETURN_IF_ERROR(EnsureDir(cache_dir));
     RETURN_IF_ERROR(build());
-    cache = TryMapCache(prefix);
+    cache = TryOpenCache(prefix);
     if (cache.tok == nullptr) {
       return absl::InternalError(absl::StrCat("token cache ", prefix,
                                               ".{tok,off} for ", path,
@@ -340,9 +344,7 @@ uint64_t JsonlShard::SampleLength(uint64_t index) const {
 
 absl::Status JsonlShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
                                     int32_t* out) const {
-  const char* start = tok_->data() + 4 * (Offset(index) + offset);  // a local mapping
-  DecodeTokens(start, TokenType::kInt32, count, out);
-  return absl::OkStatus();
+  return DecodeTokensAt(*tok_, 4 * (Offset(index) + offset), TokenType::kInt32, count, out);
 }
 
 }  // namespace zephon::pipeline

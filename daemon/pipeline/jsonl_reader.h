@@ -13,8 +13,10 @@
 // or inconsistent cache is (re)built: the source is converted into temporary files in
 // cache_dir which are renamed into place (.tok first, then .off, which commits), so
 // concurrent openers never see a partial cache and may race harmlessly (the content
-// is a pure function of the key). Then both files are mapped read-only. Editing the
-// source changes its size or mtime and so its key; stale caches are left behind.
+// is a pure function of the key). Then .off is read into memory and .tok is read with
+// pread per sample (a cache file shrunk under the daemon is DATA_LOSS, not a crash).
+// Editing the source changes its size or mtime and so its key; stale caches are left
+// behind.
 // The source is stat'ed before and after conversion; a change in between is an error.
 // Object-store sources (s3://, opened as a ShardFile that reads through the node's shard
 // cache) are keyed the same way with "remote\0" URL "\0" u64 LE size, version (ETag),
@@ -77,7 +79,7 @@ class JsonlShard final : public ShardReader {
  private:
   JsonlShard(std::string path, uint64_t source_bytes, std::string cache_prefix,
              std::unique_ptr<ShardFile> tok, std::unique_ptr<ShardFile> off);
-  // Maps the cache at `prefix`, running `build` first when it is missing or broken.
+  // Opens the cache at `prefix`, running `build` first when it is missing or broken.
   static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenCached(
       const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
       const std::string& prefix,

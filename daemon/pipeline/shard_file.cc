@@ -1,10 +1,10 @@
 #include "daemon/pipeline/shard_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -33,24 +33,57 @@ class ResidentFile : public ShardFile {
   }
 };
 
-// Owns one read-only mapping; copying would double-unmap, so it is deleted.
-class MappedFile final : public ResidentFile {
+// Owns one descriptor opened for reading. Copying would double-close, so it is deleted.
+class LocalFile final : public ShardFile {
  public:
-  MappedFile(std::string path, const char* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile() override {
-    if (size_ > 0) munmap(const_cast<char*>(data_), size_);
-  }
+  LocalFile(std::string path, int fd, uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  LocalFile(const LocalFile&) = delete;
+  LocalFile& operator=(const LocalFile&) = delete;
+  ~LocalFile() override { close(fd_); }
   const std::string& path() const override { return path_; }
   uint64_t size() const override { return size_; }
-  const char* data() const override { return data_; }
+
+  absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
+    RETURN_IF_ERROR(CheckRange(*this, offset, n));
+    uint64_t done = 0;
+    while (done < n) {
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(n - done, kMaxPreadBytes));
+      const ssize_t got = pread(fd_, out + done, want, static_cast<off_t>(offset + done));
+      if (got > 0) {
+        done += static_cast<uint64_t>(got);
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got == 0) return Shrunk(offset, n, offset + done);
+      const int err = errno;
+      return absl::InternalError(absl::StrCat("cannot read ", path_, " at byte offset ",
+                                              offset + done, ": ", strerror(err)));
+    }
+    return absl::OkStatus();
+  }
 
  private:
+  // pread moves at most about 2 GiB per call on Linux; larger reads loop.
+  static constexpr uint64_t kMaxPreadBytes = uint64_t{1} << 30;
+
+  // The read of [offset, offset + n) found the file ending at `end` < size_: another
+  // process shrank (truncated or rewrote in place) the file since it was opened.
+  absl::Status Shrunk(uint64_t offset, uint64_t n, uint64_t end) const {
+    struct stat st;
+    const std::string now =
+        fstat(fd_, &st) == 0 ? absl::StrCat(st.st_size, " bytes now") : "size unknown now";
+    return absl::DataLossError(absl::StrCat(
+        path_, " was truncated while in use: reading bytes [", offset, ", ", offset + n,
+        ") found it ending before byte offset ", end, " (",
+        size_, " bytes when opened, ", now,
+        "); another process shrank or rewrote it in place. Restart the run once the "
+        "file is complete again, and replace dataset files by rename, not in place"));
+  }
+
   const std::string path_;
-  const char* const data_;
-  const size_t size_;
+  const int fd_;
+  const uint64_t size_;
 };
 
 class MemoryFile final : public ResidentFile {
@@ -77,8 +110,10 @@ absl::StatusOr<std::string_view> ShardFile::View(uint64_t offset, uint64_t n,
   return std::string_view(*scratch);
 }
 
-absl::StatusOr<std::unique_ptr<ShardFile>> MapShardFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+absl::StatusOr<std::unique_ptr<ShardFile>> OpenLocalShardFile(const std::string& path) {
+  // O_NONBLOCK: a FIFO planted in a dataset directory fails the regular-file check below
+  // instead of blocking the open forever (it does not affect reads of regular files).
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     std::string msg = absl::StrCat("cannot open shard file ", path, ": ", strerror(err));
@@ -90,19 +125,8 @@ absl::StatusOr<std::unique_ptr<ShardFile>> MapShardFile(const std::string& path)
     return absl::FailedPreconditionError(
         absl::StrCat("shard file ", path, " is not a regular file"));
   }
-  const size_t size = static_cast<size_t>(st.st_size);
-  const char* data = "";
-  if (size > 0) {
-    void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      close(fd);
-      return absl::InternalError(absl::StrCat("mmap of ", path, " failed: ", strerror(err)));
-    }
-    data = static_cast<const char*>(p);
-  }
-  close(fd);  // The mapping keeps the file alive.
-  return std::unique_ptr<ShardFile>(new MappedFile(path, data, size));
+  return std::unique_ptr<ShardFile>(
+      new LocalFile(path, fd, static_cast<uint64_t>(st.st_size)));
 }
 
 std::unique_ptr<ShardFile> MemoryShardFile(std::string path, std::string bytes) {
