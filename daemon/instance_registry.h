@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
+#include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline_instance.h"
 #include "daemon/storage/shard_cache.h"
 #include "proto/checkpoint.pb.h"
@@ -44,6 +45,8 @@ struct RegistryOptions {
   // Where converted dataset shards (JSONL -> token cache) live; empty = the default
   // ($XDG_CACHE_HOME/zephon or ~/.cache/zephon).
   std::string cache_dir;
+  // Longest JSONL line converted into a token cache (--max-jsonl-line-bytes).
+  uint64_t max_jsonl_line_bytes = pipeline::kDefaultMaxLineBytes;
   // The node's cache of dataset bytes read from object stores (s3:// datasets), shared
   // by every instance (--shard-cache-bytes); null = each s3:// dataset reads through a
   // private memory-only cache. Its stats are part of Status().

@@ -55,8 +55,9 @@ class LocalFiles final : public DatasetFiles {
 
   absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
                                                         const std::string& field,
-                                                        const std::string& cache_dir) override {
-    return JsonlShard::Open(path, field, cache_dir);
+                                                        const std::string& cache_dir,
+                                                        uint64_t max_line_bytes) override {
+    return JsonlShard::Open(path, field, cache_dir, max_line_bytes);
   }
 };
 

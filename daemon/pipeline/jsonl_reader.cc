@@ -273,7 +273,8 @@ JsonlShard::JsonlShard(std::string path, uint64_t source_bytes, std::string cach
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& path,
                                                              const std::string& field,
-                                                             const std::string& cache_dir) {
+                                                             const std::string& cache_dir,
+                                                             uint64_t max_line_bytes) {
   if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty jsonl_field"));
   if (cache_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": empty token cache directory"));
@@ -285,7 +286,8 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
   const std::string prefix =
       (fs::path(cache_dir) / CacheKey(abs_path, st, field)).string();
   return OpenCached(path, st.size, cache_dir, prefix, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
+    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
+                     LineReader::Open(path, max_line_bytes));
     return BuildCache(lines.get(), path, field, prefix, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(SourceStat after, StatSource(path));
       if (!(after == st)) {
@@ -300,7 +302,8 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<ShardFile> source,
                                                              const std::string& version,
                                                              const std::string& field,
-                                                             const std::string& cache_dir) {
+                                                             const std::string& cache_dir,
+                                                             uint64_t max_line_bytes) {
   const std::string url = source->path();
   if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(url, ": empty jsonl_field"));
   if (cache_dir.empty()) {
@@ -310,7 +313,8 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<Sha
   const std::string prefix =
       (fs::path(cache_dir) / RemoteCacheKey(url, size, version, field)).string();
   return OpenCached(url, size, cache_dir, prefix, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(std::move(source)));
+    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
+                     LineReader::Open(std::move(source), max_line_bytes));
     return BuildCache(lines.get(), url, field, prefix, nullptr);
   });
 }

@@ -23,9 +23,13 @@
 // "\0" in place of the path, size and mtime, so a replaced object is converted again;
 // the shard cache fails the conversion if the object changes while it is read.
 // cache_dir is created (mode 0700, with parents) when missing.
+// Conversion reads lines of at most `max_line_bytes` (line_reader.h; zephond
+// --max-jsonl-line-bytes): a longer line fails the conversion. An existing cache is used
+// whatever the limit it was built under (the limit guards conversion memory only).
 // Errors name the source file, the 1-based line number and the decompressed byte
 // offset of the problem: DATA_LOSS for malformed lines, missing fields, bad elements
-// and truncated / corrupt compressed streams; NOT_FOUND for a missing source;
+// and truncated / corrupt compressed streams; RESOURCE_EXHAUSTED for a line over
+// max_line_bytes; NOT_FOUND for a missing source;
 // INTERNAL / PERMISSION_DENIED for cache I/O failures (naming the cache file).
 // Thread-safe after Open (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_JSONL_READER_H_
@@ -38,6 +42,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline/shard_file.h"
 #include "daemon/pipeline/shard_reader.h"
 
@@ -54,17 +59,17 @@ std::string DefaultCacheDir();
 
 class JsonlShard final : public ShardReader {
  public:
-  // REQUIRES: `field` and `cache_dir` non-empty (INVALID_ARGUMENT otherwise).
-  static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(const std::string& path,
-                                                          const std::string& field,
-                                                          const std::string& cache_dir);
+  // REQUIRES: `field` and `cache_dir` non-empty, max_line_bytes >= 1 (INVALID_ARGUMENT
+  // otherwise).
+  static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(
+      const std::string& path, const std::string& field, const std::string& cache_dir,
+      uint64_t max_line_bytes = kDefaultMaxLineBytes);
   // The same for an object-store source: `source` is read front to back only when the
   // token cache for (source->path(), size, `version`, `field`) is missing. Errors also
   // include the storage's (naming the URL, bucket, key and HTTP status).
-  static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(std::unique_ptr<ShardFile> source,
-                                                          const std::string& version,
-                                                          const std::string& field,
-                                                          const std::string& cache_dir);
+  static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(
+      std::unique_ptr<ShardFile> source, const std::string& version, const std::string& field,
+      const std::string& cache_dir, uint64_t max_line_bytes = kDefaultMaxLineBytes);
 
   // The source file's base name and byte size (what the dataset fingerprint covers).
   std::string FileName() const override;

@@ -73,3 +73,42 @@ def test_dataset_truncated_mid_run_fails_that_instance_not_the_daemon(daemon, tm
     assert str(victim_file) in daemon.log.read_text()  # operators see it too
     victim.close()
     bystander.close()
+
+
+def jsonl_gz_with_long_line(path: Path, long_tokens: int) -> None:
+    """Line 2 of `path` holds `long_tokens` token ids: a few KB compressed."""
+    with gzip.open(path, "wt", compresslevel=1) as f:
+        f.write('{"input_ids": [1, 2, 3]}\n')
+        f.write('{"input_ids": [' + "12345, " * long_tokens + '1]}\n')
+        f.write('{"input_ids": [4, 5, 6]}\n')
+
+
+def jsonl_reader(path: Path, socket: str) -> zephon.Pipeline:
+    ds = zephon.Dataset.from_path("j", str(path), fmt="jsonl")
+    return (zephon.Pipeline(zephon.StaticMixtureWorkSource([ds])).pack_flat(max_length=3)
+            .batch(1).options(daemon=socket))
+
+
+def test_jsonl_line_over_max_jsonl_line_bytes_fails_naming_file_and_line(tmp_path):
+    d = Daemon(tmp_path / "d", ["--max-jsonl-line-bytes", "4096",
+                                "--cache-dir", str(tmp_path / "cache")])
+    try:
+        path = tmp_path / "long.jsonl.gz"
+        jsonl_gz_with_long_line(path, 1000)  # a 7 KB line
+        with pytest.raises(zephon.ZephonError) as err:
+            jsonl_reader(path, d.socket).attach()
+        print(f"reader error: {err.value}")
+        assert f"{path}: line 2 " in str(err.value)
+        assert "--max-jsonl-line-bytes" in str(err.value)
+        assert d.proc.poll() is None and d.status() is not None
+    finally:
+        assert d.stop() == 0
+
+
+def test_jsonl_default_line_bound_refuses_a_line_past_64_mib(daemon, tmp_path):
+    path = tmp_path / "huge.jsonl.gz"
+    jsonl_gz_with_long_line(path, (64 << 20) // 7 + 1)  # 64 MiB of JSON: ~300 KB gzipped
+    assert path.stat().st_size < (1 << 20)
+    with pytest.raises(zephon.ZephonError, match=r"huge\.jsonl\.gz: line 2 .*67108864 bytes"):
+        jsonl_reader(path, daemon.socket).attach()
+    assert daemon.proc.poll() is None
