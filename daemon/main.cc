@@ -33,6 +33,7 @@
 
 #include "absl/time/clock.h"
 #include "common/paths.h"
+#include "common/rpc_limits.h"
 #include "daemon/checkpoint/peer_credentials.h"
 #include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
@@ -297,6 +298,7 @@ int main(int argc, char** argv) {
   // Status for `zephonctl status --address host:port`, with the peer credentials.
   zephon::daemon::PeerStatusService peer_status_service;
   grpc::ServerBuilder peer_builder;
+  zephon::ApplyRpcMessageLimits(&peer_builder);  // reports and results exceed 4 MiB
   int peer_port = 0;
   peer_builder.AddListeningPort(peer_address, *server_credentials, &peer_port);
   peer_builder.RegisterService(&peer_service);
@@ -362,6 +364,7 @@ int main(int argc, char** argv) {
   zephon::daemon::ZephonService service(&registry, &rounds);
 
   grpc::ServerBuilder builder;
+  zephon::ApplyRpcMessageLimits(&builder);  // restores and checkpoints exceed 4 MiB
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
