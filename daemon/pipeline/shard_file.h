@@ -11,7 +11,9 @@
 // data-sync jobs rewrite them in place, and touching a mapped page past a shrunk file's
 // end raises SIGBUS, which would kill zephond and every ring on the node. With pread a
 // file shrunk while open is a short read, reported as DATA_LOSS naming the file and the
-// offset, and only the instance reading it fails.
+// offset, and only the instance reading it fails. Sequential reads of a local file are
+// served from a per-thread read-ahead block (256 KiB, one pread); bytes a thread read
+// ahead before the file shrank may still be served, anything past them fails as above.
 // Thread-safe: ReadAt/View may be called concurrently (pread has no file position).
 #ifndef ZEPHON_DAEMON_PIPELINE_SHARD_FILE_H_
 #define ZEPHON_DAEMON_PIPELINE_SHARD_FILE_H_

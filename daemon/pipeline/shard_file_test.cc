@@ -77,6 +77,66 @@ TEST_F(LocalShardFileTest, FileTruncatedWhileOpenIsDataLossNamingFileAndOffset) 
   EXPECT_TRUE(absl::StrContains(straddle.message(), "byte offset 4096")) << straddle;
 }
 
+TEST_F(LocalShardFileTest, SequentialAndRandomReadsAcrossReadAheadBlocksMatchTheFile) {
+  const std::string a_path = dir_ + "/a.bin";
+  const std::string b_path = dir_ + "/b.bin";
+  const std::string a_bytes = WriteBytes(a_path, (1 << 20) + 123);
+  std::string b_bytes = WriteBytes(b_path, 300000);
+  for (char& c : b_bytes) c = static_cast<char>(c ^ 0x5a);
+  {
+    FILE* f = fopen(b_path.c_str(), "wb");
+    fwrite(b_bytes.data(), 1, b_bytes.size(), f);
+    fclose(f);
+  }
+  auto a = OpenLocalShardFile(a_path);
+  auto b = OpenLocalShardFile(b_path);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // Sequential pieces of odd sizes through several read-ahead blocks, interleaved with
+  // another file and with random reads on the same thread.
+  uint64_t a_pos = 0, b_pos = 0;
+  std::string out;
+  for (int i = 0; a_pos < a_bytes.size(); ++i) {
+    const uint64_t n = std::min<uint64_t>(1000 + (i * 7919) % 9000, a_bytes.size() - a_pos);
+    out.resize(n);
+    ASSERT_TRUE((*a)->ReadAt(a_pos, n, out.data()).ok()) << a_pos;
+    ASSERT_EQ(out, a_bytes.substr(a_pos, n)) << a_pos;
+    a_pos += n;
+    if (i % 5 == 0 && b_pos + 4000 <= b_bytes.size()) {
+      out.resize(4000);
+      ASSERT_TRUE((*b)->ReadAt(b_pos, 4000, out.data()).ok());
+      ASSERT_EQ(out, b_bytes.substr(b_pos, 4000)) << b_pos;
+      b_pos += 4000;
+    }
+    if (i % 11 == 0) {
+      const uint64_t at = (i * 104729) % (a_bytes.size() - 5000);
+      out.resize(5000);
+      ASSERT_TRUE((*a)->ReadAt(at, 5000, out.data()).ok());
+      ASSERT_EQ(out, a_bytes.substr(at, 5000)) << at;
+    }
+  }
+  // A read larger than the read-ahead block goes straight through.
+  out.resize(600000);
+  ASSERT_TRUE((*a)->ReadAt(1000, 600000, out.data()).ok());
+  EXPECT_EQ(out, a_bytes.substr(1000, 600000));
+}
+
+TEST_F(LocalShardFileTest, ASequentialReaderOfAShrunkFileGetsDataLossPastWhatItReadAhead) {
+  const std::string path = dir_ + "/seq.bin";
+  WriteBytes(path, 1 << 20);
+  auto file = OpenLocalShardFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::string out(4096, '\0');
+  ASSERT_TRUE((*file)->ReadAt(0, 4096, out.data()).ok());
+  ASSERT_TRUE((*file)->ReadAt(4096, 4096, out.data()).ok());  // reads ahead
+  Shrink(path, 8192);
+  absl::Status s;
+  uint64_t pos = 8192;
+  for (; pos < (1 << 20) && s.ok(); pos += 4096) s = (*file)->ReadAt(pos, 4096, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
+  EXPECT_LE(pos, 8192u + (256u << 10) + 4096u);  // at most one read-ahead block later
+}
+
 TEST_F(LocalShardFileTest, NonRegularFilesFailWithoutBlocking) {
   const std::string fifo = dir_ + "/planted.bin";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
