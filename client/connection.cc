@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/owned_path.h"
 #include "common/paths.h"
+#include "common/rpc_limits.h"
 
 extern char** environ;
 
@@ -81,7 +82,7 @@ absl::Status FromGrpc(const grpc::Status& status) {
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptions& options) {
   const std::string socket = options.socket_path.empty() ? DefaultSocketPath() : options.socket_path;
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = RpcChannelArguments();  // checkpoints exceed 4 MiB
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);

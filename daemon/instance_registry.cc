@@ -329,6 +329,7 @@ absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
   }
   pipeline::OpenOptions open_options;
   open_options.cache_dir = options_.cache_dir;
+  open_options.max_jsonl_line_bytes = options_.max_jsonl_line_bytes;
   open_options.shard_cache = options_.shard_cache;
   absl::StatusOr<std::vector<std::shared_ptr<const pipeline::Dataset>>> datasets =
       pipeline::OpenDatasets(resolved, open_options);

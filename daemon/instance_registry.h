@@ -27,6 +27,7 @@
 #include "daemon/checkpoint/led_run.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
+#include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline_instance.h"
 #include "daemon/storage/shard_cache.h"
 #include "proto/checkpoint.pb.h"
@@ -43,6 +44,8 @@ struct RegistryOptions {
   // Where converted dataset shards (JSONL -> token cache) live; empty = the default
   // ($XDG_CACHE_HOME/zephon or ~/.cache/zephon).
   std::string cache_dir;
+  // Longest JSONL line converted into a token cache (--max-jsonl-line-bytes).
+  uint64_t max_jsonl_line_bytes = pipeline::kDefaultMaxLineBytes;
   // The node's cache of dataset bytes read from object stores (s3:// datasets), shared
   // by every instance (--shard-cache-bytes); null = each s3:// dataset reads through a
   // private memory-only cache. Its stats are part of Status().

@@ -36,6 +36,7 @@
 #include "absl/time/clock.h"
 #include "common/owned_path.h"
 #include "common/paths.h"
+#include "common/rpc_limits.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/peer_credentials.h"
 #include "daemon/checkpoint/peer_service.h"
@@ -186,6 +187,13 @@ int main(int argc, char** argv) {
                  "Directory for converted dataset shards (JSONL token caches) and, under "
                  "objects/, the shard cache of s3:// datasets; default "
                  "$XDG_CACHE_HOME/zephon or ~/.cache/zephon");
+  uint64_t max_jsonl_line_bytes = zephon::pipeline::kDefaultMaxLineBytes;
+  app.add_option("--max-jsonl-line-bytes", max_jsonl_line_bytes,
+                 "Longest line (decompressed bytes) of a JSONL dataset file; a longer line "
+                 "fails that dataset naming the file and line instead of being buffered "
+                 "whole (a 1 MB .jsonl.gz can hold a 1 GiB line)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   uint64_t shard_cache_bytes = uint64_t{16} << 30;
   uint64_t shard_cache_block_bytes = uint64_t{8} << 20;
   app.add_option("--shard-cache-bytes", shard_cache_bytes,
@@ -294,6 +302,7 @@ int main(int argc, char** argv) {
   }
   options.max_ring_bytes = max_ring_bytes;
   options.cache_dir = cache_dir;
+  options.max_jsonl_line_bytes = max_jsonl_line_bytes;
   {
     zephon::storage::ShardCacheOptions cache;
     cache.dir = (cache_dir.empty() ? zephon::pipeline::DefaultCacheDir() : cache_dir) + "/objects";
@@ -372,6 +381,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> peer_server;
   if (!peer_address.empty()) {
     grpc::ServerBuilder peer_builder;
+    zephon::ApplyRpcMessageLimits(&peer_builder);  // reports and results exceed 4 MiB
     int peer_port = 0;
     peer_builder.AddListeningPort(peer_address, *server_credentials, &peer_port);
     peer_builder.RegisterService(&peer_service);
@@ -455,6 +465,7 @@ int main(int argc, char** argv) {
   zephon::daemon::ZephonService service(&registry, &rounds, handoff->get());
 
   grpc::ServerBuilder builder;
+  zephon::ApplyRpcMessageLimits(&builder);  // restores and checkpoints exceed 4 MiB
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

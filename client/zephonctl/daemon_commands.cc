@@ -20,6 +20,7 @@
 #include "client/zephonctl/exit_codes.h"
 #include "client/zephonctl/output.h"
 #include "common/paths.h"
+#include "common/rpc_limits.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "google/protobuf/descriptor.h"
@@ -63,7 +64,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DialTcp(const DaemonTarget& targe
     }
     credentials = grpc::SslCredentials(ssl);
   }
-  auto channel = grpc::CreateChannel(target.address, credentials);
+  auto channel = grpc::CreateCustomChannel(target.address, credentials, RpcChannelArguments());
   if (!channel->WaitForConnected(
           absl::ToChronoTime(absl::Now() + absl::Seconds(target.timeout_s)))) {
     return absl::UnavailableError(

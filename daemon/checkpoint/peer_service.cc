@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/rpc_limits.h"
 #include "daemon/logging.h"
 
 namespace zephon::checkpoint {
@@ -13,8 +14,6 @@ namespace {
 constexpr absl::Duration kReportWaitSlack = absl::Seconds(60);
 constexpr absl::Duration kDefaultRoundTimeout = absl::Seconds(180);
 constexpr absl::Duration kMaxRoundTimeout = absl::Hours(24);
-// Checkpoints carry one entry per lane and rank plus the spec: allow large ones.
-constexpr int kMaxMessageBytes = 256 << 20;
 
 grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
@@ -99,11 +98,8 @@ absl::StatusOr<std::unique_ptr<PeerClient>> PeerClient::Connect(
         absl::StrCat("leader address '", address, "' is not a host:port"));
   }
   if (credentials == nullptr) credentials = grpc::InsecureChannelCredentials();
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(address, std::move(credentials), args);
+      grpc::CreateCustomChannel(address, std::move(credentials), RpcChannelArguments());
   if (channel == nullptr) {
     return absl::InternalError(absl::StrCat("cannot create a channel to ", address));
   }

@@ -124,7 +124,8 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, field, cache_dir));
+    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, field, cache_dir,
+                                                                    options.max_jsonl_line_bytes));
     shards.push_back(std::move(shard));
   }
   return shards;

@@ -53,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline/shard_reader.h"
 #include "daemon/storage/object_store.h"
 #include "daemon/storage/shard_cache.h"
@@ -65,6 +66,9 @@ struct OpenOptions {
   // Directory of the JSONL token caches; empty = DefaultCacheDir() (jsonl_reader.h:
   // $XDG_CACHE_HOME/zephon or $HOME/.cache/zephon), created 0700 on first use.
   std::string cache_dir;
+  // Longest JSONL line (decompressed bytes) converted into the token cache; a longer
+  // one fails the dataset naming the file and line (zephond --max-jsonl-line-bytes).
+  uint64_t max_jsonl_line_bytes = kDefaultMaxLineBytes;
   // The node's cache of object-store bytes, shared by every dataset of every instance
   // (zephond's --shard-cache-bytes). Null: each s3:// dataset gets a private
   // memory-only cache.

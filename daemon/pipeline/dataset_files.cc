@@ -50,13 +50,14 @@ class LocalFiles final : public DatasetFiles {
   }
 
   absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) override {
-    return MapShardFile(path);
+    return OpenLocalShardFile(path);
   }
 
   absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
                                                         const std::string& field,
-                                                        const std::string& cache_dir) override {
-    return JsonlShard::Open(path, field, cache_dir);
+                                                        const std::string& cache_dir,
+                                                        uint64_t max_line_bytes) override {
+    return JsonlShard::Open(path, field, cache_dir, max_line_bytes);
   }
 };
 

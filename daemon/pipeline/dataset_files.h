@@ -42,14 +42,16 @@ class DatasetFiles {
   // Opens `path` for reading. NOT_FOUND naming it when it does not exist.
   virtual absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) = 0;
   // Opens a JSONL shard, converting it into the token cache under `cache_dir` when the
-  // cache has no conversion of this exact file (jsonl_reader.h).
+  // cache has no conversion of this exact file (jsonl_reader.h); conversion fails on a
+  // line longer than max_line_bytes.
   virtual absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
                                                                 const std::string& field,
-                                                                const std::string& cache_dir) = 0;
+                                                                const std::string& cache_dir,
+                                                                uint64_t max_line_bytes) = 0;
 };
 
 // The local filesystem: directories are listed (regular files only), globs expanded
-// with glob(3) (path_glob.h), files mapped with mmap.
+// with glob(3) (path_glob.h), files read with pread (OpenLocalShardFile).
 std::unique_ptr<DatasetFiles> LocalDatasetFiles();
 
 }  // namespace zephon::pipeline

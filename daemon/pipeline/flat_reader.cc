@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<FlatShard>> FlatShard::Open(const std::string& pa
   if (sample_tokens == 0) {
     return absl::InvalidArgumentError("flat_sample_tokens must be >= 1, got 0");
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, MapShardFile(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, OpenLocalShardFile(path));
   return Open(std::move(file), type, sample_tokens);
 }
 

@@ -3,7 +3,8 @@
 // Sample i covers tokens [i*S, min((i+1)*S, T)) where S = sample_tokens and T is the
 // file's token count; the trailing partial piece is its own shorter sample. A file
 // whose byte size is not a multiple of the dtype width is rejected. Local files are
-// mapped; remote ones are read per sample through the shard cache.
+// read per sample with pread (a file truncated while in use is a DATA_LOSS error naming
+// it); remote ones through the shard cache.
 // Thread-safe after Open (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_FLAT_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_FLAT_READER_H_

@@ -233,12 +233,16 @@ struct CachePair {
   std::unique_ptr<ShardFile> off;
 };
 
-// The mapped cache files if both exist and are consistent, else nullopt-like empty.
-CachePair TryMapCache(const std::string& prefix) {
+// The cache files if both exist and are consistent, else empty. The offsets are read
+// into memory (8 bytes a sample); the tokens are read with pread per sample, so a cache
+// file shrunk under the daemon is a DATA_LOSS error naming it, not a SIGBUS.
+CachePair TryOpenCache(const std::string& prefix) {
   CachePair pair;
-  auto off = MapShardFile(prefix + ".off");
-  auto tok = MapShardFile(prefix + ".tok");
-  if (!off.ok() || !tok.ok() || !CacheConsistent(**tok, **off)) return pair;
+  auto off_file = OpenLocalShardFile(prefix + ".off");
+  auto tok = OpenLocalShardFile(prefix + ".tok");
+  if (!off_file.ok() || !tok.ok()) return pair;
+  auto off = MakeResident(*std::move(off_file));
+  if (!off.ok() || !CacheConsistent(**tok, **off)) return pair;
   pair.tok = *std::move(tok);
   pair.off = *std::move(off);
   return pair;
@@ -270,7 +274,8 @@ JsonlShard::JsonlShard(std::string path, uint64_t source_bytes, std::string cach
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& path,
                                                              const std::string& field,
-                                                             const std::string& cache_dir) {
+                                                             const std::string& cache_dir,
+                                                             uint64_t max_line_bytes) {
   if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty jsonl_field"));
   if (cache_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": empty token cache directory"));
@@ -282,7 +287,8 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
   const std::string prefix =
       (fs::path(cache_dir) / CacheKey(abs_path, st, field)).string();
   return OpenCached(path, st.size, cache_dir, prefix, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(path));
+    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
+                     LineReader::Open(path, max_line_bytes));
     return BuildCache(lines.get(), path, field, prefix, [&]() -> absl::Status {
       ASSIGN_OR_RETURN(SourceStat after, StatSource(path));
       if (!(after == st)) {
@@ -297,7 +303,8 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<ShardFile> source,
                                                              const std::string& version,
                                                              const std::string& field,
-                                                             const std::string& cache_dir) {
+                                                             const std::string& cache_dir,
+                                                             uint64_t max_line_bytes) {
   const std::string url = source->path();
   if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(url, ": empty jsonl_field"));
   if (cache_dir.empty()) {
@@ -307,7 +314,8 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<Sha
   const std::string prefix =
       (fs::path(cache_dir) / RemoteCacheKey(url, size, version, field)).string();
   return OpenCached(url, size, cache_dir, prefix, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines, LineReader::Open(std::move(source)));
+    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
+                     LineReader::Open(std::move(source), max_line_bytes));
     return BuildCache(lines.get(), url, field, prefix, nullptr);
   });
 }
@@ -316,11 +324,11 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
     const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
     const std::string& prefix,
     const std::function<absl::Status()>& build) {
-  CachePair cache = TryMapCache(prefix);
+  CachePair cache = TryOpenCache(prefix);
   if (cache.tok == nullptr) {
     RETURN_IF_ERROR(EnsureDir(cache_dir));
     RETURN_IF_ERROR(build());
-    cache = TryMapCache(prefix);
+    cache = TryOpenCache(prefix);
     if (cache.tok == nullptr) {
       return absl::InternalError(absl::StrCat("token cache ", prefix,
                                               ".{tok,off} for ", path,
@@ -341,9 +349,7 @@ uint64_t JsonlShard::SampleLength(uint64_t index) const {
 
 absl::Status JsonlShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
                                     int32_t* out) const {
-  const char* start = tok_->data() + 4 * (Offset(index) + offset);  // a local mapping
-  DecodeTokens(start, TokenType::kInt32, count, out);
-  return absl::OkStatus();
+  return DecodeTokensAt(*tok_, 4 * (Offset(index) + offset), TokenType::kInt32, count, out);
 }
 
 }  // namespace zephon::pipeline

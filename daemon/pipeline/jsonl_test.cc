@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -135,6 +136,66 @@ TEST(LineReaderTest, ConcatenatedMembersAndFramesAreReadInSequence) {
 void Truncate(const std::string& path, double fraction) {
   const auto size = fs::file_size(path);
   fs::resize_file(path, static_cast<uintmax_t>(size * fraction));
+}
+
+// An endless plain-text file of one line with no '\n' (a hostile stream), counting the
+// bytes read from it.
+class EndlessLineFile final : public ShardFile {
+ public:
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return uint64_t{1} << 40; }
+  absl::Status ReadAt(uint64_t, uint64_t n, char* out) const override {
+    std::memset(out, '7', n);
+    read_bytes += n;
+    return absl::OkStatus();
+  }
+  mutable uint64_t read_bytes = 0;
+
+ private:
+  const std::string path_ = "s3://bucket/endless.jsonl";
+};
+
+TEST(LineReaderTest, LinesOverTheLimitFailNamingFileAndLineInEveryCompression) {
+  const std::string dir = MakeTempDir("line_limit");
+  constexpr uint64_t kLimit = 1000;
+  const std::string long_line = std::string(kLimit + 1, 'x');
+  const std::string at_limit = std::string(kLimit, 'y');
+  for (const char* name : {"t.txt", "t.txt.gz", "t.txt.zst"}) {
+    const std::string path = dir + "/" + name;
+    ASSERT_TRUE(WriteTextFile(path, "short\n" + at_limit + "\n" + long_line + "\nafter\n").ok());
+    auto reader = LineReader::Open(path, kLimit);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    std::string_view line;
+    ASSERT_TRUE(*(*reader)->Next(&line));
+    ASSERT_TRUE(*(*reader)->Next(&line));  // exactly at the limit: fine
+    EXPECT_EQ(line, at_limit);
+    const absl::StatusOr<bool> over = (*reader)->Next(&line);
+    ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << name;
+    EXPECT_NE(over.status().message().find(path + ": line 3 "), std::string::npos)
+        << over.status();
+    EXPECT_NE(over.status().message().find("limit of 1000 bytes"), std::string::npos)
+        << over.status();
+    EXPECT_NE(over.status().message().find("--max-jsonl-line-bytes"), std::string::npos)
+        << over.status();
+  }
+  EXPECT_EQ(LineReader::Open(dir + "/t.txt", 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LineReaderTest, AnEndlessLineIsRefusedAfterBufferingAboutTheLimit) {
+  auto file = std::make_unique<EndlessLineFile>();
+  const EndlessLineFile* endless = file.get();
+  constexpr uint64_t kLimit = uint64_t{1} << 20;
+  auto reader = LineReader::Open(std::move(file), kLimit);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::string_view line;
+  const absl::StatusOr<bool> over = (*reader)->Next(&line);
+  ASSERT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted) << over.status();
+  EXPECT_NE(over.status().message().find("s3://bucket/endless.jsonl: line 1 "),
+            std::string::npos)
+      << over.status();
+  // Read (and so buffered) no more than the limit plus one read's worth.
+  EXPECT_LE(endless->read_bytes, kLimit + 2 * 65536);
 }
 
 std::string JsonlText(int lines, int first = 0) {
@@ -312,6 +373,29 @@ TEST_F(JsonlShardTest, DatasetsDetectJsonlInDirectoriesFilesAndGlobs) {
   auto none = Dataset::Open(Spec(dir_ + "/*.parquet"), options);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(none.status().message().find(dir_ + "/*.parquet"), std::string::npos);
+}
+
+TEST_F(JsonlShardTest, ALineOverTheConfiguredLimitFailsTheDatasetNamingFileAndLine) {
+  for (const char* name : {"long.jsonl.gz", "long.jsonl.zst"}) {
+    std::string text = JsonlText(2);
+    text += R"({"input_ids": [)";
+    for (int i = 0; i < 3000; ++i) text += "12345, ";
+    text += "1]}\n";
+    text += JsonlText(1, 3);
+    ASSERT_TRUE(WriteTextFile(dir_ + "/" + name, text).ok());
+    OpenOptions options;
+    options.cache_dir = cache_;
+    options.max_jsonl_line_bytes = 4096;
+    auto ds = Dataset::Open(Spec(dir_ + "/" + name), options);
+    ASSERT_EQ(ds.status().code(), absl::StatusCode::kResourceExhausted) << ds.status();
+    EXPECT_NE(ds.status().message().find(dir_ + "/" + name + ": line 3 "), std::string::npos)
+        << ds.status();
+    // The default limit (64 MiB) takes the same file.
+    options.max_jsonl_line_bytes = kDefaultMaxLineBytes;
+    auto fine = Dataset::Open(Spec(dir_ + "/" + name), options);
+    ASSERT_TRUE(fine.ok()) << fine.status();
+    EXPECT_EQ((*fine)->NumSamples(), 4u);
+  }
 }
 
 TEST(DefaultCacheDirTest, FollowsXdgThenHome) {

@@ -199,25 +199,52 @@ Compression CompressionOfPath(std::string_view path) {
   return Compression::kNone;
 }
 
-absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& path) {
+namespace {
+
+absl::Status CheckMaxLineBytes(const std::string& path, uint64_t max_line_bytes) {
+  if (max_line_bytes == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the maximum line length must be at least 1 byte, got 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(const std::string& path,
+                                                             uint64_t max_line_bytes) {
+  if (absl::Status s = CheckMaxLineBytes(path, max_line_bytes); !s.ok()) return s;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
     std::string msg = absl::StrCat("cannot open ", path, ": ", strerror(err));
     return err == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
   }
-  return std::unique_ptr<LineReader>(
-      new LineReader(path, MakeDecoder(path, std::make_unique<FdInput>(fd))));
-}
-
-absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(std::unique_ptr<ShardFile> file) {
-  const std::string path = file->path();
   return std::unique_ptr<LineReader>(new LineReader(
-      path, MakeDecoder(path, std::make_unique<ShardFileInput>(std::move(file)))));
+      path, MakeDecoder(path, std::make_unique<FdInput>(fd)), max_line_bytes));
 }
 
-LineReader::LineReader(std::string path, std::unique_ptr<ByteDecoder> decoder)
-    : path_(std::move(path)), decoder_(std::move(decoder)) {}
+absl::StatusOr<std::unique_ptr<LineReader>> LineReader::Open(std::unique_ptr<ShardFile> file,
+                                                             uint64_t max_line_bytes) {
+  const std::string path = file->path();
+  if (absl::Status s = CheckMaxLineBytes(path, max_line_bytes); !s.ok()) return s;
+  return std::unique_ptr<LineReader>(new LineReader(
+      path, MakeDecoder(path, std::make_unique<ShardFileInput>(std::move(file))),
+      max_line_bytes));
+}
+
+LineReader::LineReader(std::string path, std::unique_ptr<ByteDecoder> decoder,
+                       uint64_t max_line_bytes)
+    : path_(std::move(path)), decoder_(std::move(decoder)), max_line_bytes_(max_line_bytes) {}
+
+absl::Status LineReader::LineTooLong(uint64_t at_least_bytes) const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      path_, ": line ", line_number_ + 1, " (decompressed byte offset ",
+      buffer_offset_ + begin_, ") is longer than the limit of ", max_line_bytes_,
+      " bytes (at least ", at_least_bytes,
+      " bytes without a newline); split the document into shorter lines, or raise "
+      "zephond --max-jsonl-line-bytes if such lines are intended"));
+}
 
 absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
   size_t scan = begin_;  // Bytes before `scan` are known not to hold '\n'.
@@ -225,6 +252,7 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
     const void* nl = std::memchr(buffer_.data() + scan, '\n', end_ - scan);
     if (nl != nullptr || (eof_ && end_ > begin_)) {
       const size_t stop = nl ? static_cast<const char*>(nl) - buffer_.data() : end_;
+      if (stop - begin_ > max_line_bytes_) return LineTooLong(stop - begin_);
       *line = std::string_view(buffer_.data() + begin_, stop - begin_);
       ++line_number_;
       line_offset_ = buffer_offset_ + begin_;
@@ -232,6 +260,9 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
       return true;
     }
     if (eof_) return false;
+    // No '\n' in [begin_, end_): the line is at least that long. Stop before buffering
+    // more of a line that is already over the limit.
+    if (end_ - begin_ > max_line_bytes_) return LineTooLong(end_ - begin_);
     scan = end_;
     // Make room: drop consumed bytes, then grow if less than kMinReadBytes is free.
     if (begin_ > 0) {
@@ -242,7 +273,13 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
       begin_ = 0;
     }
     if (buffer_.size() - end_ < kMinReadBytes) {
-      buffer_.resize(std::max(2 * buffer_.size(), end_ + kMinReadBytes));
+      // Doubling, but never past what a longest allowed line (plus its '\n') and one
+      // read need: end_ <= max_line_bytes_ here, so the cap still leaves a full read.
+      const uint64_t cap = max_line_bytes_ > UINT64_MAX - 2 * kMinReadBytes
+                               ? UINT64_MAX
+                               : max_line_bytes_ + 1 + kMinReadBytes;
+      buffer_.resize(static_cast<size_t>(
+          std::min<uint64_t>(std::max(2 * buffer_.size(), end_ + kMinReadBytes), cap)));
     }
     auto got = decoder_->Read(buffer_.data() + end_, buffer_.size() - end_);
     if (!got.ok()) {

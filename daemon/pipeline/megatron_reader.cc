@@ -33,47 +33,54 @@ absl::StatusOr<TokenType> DtypeFromCode(uint8_t code, const std::string& path) {
 
 }  // namespace
 
-MegatronShard::MegatronShard(std::unique_ptr<ShardFile> idx, std::unique_ptr<ShardFile> bin,
-                             TokenType type, uint64_t num_sequences)
-    : idx_(std::move(idx)),
+MegatronShard::MegatronShard(uint64_t idx_bytes, std::string index,
+                             std::unique_ptr<ShardFile> bin, TokenType type,
+                             uint64_t num_sequences)
+    : idx_bytes_(idx_bytes),
+      index_(std::move(index)),
       bin_(std::move(bin)),
-      idx_data_(idx_->data()),
       type_(type),
       num_sequences_(num_sequences) {}
 
 absl::StatusOr<std::unique_ptr<MegatronShard>> MegatronShard::Open(const std::string& prefix) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, MapShardFile(prefix + ".idx"));
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> bin, MapShardFile(prefix + ".bin"));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, OpenLocalShardFile(prefix + ".idx"));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> bin, OpenLocalShardFile(prefix + ".bin"));
   return Open(std::move(idx), std::move(bin));
 }
 
 absl::StatusOr<std::unique_ptr<MegatronShard>> MegatronShard::Open(
-    std::unique_ptr<ShardFile> idx_file, std::unique_ptr<ShardFile> bin) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, MakeResident(std::move(idx_file)));
+    std::unique_ptr<ShardFile> idx, std::unique_ptr<ShardFile> bin) {
   const std::string& path = idx->path();
-  std::string_view b(idx->data(), idx->size());
-  if (b.size() < kMegatronHeaderBytes) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated header: ", b.size(),
+  const uint64_t idx_bytes = idx->size();
+  if (idx_bytes < kMegatronHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated header: ", idx_bytes,
                                             " bytes, need ", kMegatronHeaderBytes));
   }
-  if (std::memcmp(b.data(), kMegatronMagic, sizeof(kMegatronMagic)) != 0) {
+  std::string index(kMegatronHeaderBytes, '\0');
+  RETURN_IF_ERROR(idx->ReadAt(0, kMegatronHeaderBytes, index.data()));
+  if (std::memcmp(index.data(), kMegatronMagic, sizeof(kMegatronMagic)) != 0) {
     return absl::DataLossError(absl::StrCat(path, ": offset 0: bad magic (not MMIDIDX)"));
   }
-  const uint64_t version = Load<uint64_t>(b, 9);
+  const uint64_t version = Load<uint64_t>(index, 9);
   if (version != 1) {
     return absl::DataLossError(
         absl::StrCat(path, ": offset 9: unsupported version ", version, " (need 1)"));
   }
-  ASSIGN_OR_RETURN(TokenType type, DtypeFromCode(Load<uint8_t>(b, 17), path));
-  const uint64_t n = Load<uint64_t>(b, 18);
-  const uint64_t m = Load<uint64_t>(b, 26);
+  ASSIGN_OR_RETURN(TokenType type, DtypeFromCode(Load<uint8_t>(index, 17), path));
+  const uint64_t n = Load<uint64_t>(index, 18);
+  const uint64_t m = Load<uint64_t>(index, 26);
   // Bound the counts by the file size before multiplying so nothing overflows.
-  const uint64_t body = b.size() - kMegatronHeaderBytes;
+  const uint64_t body = idx_bytes - kMegatronHeaderBytes;
   if (n > body / 12 || m > (body - 12 * n) / 8) {
     return absl::DataLossError(absl::StrCat(
-        path, ": truncated: ", b.size(), " bytes cannot hold ", n, " sequences and ", m,
+        path, ": truncated: ", idx_bytes, " bytes cannot hold ", n, " sequences and ", m,
         " document entries (need ", kMegatronHeaderBytes, " + 12*N + 8*M)"));
   }
+  // Only the sizes and pointers stay in memory (12 bytes a sequence); doc_idx is unused.
+  // Copying them out once means a later rewrite of the .idx cannot reach the shard.
+  index.resize(kMegatronHeaderBytes + 12 * n);
+  RETURN_IF_ERROR(idx->ReadAt(kMegatronHeaderBytes, 12 * n, index.data() + kMegatronHeaderBytes));
+  const std::string_view b(index);
   const uint64_t width = TokenWidth(type);
   const uint64_t bin_size = bin->size();
   const uint64_t ptr_base = kMegatronHeaderBytes + 4 * n;
@@ -89,24 +96,25 @@ absl::StatusOr<std::unique_ptr<MegatronShard>> MegatronShard::Open(
     }
   }
   return std::unique_ptr<MegatronShard>(
-      new MegatronShard(std::move(idx), std::move(bin), type, n));
+      new MegatronShard(idx_bytes, std::move(index), std::move(bin), type, n));
 }
 
 std::string MegatronShard::FileName() const {
   return std::filesystem::path(bin_->path()).filename().string();
 }
 
-uint64_t MegatronShard::ByteSize() const { return idx_->size() + bin_->size(); }
+uint64_t MegatronShard::ByteSize() const { return idx_bytes_ + bin_->size(); }
 
 uint64_t MegatronShard::SampleLength(uint64_t index) const {
   int32_t v;
-  std::memcpy(&v, idx_data_ + kMegatronHeaderBytes + 4 * index, sizeof(v));
+  std::memcpy(&v, index_.data() + kMegatronHeaderBytes + 4 * index, sizeof(v));
   return static_cast<uint64_t>(v);
 }
 
 int64_t MegatronShard::Pointer(uint64_t index) const {
   int64_t v;
-  std::memcpy(&v, idx_data_ + kMegatronHeaderBytes + 4 * num_sequences_ + 8 * index, sizeof(v));
+  std::memcpy(&v, index_.data() + kMegatronHeaderBytes + 4 * num_sequences_ + 8 * index,
+              sizeof(v));
   return v;
 }
 

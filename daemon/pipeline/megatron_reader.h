@@ -11,9 +11,10 @@
 //   then       i64[N]   pointers (byte offset of each sequence in .bin)
 //   then       i64[M]   doc_idx (read past, not used: one sample = one sequence)
 // .bin holds the raw tokens. Every sequence must lie inside .bin.
-// Storage: the .idx is resident for the shard's life (mapped, or fetched whole from an
-// object store once at Open); the .bin is read per sample: straight from the mapping
-// for local files, through ranged reads of the shard cache for remote ones.
+// Storage: the header, sizes and pointers of the .idx (34 + 12*N bytes) are read into
+// memory once at Open; the .bin is read per sample: pread for local files (a .bin
+// truncated while in use is a DATA_LOSS error naming it and the offset, not a crash),
+// ranged reads of the shard cache for remote ones.
 // Thread-safe after Open (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_MEGATRON_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_MEGATRON_READER_H_
@@ -37,9 +38,9 @@ class MegatronShard final : public ShardReader {
   // malformed files, NOT_FOUND for missing ones) name the file and the offending offset
   // or field.
   static absl::StatusOr<std::unique_ptr<MegatronShard>> Open(const std::string& prefix);
-  // The same over already-open files (an object store's): `idx` is made resident
-  // (read whole once when it is not), `bin` is read on demand. Errors as above, plus
-  // the storage's for reading `idx`.
+  // The same over already-open files (an object store's): the needed part of `idx` is
+  // read once here, `bin` is read on demand. Errors as above, plus the storage's for
+  // reading `idx`.
   static absl::StatusOr<std::unique_ptr<MegatronShard>> Open(std::unique_ptr<ShardFile> idx,
                                                              std::unique_ptr<ShardFile> bin);
 
@@ -51,13 +52,13 @@ class MegatronShard final : public ShardReader {
                           int32_t* out) const override;
 
  private:
-  MegatronShard(std::unique_ptr<ShardFile> idx, std::unique_ptr<ShardFile> bin,
-                TokenType type, uint64_t num_sequences);
+  MegatronShard(uint64_t idx_bytes, std::string index,
+                std::unique_ptr<ShardFile> bin, TokenType type, uint64_t num_sequences);
   int64_t Pointer(uint64_t index) const;
 
-  const std::unique_ptr<ShardFile> idx_;  // resident
+  const uint64_t idx_bytes_;  // size of the .idx file at Open
+  const std::string index_;   // .idx bytes [0, 34 + 12*N): header, sizes, pointers
   const std::unique_ptr<ShardFile> bin_;
-  const char* const idx_data_;  // idx_->data()
   const TokenType type_;
   const uint64_t num_sequences_;
 };

@@ -34,9 +34,10 @@ void DecodeTokens(const char* data, TokenType type, uint64_t count, int32_t* out
 
 // Decodes the `count` tokens of `type` that start at byte `byte_offset` of `file` into
 // out[0..count): the one token read of the shard readers (flat, Megatron .bin).
-// Resident files (local mmap) are decoded in place, with no copy; others are read
-// (ShardFile::View) into a thread-local scratch buffer, which is released afterwards
-// when it grew past 4 MiB so one huge sample does not stay pinned per thread.
+// Resident (in-memory) files are decoded in place, with no copy; others (local files,
+// read with pread, and remote ones) are read (ShardFile::View) into a thread-local
+// scratch buffer, which is released afterwards when it grew past 4 MiB so one huge
+// sample does not stay pinned per thread.
 // Errors are ShardFile::View's: OUT_OF_RANGE naming the file when the range passes its
 // end, or the storage's read error (naming the URL).
 absl::Status DecodeTokensAt(const ShardFile& file, uint64_t byte_offset, TokenType type,

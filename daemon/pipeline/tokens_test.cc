@@ -69,7 +69,7 @@ TEST(DecodeTokensAt, ResidentFilesDecodeInPlaceWithoutReads) {
   std::vector<int32_t> out(3);
   ASSERT_TRUE(DecodeTokensAt(file, 3, TokenType::kUint16, 3, out.data()).ok());
   EXPECT_EQ(out, (std::vector<int32_t>{2, 65535, 4}));
-  // MapShardFile / MemoryShardFile are resident too.
+  // MemoryShardFile is resident too.
   auto mem = MemoryShardFile("mem", Uint16Bytes({7, 8}, 0));
   ASSERT_TRUE(DecodeTokensAt(*mem, 0, TokenType::kUint16, 2, out.data()).ok());
   EXPECT_EQ(out[0], 7);
