@@ -28,10 +28,17 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/run_limits.h"
+
 namespace zephon {
 
-// The largest world_size and canonical_replicas the limits are sized for.
+// The largest world_size and canonical_replicas the limits are sized for: 8x (ranks) and
+// 16x (lanes) the bounds attach enforces (common/run_limits.h), so the limits hold with
+// room to raise those bounds.
 inline constexpr uint64_t kMaxWorldRanks = uint64_t{1} << 20;
+static_assert(kMaxWorldSize <= static_cast<int64_t>(kMaxWorldRanks) &&
+                  kMaxCanonicalReplicas <= static_cast<int64_t>(kMaxWorldRanks),
+              "the message limits must be sized for the largest run attach accepts");
 
 // Largest message any Zephon channel or server sends or receives.
 inline constexpr int kMaxRpcMessageBytes = 1 << 30;
