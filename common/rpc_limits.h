@@ -17,8 +17,9 @@
 //     40 MiB for 2^20 lanes.
 //   Spec: the pipeline spec, twice in a restoring attach; a few KiB in practice.
 // That is about 300 MiB; 1 GiB leaves over 3x for longer run ids and labels and stays
-// below gRPC's hard ceiling (INT_MAX). rpc_limits_test.cc checks a worst-case checkpoint
-// against it. A message over the limit fails with RESOURCE_EXHAUSTED naming both sizes.
+// below gRPC's hard ceiling (INT_MAX). daemon/checkpoint/large_messages_test.cc checks a
+// worst-case checkpoint against it. A message over the limit fails with
+// RESOURCE_EXHAUSTED naming both sizes.
 // Thread-safety: constants and pure functions.
 #ifndef ZEPHON_COMMON_RPC_LIMITS_H_
 #define ZEPHON_COMMON_RPC_LIMITS_H_
@@ -55,6 +56,24 @@ inline grpc::ChannelArguments RpcChannelArguments() {
 // Sets the send and receive limits of a server being built. REQUIRES: builder != nullptr.
 inline void ApplyRpcMessageLimits(grpc::ServerBuilder* builder) {
   builder->SetMaxReceiveMessageSize(kMaxRpcMessageBytes);
+  builder->SetMaxSendMessageSize(kMaxRpcMessageBytes);
+}
+
+// What the peer server (--peer-address, reachable over the network) accepts in one call.
+// gRPC reads and parses a request before the handler can check its signature, so this is
+// what an unauthenticated caller can make the daemon hold per call: keep it to what a
+// follower's Report needs, its own ranks and lanes plus the spec. Even a follower hosting
+// every lane of the largest run and kMaxWorldSize / 4 ranks stays below 64 MiB (about 2.6
+// MB of lanes and 8 MB of ranks at ~250 bytes each). Answers (the whole checkpoint) may
+// be as large as any message.
+inline constexpr int kMaxPeerRequestBytes = 64 << 20;
+static_assert(kMaxCanonicalReplicas * 40 + (kMaxWorldSize / 4) * 250 + (1 << 20) <
+                  kMaxPeerRequestBytes,
+              "a follower's report of the largest run must fit the peer server's limit");
+
+// The limits of the peer server: small requests, answers as large as any message.
+inline void ApplyPeerServerLimits(grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(kMaxPeerRequestBytes);
   builder->SetMaxSendMessageSize(kMaxRpcMessageBytes);
 }
 

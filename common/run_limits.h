@@ -9,9 +9,9 @@
 // near 1.3 MB (about 20 bytes per lane).
 //
 // kMaxWorldSize (ranks calling checkpoint() together). A merged checkpoint carries one
-// RankProgress per rank (about 90 bytes with its instance id and daemon name), so 131,072
-// ranks make a checkpoint of about 12 MB plus the lane table: the gRPC message limits
-// of the checkpoint path are sized from these two constants.
+// RankProgress per rank (about 90 bytes with a typical instance id and daemon name, up to
+// ~250 with long ones), so 131,072 ranks make a checkpoint of about 12-33 MB plus the
+// lane table: the gRPC message limits (common/rpc_limits.h) are sized from these.
 //
 // Both are far below 2^32, so every value that passes these bounds fits the uint32
 // fields of the checkpoint and the ring; values are validated as int64 before any

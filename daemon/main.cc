@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> peer_server;
   if (!peer_address.empty()) {
     grpc::ServerBuilder peer_builder;
-    zephon::ApplyRpcMessageLimits(&peer_builder);  // reports and results exceed 4 MiB
+    zephon::ApplyPeerServerLimits(&peer_builder);  // results exceed 4 MiB; requests stay small
     int peer_port = 0;
     peer_builder.AddListeningPort(peer_address, *server_credentials, &peer_port);
     peer_builder.RegisterService(&peer_service);

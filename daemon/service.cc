@@ -160,8 +160,7 @@ grpc::Status PeerStatusService::Status(grpc::ServerContext* context,
   if (auth_ != nullptr) {
     absl::Status admitted = auth_->Verify(*context, checkpoint::kStatusMethod, *request, &nonce);
     if (!admitted.ok()) {
-      SubsystemLogger("peer")->warn("refused a Status call from {}: {}", context->peer(),
-                                    std::string(admitted.message()));
+      refusals_.Warn("a Status call", context->peer(), admitted.message());
       return ToGrpcStatus(admitted);
     }
   }

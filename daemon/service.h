@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "daemon/checkpoint/peer_auth.h"
+#include "daemon/checkpoint/refusal_log.h"
 #include "daemon/fd_handoff.h"
 #include "daemon/instance_registry.h"
 #include "daemon/local_rounds.h"
@@ -68,6 +69,7 @@ class PeerStatusService final : public proto::Zephon::Service {
  private:
   const std::shared_ptr<const checkpoint::PeerAuthenticator> auth_;
   std::atomic<const InstanceRegistry*> registry_{nullptr};
+  checkpoint::RefusalLog refusals_;
 };
 
 // The daemon's status as served over the network: process ids (daemon and readers),

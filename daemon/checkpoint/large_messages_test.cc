@@ -93,10 +93,13 @@ proto::CheckpointReport BigReport(size_t bytes) {
   return report;
 }
 
+enum class Limits { kDefault, kAll, kPeerServer };
+
 std::unique_ptr<grpc::Server> Serve(grpc::Service* service, const std::string& address,
-                                    bool limits) {
+                                    Limits limits) {
   grpc::ServerBuilder builder;
-  if (limits) ApplyRpcMessageLimits(&builder);
+  if (limits == Limits::kAll) ApplyRpcMessageLimits(&builder);
+  if (limits == Limits::kPeerServer) ApplyPeerServerLimits(&builder);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials());
   builder.RegisterService(service);
   return builder.BuildAndStart();
@@ -106,7 +109,8 @@ TEST(RpcLimitsTest, PeerReportsAndResultsOver4MiBGoThrough) {
   const SocketDir dir("peer_big");
   const std::string address = "unix:" + dir.path() + "/leader.sock";
   EchoLeader leader;
-  std::unique_ptr<grpc::Server> server = Serve(&leader, address, /*limits=*/true);
+  // As main.cc builds the peer server.
+  std::unique_ptr<grpc::Server> server = Serve(&leader, address, Limits::kPeerServer);
   ASSERT_NE(server, nullptr);
   auto client = PeerClient::Connect(address, nullptr);
   ASSERT_TRUE(client.ok()) << client.status();
@@ -122,11 +126,27 @@ TEST(RpcLimitsTest, AServerWithoutTheLimitsRefusesWhatTheClientSends) {
   const SocketDir dir("peer_default");
   const std::string address = "unix:" + dir.path() + "/leader.sock";
   EchoLeader leader;
-  std::unique_ptr<grpc::Server> server = Serve(&leader, address, /*limits=*/false);
+  std::unique_ptr<grpc::Server> server = Serve(&leader, address, Limits::kDefault);
   ASSERT_NE(server, nullptr);
   auto client = PeerClient::Connect(address, nullptr);
   ASSERT_TRUE(client.ok()) << client.status();
   auto result = (*client)->Report(BigReport(kOverDefaultLimit), absl::Now() + absl::Seconds(60));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted) << result.status();
+  server->Shutdown();
+}
+
+TEST(RpcLimitsTest, ThePeerServerBoundsWhatAnUnauthenticatedCallerCanMakeItHold) {
+  // gRPC parses a request before its signature is checked: the peer server accepts no
+  // more than a follower's report needs.
+  const SocketDir dir("peer_bounded");
+  const std::string address = "unix:" + dir.path() + "/leader.sock";
+  EchoLeader leader;
+  std::unique_ptr<grpc::Server> server = Serve(&leader, address, Limits::kPeerServer);
+  ASSERT_NE(server, nullptr);
+  auto client = PeerClient::Connect(address, nullptr);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto result = (*client)->Report(BigReport(size_t{kMaxPeerRequestBytes} + (1 << 20)),
+                                  absl::Now() + absl::Seconds(60));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted) << result.status();
   server->Shutdown();
 }
@@ -149,7 +169,7 @@ TEST(RpcLimitsTest, TheClientChannelReceivesCheckpointsOver4MiB) {
   const SocketDir dir("client_big");
   const std::string socket = dir.path() + "/zephond.sock";
   BigCheckpointDaemon daemon(kOverDefaultLimit);
-  std::unique_ptr<grpc::Server> server = Serve(&daemon, "unix:" + socket, /*limits=*/true);
+  std::unique_ptr<grpc::Server> server = Serve(&daemon, "unix:" + socket, Limits::kAll);
   ASSERT_NE(server, nullptr);
   client::ConnectOptions options;
   options.socket_path = socket;

@@ -4,18 +4,19 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -90,13 +91,17 @@ absl::Status Unauthenticated(absl::string_view what) {
 
 absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> PeerAuthenticator::FromFile(
     const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
+  // Open first, then check what was opened (no window between the check and the read).
+  // Links are followed on purpose: Kubernetes mounts Secrets through symlinks.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     const int err = errno;
     const std::string what = absl::StrCat("--peer-secret-file ", path, ": ", std::strerror(err));
     return err == EACCES ? absl::PermissionDeniedError(what) : absl::NotFoundError(what);
   }
-  if (!S_ISREG(st.st_mode)) {
+  const absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--peer-secret-file ", path, " is not a regular file"));
   }
@@ -106,14 +111,20 @@ absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> PeerAuthenticator::From
         "0400 it (Kubernetes: defaultMode: 0400 on the Secret volume)",
         path, st.st_mode & 07777));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("--peer-secret-file ", path, ": cannot be read: ", std::strerror(errno)));
+  std::string text(kMaxSecretBytes + 256, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "--peer-secret-file ", path, ": cannot be read: ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> auth = FromSecret(text.str());
+  text.resize(got);
+  absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> auth = FromSecret(text);
   if (!auth.ok()) {
     return absl::Status(auth.status().code(), absl::StrCat("--peer-secret-file ", path, ": ",
                                                            auth.status().message()));

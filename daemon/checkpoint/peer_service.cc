@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/rpc_limits.h"
-#include "daemon/logging.h"
 
 namespace zephon::checkpoint {
 namespace {
@@ -75,9 +74,7 @@ grpc::Status PeerService::Report(grpc::ServerContext* context,
   }
   if (admitted.ok()) admitted = CheckAgainstLedRun(*request);
   if (!admitted.ok()) {
-    daemon::SubsystemLogger("peer")->warn("refused a checkpoint report from {} (daemon '{}'): {}",
-                                          context->peer(), request->daemon(),
-                                          std::string(admitted.message()));
+    refusals_.Warn("a checkpoint report", context->peer(), admitted.message());
     return ToGrpc(admitted);
   }
   const absl::Time cap = absl::Now() + RoundTimeout(*request) + kReportWaitSlack;

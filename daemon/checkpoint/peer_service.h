@@ -10,7 +10,7 @@
 //     run's as its local ranks attached it (FAILED_PRECONDITION otherwise): the leader never
 //     takes a location to write to from the wire;
 //   - every rank must be < world_size (RoundState refuses a rank reported twice).
-// Each refusal is logged with the reporting daemon's peer address.
+// Refusals are logged with the caller's address (RefusalLog: escaped, rate-limited).
 // Then it only forwards: the caller's gRPC deadline (capped at the report's
 // aggregate_timeout_s + 60 s) becomes the Submit deadline, and a cancelled call (the
 // reporting daemon died or gave up) is seen within RoundAggregatorOptions::poll_interval.
@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "daemon/checkpoint/led_run.h"
 #include "daemon/checkpoint/peer_auth.h"
+#include "daemon/checkpoint/refusal_log.h"
 #include "daemon/checkpoint/round_aggregator.h"
 #include "proto/checkpoint.grpc.pb.h"
 #include "proto/checkpoint.pb.h"
@@ -62,6 +63,7 @@ class PeerService final : public proto::ZephonPeer::Service {
 
   RoundAggregator* const aggregator_;
   const PeerServiceOptions options_;
+  RefusalLog refusals_;
 };
 
 class PeerClient {
