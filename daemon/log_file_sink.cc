@@ -1,13 +1,14 @@
 #include "daemon/log_file_sink.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
+#include <cstring>
 #include <string>
-#include <system_error>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/owned_path.h"
 
@@ -17,9 +18,26 @@ absl::StatusOr<std::shared_ptr<LogFileSink>> LogFileSink::Open(const std::string
   const size_t slash = path.find_last_of('/');
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  // Missing directories are created (as spdlog's file sink did), then checked.
-  std::error_code ignored;
-  std::filesystem::create_directories(dir, ignored);
+  // Missing directories are created (as spdlog's file sink did), then checked. Each is
+  // made exactly 0700, whatever the umask: std::filesystem::create_directories would
+  // leave 0770 under systemd's UMask=0007, which the trust check below (and the socket
+  // directory's private check, if the log lives there) refuses.
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string prefix = dir.substr(0, i);
+    const char* failed = nullptr;
+    if (::mkdir(prefix.c_str(), 0700) == 0) {
+      if (::chmod(prefix.c_str(), 0700) != 0) failed = "cannot chmod 0700";
+    } else if (errno != EEXIST) {
+      failed = "cannot create directory";
+    }
+    if (failed != nullptr) {
+      const int err = errno;
+      return absl::Status(absl::ErrnoToStatusCode(err),
+                          absl::StrCat("--log-file ", path, ": ", failed, " ", prefix, ": ",
+                                       std::strerror(err)));
+    }
+  }
   if (absl::Status trusted = CheckTrustedPath(dir, geteuid()); !trusted.ok()) {
     return absl::Status(trusted.code(),
                         absl::StrCat("--log-file ", path, ": ", trusted.message()));

@@ -22,7 +22,8 @@ namespace zephon::daemon {
 
 class LogFileSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  // Opens `path` for appending, creating it 0600 (and its missing directories). Its
+  // Opens `path` for appending, creating it 0600 (and its missing directories
+  // 0700, whatever the umask). Its
   // directory must be trusted (CheckTrustedPath) and the file, if it exists, a regular
   // file owned by this process's euid with one link. FAILED_PRECONDITION naming the
   // path and the fix; the errno's code when the file cannot be opened.

@@ -56,5 +56,26 @@ TEST(LogFileSinkTest, RefusesALogInAWorldWritableNonStickyDirectory) {
   EXPECT_NE(sink.status().message().find(dir), std::string::npos) << sink.status();
 }
 
+// systemd's UMask=0007 (and a login shell's 0002) would leave std::filesystem's
+// directories group-writable, which the trust check then refuses: the sink's own
+// directories are made exactly 0700 whatever the umask.
+class LogFileSinkUmaskTest : public ::testing::TestWithParam<mode_t> {};
+
+TEST_P(LogFileSinkUmaskTest, CreatesMissingDirectories0700WhateverTheUmask) {
+  const std::string dir = testing::MakeTempDir("log_sink");
+  const std::string path = dir + "/var/log/zephond/zephond.log";
+  const mode_t old_umask = umask(GetParam());
+  absl::StatusOr<std::shared_ptr<LogFileSink>> sink = LogFileSink::Open(path);
+  umask(old_umask);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  for (const std::string& d : {dir + "/var", dir + "/var/log", dir + "/var/log/zephond"}) {
+    struct stat st;
+    ASSERT_EQ(stat(d.c_str(), &st), 0) << d;
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << d;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Umasks, LogFileSinkUmaskTest, ::testing::Values(0007, 0002, 0077));
+
 }  // namespace
 }  // namespace zephon::daemon

@@ -229,6 +229,38 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitBadFlags;
   }
 
+  // --shm-group names the group of the socket directory: validated before anything is
+  // created, so an unknown group never leaves a 0700 directory behind that later runs
+  // (with the group fixed) would have to repair by hand.
+  std::optional<gid_t> shm_group_id;
+  if (!shm_group.empty()) {
+    const struct group* gr = getgrnam(shm_group.c_str());
+    if (gr == nullptr) {
+      std::fprintf(stderr,
+                   "zephond: --shm-group=%s: no such group (create it with `groupadd %s` or "
+                   "drop the flag)\n",
+                   shm_group.c_str(), shm_group.c_str());
+      return kExitBadFlags;
+    }
+    shm_group_id = gr->gr_gid;
+  }
+
+  // The socket's directory holds the lock (and an auto-started daemon's log): it must be
+  // private, or another user could plant symlinks there for a root daemon to write
+  // through. Created 0700; 0750 and the --shm-group group so members reach the socket.
+  // Ensured before --log-file is opened: a log inside this directory must not create it
+  // first (with the log's mode), and the error goes to stderr (journald) since no log
+  // file is open yet.
+  const std::string socket_dir = std::filesystem::path(socket_path).parent_path().string();
+  if (absl::Status dir = zephon::EnsurePrivateDir(socket_dir.empty() ? "." : socket_dir,
+                                                  geteuid(), shm_group_id ? 0750 : 0700,
+                                                  shm_group_id);
+      !dir.ok()) {
+    std::fprintf(stderr, "zephond: refusing --socket %s: %s\n", socket_path.c_str(),
+                 std::string(dir.message()).c_str());
+    return kExitEnvironment;
+  }
+
   // stderr when no file is given: journald and kubectl logs collect it. One sink, one
   // named logger per subsystem. The file is opened by us, never through a symlink.
   spdlog::sink_ptr sink;
@@ -246,23 +278,6 @@ int main(int argc, char** argv) {
   zephon::daemon::InstallLoggers(sink, spdlog::level::from_str(log_level));
   if (shm_prefix.empty()) shm_prefix = zephon::DefaultShmPrefix(socket_path);
 
-  // The socket's directory holds the lock (and an auto-started daemon's log): it must be
-  // private, or another user could plant symlinks there for a root daemon to write
-  // through. Created 0700; 0750 and the --shm-group group so members reach the socket.
-  std::optional<gid_t> socket_dir_group;
-  if (!shm_group.empty()) {
-    if (const struct group* gr = getgrnam(shm_group.c_str()); gr != nullptr) {
-      socket_dir_group = gr->gr_gid;
-    }
-  }
-  const std::string socket_dir = std::filesystem::path(socket_path).parent_path().string();
-  if (absl::Status dir = zephon::EnsurePrivateDir(socket_dir.empty() ? "." : socket_dir,
-                                                  geteuid(), socket_dir_group ? 0750 : 0700,
-                                                  socket_dir_group);
-      !dir.ok()) {
-    spdlog::error("refusing --socket {}: {}", socket_path, std::string(dir.message()));
-    return kExitEnvironment;
-  }
   auto lock = zephon::daemon::DaemonLock::Acquire(zephon::LockPathFor(socket_path));
   if (!lock.ok()) {
     spdlog::error("{}", lock.status().ToString());
@@ -290,15 +305,6 @@ int main(int argc, char** argv) {
     spdlog::warn("--shm-mode={} has no effect: rings are memfds handed to readers over the "
                  "ring hand-off socket; access follows the socket's mode and --shm-group",
                  shm_mode_text);
-  }
-  std::optional<gid_t> shm_group_id;
-  if (!shm_group.empty()) {
-    const struct group* gr = getgrnam(shm_group.c_str());
-    if (gr == nullptr) {
-      spdlog::error("--shm-group={}: no such group", shm_group);
-      return kExitBadFlags;
-    }
-    shm_group_id = gr->gr_gid;
   }
   options.max_ring_bytes = max_ring_bytes;
   options.cache_dir = cache_dir;

@@ -101,12 +101,14 @@ def test_unit_directives():
     assert one["RestrictAddressFamilies"].split() == ["AF_UNIX", "AF_INET", "AF_INET6"]
     rw = " ".join(s["ReadWritePaths"]).split()
     assert "/dev/shm" in rw
-    # PrivateDevices=yes keeps /dev/shm (systemd bind-mounts the host's into the private
-    # /dev); what WOULD hide it from the trainers must be absent.
+    # Rings are memfds, but /dev/shm stays shared for the legacy sweep and older daemons:
+    # PrivateDevices=yes keeps it (systemd bind-mounts the host's into the private /dev);
+    # what WOULD hide it from the trainers must be absent.
     assert one.get("PrivateIPC", "no") == "no"
     for key in ("InaccessiblePaths", "TemporaryFileSystem"):
         assert not any("/dev/shm" in v for v in s.get(key, [])), key
-    # The daemon chowns segments and socket to --shm-group: @chown must stay allowed.
+    # The daemon chowns its sockets (and a directory it creates) to --shm-group: @chown
+    # must stay allowed.
     assert not any(v.startswith("~") and ("@privileged" in v or "@chown" in v)
                    for v in s.get("SystemCallFilter", []))
     text = UNIT.read_text()
@@ -215,7 +217,8 @@ def test_manifest_structure(path):
             assert "ALL" in csc.get("capabilities", {}).get("drop", []), c["name"]
         mounts = {m["mountPath"]: volumes[m["name"]]
                   for c in spec["containers"] for m in c.get("volumeMounts", [])}
-        # Socket and rings: the node's directories, shared across pods.
+        # The sockets (rings come through them as memfds) and the legacy /dev/shm: the
+        # node's directories, shared across pods.
         assert mounts["/run/zephon"]["hostPath"]["path"] == "/run/zephon"
         assert mounts["/dev/shm"]["hostPath"]["path"] == "/dev/shm"
 

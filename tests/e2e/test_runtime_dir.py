@@ -22,9 +22,11 @@ NOBODY = 65534
 SECRET = "root-only: must never change\n"
 
 
-def _run_zephond(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+def _run_zephond(*args: str, timeout: float = 20,
+                 umask: int | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([_native.zephond_path(), "--metrics-address", "", *args],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=None if umask is None else (lambda: os.umask(umask)))
 
 
 def _root_only_file(tmp_path: Path) -> Path:
@@ -125,6 +127,35 @@ def test_created_runtime_dir_is_0700_and_log_0600(tmp_path):
     assert sock_dir.stat().st_mode & 0o7777 == 0o700
     assert log.stat().st_mode & 0o777 == 0o600
     assert (sock_dir / "zephond.sock.lock").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("umask", [0o007, 0o002])
+@pytest.mark.parametrize("log_in_socket_dir", [True, False])
+def test_daemon_starts_under_a_loose_umask_and_its_dirs_are_0700(tmp_path, umask,
+                                                                 log_in_socket_dir):
+    """systemd's UMask=0007 (or a shell's 0002): the directories zephond creates for the
+    socket and for --log-file are exactly 0700, so the private-dir check never refuses a
+    directory the daemon itself just made, even when the log lives in the socket's."""
+    sock_dir = tmp_path / "run" / "zephon"
+    log_dir = sock_dir if log_in_socket_dir else tmp_path / "log" / "zephon"
+    log = log_dir / "zephond.log"
+    out = _run_zephond("--socket", str(sock_dir / "zephond.sock"), "--log-file", str(log),
+                       "--idle-exit-s", "0.3", umask=umask)
+    assert out.returncode == 0, out.stderr + (log.read_text() if log.exists() else "")
+    assert sock_dir.stat().st_mode & 0o7777 == 0o700
+    assert log_dir.stat().st_mode & 0o7777 == 0o700
+    assert log.stat().st_mode & 0o777 == 0o600
+
+
+def test_unknown_shm_group_exits_2_before_creating_the_socket_dir(tmp_path):
+    sock_dir = tmp_path / "run" / "zephon"
+    log = tmp_path / "log" / "zephond.log"
+    out = _run_zephond("--socket", str(sock_dir / "zephond.sock"), "--log-file", str(log),
+                       "--shm-group", "zephon-no-such-group", "--idle-exit-s", "0.3")
+    assert out.returncode == 2, (out.returncode, out.stderr)
+    assert "--shm-group=zephon-no-such-group: no such group" in out.stderr, out.stderr
+    assert not (tmp_path / "run").exists(), "a directory was created before the group check"
+    assert not (tmp_path / "log").exists(), "the log was opened before the group check"
 
 
 @needs_root
