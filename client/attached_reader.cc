@@ -177,11 +177,13 @@ void AttachedReader::Detach() {
   detached_ = true;
   proto::AttachClientMessage bye;
   bye.set_detach(true);
-  if (stream_->Write(bye)) stream_->WritesDone();
   // The daemon ends the stream right after reading the detach; a wedged daemon must
-  // not hang the trainer, so the wait for that is bounded.
+  // not hang the trainer, so every wait on it here is bounded: sending the detach (a
+  // daemon that stopped reading leaves Write blocked on flow control), closing our side
+  // and waiting for the stream's end.
   {
     CancelAfter guard(context_.get(), absl::Seconds(5));
+    if (stream_->Write(bye)) stream_->WritesDone();
     (void)stream_->Finish();
   }
   // Disconnect now, not when the reader is destroyed: the mapping may outlive the lease

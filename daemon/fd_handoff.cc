@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -25,6 +26,14 @@ std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("ring"); }
 
 constexpr size_t kTokenBytes = 16;
 constexpr int kPollMs = 100;
+// Most connections waiting for their token at once; beyond it the oldest is closed.
+constexpr size_t kMaxWaiting = 256;
+// Pause after accept4 fails for want of descriptors or memory.
+constexpr absl::Duration kAcceptBackoff = absl::Milliseconds(100);
+// Bound on receiving a token that poll() reported ready and on sending the reply: the
+// datagram is already queued and the reply fits the fresh socket's empty buffer, so only
+// a hostile peer (shrunken buffer) could make either wait, and it must not stall others.
+constexpr absl::Duration kReplyWait = absl::Milliseconds(100);
 
 std::string ErrorReply(absl::StatusCode code, const std::string& message) {
   return absl::StrCat("ERR ", static_cast<int>(code), " ", message);
@@ -46,27 +55,26 @@ absl::StatusOr<std::unique_ptr<FdHandoff>> FdHandoff::Start(FdHandoffOptions opt
     return absl::InternalError(absl::StrCat("socket(AF_UNIX): ", std::strerror(errno)));
   }
   unlink(options.socket_path.c_str());  // stale, from a daemon that died; the lock is ours
-  // Created 0600 (umask) and only then widened to the group, so there is no window in
-  // which another user could connect.
-  const mode_t old_umask = umask(0177);
-  const int bound = bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  const int bind_errno = errno;
-  umask(old_umask);
-  if (bound != 0) {
-    return absl::Status(bind_errno == EACCES ? absl::StatusCode::kPermissionDenied
-                                             : absl::StatusCode::kInternal,
+  // No umask games (umask is process-wide and would race with other threads creating
+  // files): the socket is created with the process umask, and its final mode and group are
+  // set before listen(). Until listen() a connect is refused, so there is no window in
+  // which another user could connect whatever mode bind() gave it.
+  if (bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    return absl::Status(err == EACCES ? absl::StatusCode::kPermissionDenied
+                                      : absl::StatusCode::kInternal,
                         absl::StrCat("cannot bind the ring hand-off socket ",
-                                     options.socket_path, ": ", std::strerror(bind_errno)));
+                                     options.socket_path, ": ", std::strerror(err)));
   }
-  if (options.group.has_value()) {
-    if (chown(options.socket_path.c_str(), static_cast<uid_t>(-1), *options.group) != 0 ||
-        chmod(options.socket_path.c_str(), 0660) != 0) {
-      const int err = errno;
-      unlink(options.socket_path.c_str());
-      return absl::PermissionDeniedError(absl::StrCat(
-          "cannot give the ring hand-off socket ", options.socket_path, " to group ",
-          *options.group, ": ", std::strerror(err)));
-    }
+  if ((options.group.has_value() &&
+       chown(options.socket_path.c_str(), static_cast<uid_t>(-1), *options.group) != 0) ||
+      chmod(options.socket_path.c_str(), options.group.has_value() ? 0660 : 0600) != 0) {
+    const int err = errno;
+    unlink(options.socket_path.c_str());
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot set the mode/group of the ring hand-off socket ", options.socket_path,
+        options.group ? absl::StrCat(" (group ", *options.group, ")") : "", ": ",
+        std::strerror(err)));
   }
   if (listen(listener.get(), 64) != 0) {
     const int err = errno;
@@ -123,17 +131,81 @@ void FdHandoff::ExpireLocked(absl::Time now) {
 }
 
 void FdHandoff::Serve() {
+  // Accepted connections waiting for their token, oldest first (all share io_timeout, so
+  // this is also deadline order). A silent peer costs one slot until its deadline, never
+  // another client's time: every ready connection is served in the same round.
+  struct Waiting {
+    shm::UniqueFd fd;
+    absl::Time deadline;
+  };
+  std::vector<Waiting> waiting;
+  bool accept_starved = false;  // to log an fd shortage once per stretch, not every round
+  std::vector<pollfd> polls;
   while (!stop_.load()) {
-    pollfd p{listener_.get(), POLLIN, 0};
-    const int ready = poll(&p, 1, kPollMs);
+    polls.clear();
+    polls.push_back(pollfd{listener_.get(), POLLIN, 0});
+    for (const Waiting& w : waiting) polls.push_back(pollfd{w.fd.get(), POLLIN, 0});
+    int timeout_ms = kPollMs;
+    if (!waiting.empty()) {
+      const int64_t until_first = absl::ToInt64Milliseconds(waiting.front().deadline - absl::Now());
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(until_first + 1, 0, kPollMs));
+    }
+    const int ready = poll(polls.data(), polls.size(), timeout_ms);
+    const absl::Time now = absl::Now();
     {
       absl::MutexLock lock(&mu_);
-      ExpireLocked(absl::Now());
+      ExpireLocked(now);
     }
-    if (ready <= 0) continue;
-    shm::UniqueFd conn(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-    if (!conn.valid()) continue;  // EAGAIN (the peer gave up), EMFILE: retry next round
-    HandleConnection(conn.get());
+    if (ready < 0) {
+      if (errno != EINTR) {
+        Log()->error("ring hand-off poll: {}", std::strerror(errno));
+        absl::SleepFor(kAcceptBackoff);
+      }
+      continue;
+    }
+    // Serve every connection whose token arrived (or that hung up); drop the overdue.
+    std::vector<Waiting> still;
+    still.reserve(waiting.size());
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      if (polls[i + 1].revents != 0) {
+        HandleConnection(waiting[i].fd.get(),
+                         absl::Now() + std::min(options_.io_timeout, kReplyWait));
+      } else if (waiting[i].deadline <= now) {
+        Log()->warn("ring hand-off: a peer connected but sent no token within {}; closed",
+                    absl::FormatDuration(options_.io_timeout));
+      } else {
+        still.push_back(std::move(waiting[i]));
+      }
+    }
+    waiting = std::move(still);
+    if ((polls[0].revents & POLLIN) == 0) continue;
+    for (size_t n = 0; n < kMaxWaiting; ++n) {
+      shm::UniqueFd conn(
+          accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!conn.valid()) {
+        const int err = errno;
+        if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+          // The pending connection stays queued and poll() reports it ready at once:
+          // without a pause this loop would spin a core until descriptors free up.
+          if (!accept_starved) {
+            Log()->warn("ring hand-off cannot accept: {}; retrying every {}",
+                        std::strerror(err), absl::FormatDuration(kAcceptBackoff));
+          }
+          accept_starved = true;
+          absl::SleepFor(kAcceptBackoff);
+        }
+        break;  // EAGAIN: queue drained; ECONNABORTED and the like: next round
+      }
+      accept_starved = false;
+      if (waiting.size() >= kMaxWaiting) {
+        // Bounded: a flood of silent connections evicts its own oldest members, and a
+        // real client connecting now is served as soon as its token arrives.
+        Log()->warn("ring hand-off: {} connections sent no token yet; closing the oldest",
+                    waiting.size());
+        waiting.erase(waiting.begin());
+      }
+      waiting.push_back(Waiting{std::move(conn), now + options_.io_timeout});
+    }
   }
 }
 
@@ -163,8 +235,7 @@ std::string FdHandoff::RefusePeer(int fd, std::string* who) const {
                       "; run the trainer as that user or start zephond with --shm-group");
 }
 
-void FdHandoff::HandleConnection(int fd) {
-  const absl::Time deadline = absl::Now() + options_.io_timeout;
+void FdHandoff::HandleConnection(int fd, absl::Time deadline) {
   std::string who;
   const std::string refused = RefusePeer(fd, &who);
   // Read the request even from a refused peer: closing a Unix socket with unread data

@@ -8,8 +8,14 @@
 // Access is decided at hand-over: the socket's file mode admits only the daemon's user
 // (or its --shm-group), and the peer's SO_PEERCRED uid/gid (and SO_PEERGROUPS) must be
 // root, the daemon's uid, or in that group. Tokens are single-use, expire after
-// `token_ttl`, and are withdrawn when their Attach stream ends. Every socket wait has a
-// deadline (`io_timeout`); the accept loop re-checks for shutdown every 100 ms.
+// `token_ttl`, and are withdrawn when their Attach stream ends.
+//
+// A silent or slow peer cannot delay anyone else: the serving thread poll()s the listener
+// and every accepted connection together, serves each connection whose token has arrived,
+// and closes one that sent none within `io_timeout` (at most 256 wait at once; beyond
+// that the oldest is closed). Receiving a ready token and sending the reply wait at most
+// 100 ms. When accept fails for want of descriptors or memory the loop pauses 100 ms
+// instead of spinning. The loop re-checks for shutdown every 100 ms.
 //
 // Thread-safety: thread-safe. One serving thread; Offer/Withdraw come from gRPC threads.
 #ifndef ZEPHON_DAEMON_FD_HANDOFF_H_
@@ -39,19 +45,21 @@ struct FdHandoffOptions {
   std::optional<gid_t> group;
   // How long an offer waits for its claim.
   absl::Duration token_ttl = absl::Seconds(60);
-  // Deadline of each receive/send on an accepted connection.
+  // How long an accepted connection may take to send its token before it is closed.
   absl::Duration io_timeout = absl::Seconds(2);
 };
 
 class FdHandoff {
  public:
   // Binds and listens on options.socket_path (replacing a stale socket there: the
-  // daemon lock says it is ours), sets its mode/group, starts the serving thread.
+  // daemon lock says it is ours), sets its mode (0600, or 0660 and the group with
+  // --shm-group) before listening, starts the serving thread. Leaves the umask alone.
   // Errors: INVALID_ARGUMENT (path too long for a Unix socket), PERMISSION_DENIED /
   // INTERNAL (bind, chmod, chown failed: the message names the path).
   static absl::StatusOr<std::unique_ptr<FdHandoff>> Start(FdHandoffOptions options);
-  // Stops the thread (within ~100 ms plus one io_timeout), removes the socket, closes
-  // every unclaimed descriptor.
+  // Stops the thread (one 100 ms poll round plus replies in flight, each <= 100 ms),
+  // removes the socket, closes every unclaimed descriptor and every connection still
+  // waiting for its token.
   ~FdHandoff();
   FdHandoff(const FdHandoff&) = delete;
   FdHandoff& operator=(const FdHandoff&) = delete;
@@ -77,7 +85,8 @@ class FdHandoff {
       : options_(std::move(options)), listener_(std::move(listener)) {}
 
   void Serve();
-  void HandleConnection(int fd);
+  // Serves one connection whose token is ready; no wait on it outlasts `deadline`.
+  void HandleConnection(int fd, absl::Time deadline);
   // Empty when the peer may claim descriptors; otherwise why not.
   std::string RefusePeer(int fd, std::string* who) const;
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,21 +1,35 @@
 #include "daemon/fd_handoff.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "shm/fd_passing.h"
 #include "shm/segment.h"
+
+// Counts umask() calls made from this binary (the definition here takes precedence over
+// libc's for the code linked into the test): umask is process-wide, so a library that
+// changes it races with every other thread creating files.
+std::atomic<int> g_umask_calls{0};
+extern "C" mode_t umask(mode_t mask) noexcept {
+  g_umask_calls.fetch_add(1);
+  return static_cast<mode_t>(syscall(SYS_umask, mask));
+}
 
 namespace zephon::daemon {
 namespace {
@@ -103,18 +117,94 @@ TEST_F(FdHandoffTest, SocketIsOwnerOnlyAndRemovedOnShutdown) {
   EXPECT_NE(access(path.c_str(), F_OK), 0);
 }
 
-TEST_F(FdHandoffTest, SilentClientDelaysOthersAtMostOneIoTimeout) {
-  Start(absl::Seconds(30), /*io_timeout=*/absl::Milliseconds(300));
-  // Connect and never send: the daemon must give up on it and serve the next client.
-  const int silent = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+// Connects to `path` and sends nothing.
+int ConnectSilently(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, handoff_->socket_path().c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << std::strerror(errno);
+  return fd;
+}
+
+TEST_F(FdHandoffTest, SilentClientsDoNotDelayARealClaim) {
+  // Each silent peer used to hold the single serving thread for a whole io_timeout, so
+  // eight of them delayed the claim 16 s: past the claim's own deadline below, and with a
+  // full backlog past the token's lifetime.
+  Start(absl::Seconds(30), /*io_timeout=*/absl::Seconds(2));
+  std::vector<int> silent;
+  for (int i = 0; i < 8; ++i) silent.push_back(ConnectSilently(handoff_->socket_path()));
+  absl::SleepFor(absl::Milliseconds(50));  // let the daemon accept them first
   const std::string token = Offer();
-  auto fds = Claim(token);
-  EXPECT_TRUE(fds.ok()) << fds.status();
-  close(silent);
+  const absl::Time start = absl::Now();
+  auto fds = shm::ClaimRingFds(handoff_->socket_path(), token, start + absl::Seconds(5));
+  ASSERT_TRUE(fds.ok()) << fds.status();
+  // A deadline check, not a benchmark: well within one io_timeout, let alone 8 of them.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  // The silent peers are not served forever either: each is closed after io_timeout.
+  for (int fd : silent) {
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 10000), 1);
+    char byte;
+    EXPECT_EQ(recv(fd, &byte, 1, MSG_DONTWAIT), 0);  // end of stream: the daemon closed it
+    close(fd);
+  }
+}
+
+TEST_F(FdHandoffTest, AcceptOutOfDescriptorsBacksOffInsteadOfSpinning) {
+  // In a child process: its descriptor table is filled so the serving thread's accept4
+  // fails with EMFILE while a connection waits; the thread must not spin a core on it.
+  const std::string path = TempSocketPath();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    FdHandoffOptions options;
+    options.socket_path = path;
+    auto handoff = FdHandoff::Start(options);
+    if (!handoff.ok()) _exit(2);
+    const int client = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    const rlimit limit{128, 128};
+    if (client < 0 || setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(3);
+    while (dup(client) >= 0) {
+    }
+    if (errno != EMFILE) _exit(4);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    if (connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(5);
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    absl::SleepFor(absl::Seconds(2));
+    getrusage(RUSAGE_SELF, &after);
+    const auto cpu_us = [](const rusage& r) {
+      return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000000L + r.ru_utime.tv_usec +
+             r.ru_stime.tv_usec;
+    };
+    const long used_us = cpu_us(after) - cpu_us(before);
+    std::fprintf(stderr, "CPU used in 2 s out of descriptors: %ld us\n", used_us);
+    // A spinning loop burns ~2 s (or whatever share of a busy core it gets); backing
+    // off burns a few ms.
+    _exit(used_us < 250000 ? 0 : 6);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(FdHandoffTest, StartLeavesTheUmaskAloneAndStillMakesTheSocketOwnerOnly) {
+  // A permissive umask must not widen the socket, and Start must not touch the umask.
+  const mode_t saved = static_cast<mode_t>(syscall(SYS_umask, 0));
+  const int calls_before = g_umask_calls.load();
+  Start();
+  const int calls = g_umask_calls.load() - calls_before;
+  syscall(SYS_umask, saved);
+  EXPECT_EQ(calls, 0) << "FdHandoff::Start changed the process-wide umask";
+  struct stat st {};
+  ASSERT_EQ(stat(handoff_->socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_TRUE(Claim(Offer()).ok());
 }
 
 TEST_F(FdHandoffTest, PeerOfAnotherUserIsRefused) {
