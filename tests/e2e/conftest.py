@@ -10,7 +10,7 @@ import pytest
 
 import zephon
 from zephon.corpus import synthetic_documents
-from zephond_process import Daemon  # noqa: F401  (tests import it from here)
+from zephond_process import Daemon, private_dir  # noqa: F401  (tests import them from here)
 
 NUM_DOCS = 2000
 
@@ -39,9 +39,7 @@ def make_daemon(tmp_path):
     started = []
 
     def make(name: str) -> Daemon:
-        workdir = tmp_path / name
-        workdir.mkdir()
-        d = Daemon(workdir)
+        d = Daemon(private_dir(tmp_path / name))
         started.append(d)
         return d
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import zephon
-from conftest import Daemon, pipeline
+from conftest import Daemon, pipeline, private_dir
 
 HERE = Path(__file__).resolve().parent
 GROUP = dict(world_size=2, dp_degree=1, dp_group_id=0, run_id="crash", aggregate_dir="/tmp/a")
@@ -247,8 +247,7 @@ def ring_fd_modes(d: Daemon) -> list[int]:
 def test_sockets_are_private_by_default_and_group_shared_on_request(corpus, tmp_path):
     """Access to rings is decided when their descriptors are handed over: the hand-off
     socket has the main socket's mode and group, and the memfds are owner-only."""
-    (tmp_path / "private").mkdir()
-    d = Daemon(tmp_path / "private")
+    d = Daemon(private_dir(tmp_path / "private"))
     p = pipeline(corpus, d.socket)
     hashes(p, 1)
     assert len(d.ring_memfds()) == 1
@@ -260,8 +259,7 @@ def test_sockets_are_private_by_default_and_group_shared_on_request(corpus, tmp_
     assert d.stop() == 0
     assert not os.path.exists(d.socket + ".fds")
 
-    (tmp_path / "group").mkdir()
-    g = Daemon(tmp_path / "group", extra_args=["--shm-group", "root"])
+    g = Daemon(private_dir(tmp_path / "group"), extra_args=["--shm-group", "root"])
     p = pipeline(corpus, g.socket)
     hashes(p, 1)
     for path in (g.socket, g.socket + ".fds"):

@@ -44,6 +44,25 @@ def cluster_secret_file() -> str:
     return _CLUSTER_SECRET
 
 
+def private_dir(path: Path) -> Path:
+    """Creates `path` and its missing parents with mode 0700 and makes `path` 0700.
+
+    zephond refuses a runtime directory (its socket's parent) that its group or others can
+    write, and a group/world-writable non-sticky directory above it: under umask 002 a plain
+    mkdir() makes exactly that. Path.mkdir(parents=True) ignores `mode` for the parents, so
+    each missing one is made here."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        directory.chmod(0o700)  # mkdir's mode is masked by the umask
+    path.chmod(0o700)
+    return path
+
+
 class Daemon:
     """A zephond on a private socket and shm prefix: one simulated node.
 
@@ -53,8 +72,7 @@ class Daemon:
 
     def __init__(self, workdir: Path, extra_args: list[str] | None = None, peer: bool = True,
                  wrapper: list[str] | None = None):
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
+        self.workdir = private_dir(workdir)
         self.socket = str(workdir / "zephond.sock")
         self.log = workdir / "zephond.log"
         self.shm_prefix = f"zt{uuid.uuid4().hex[:10]}"
