@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import zephon
-from zephond_process import Daemon
+from zephond_process import Daemon, private_dir
 
 C = 8
 STEPS = 6
@@ -103,8 +103,7 @@ def nodes(tmp_path):
 
     def make(n):
         for i in range(n):
-            (tmp_path / f"node{len(started)}").mkdir()
-            started.append(Daemon(tmp_path / f"node{len(started)}"))
+            started.append(Daemon(private_dir(tmp_path / f"node{len(started)}")))
         return started[-n:]
 
     yield make
@@ -330,8 +329,7 @@ def test_peer_traffic_over_mutual_tls(corpus, tmp_path):
            "--peer-tls-ca", certs["ca"]]
     daemons = []
     for name in ("tls-a", "tls-b"):
-        (tmp_path / name).mkdir()
-        daemons.append(Daemon(tmp_path / name, extra_args=tls))
+        daemons.append(Daemon(private_dir(tmp_path / name), extra_args=tls))
     agg = tmp_path / "agg"
     job = Job(corpus, daemons, dp=2, peers=1, run_id="tls", agg=agg)
     job.step()
@@ -339,8 +337,7 @@ def test_peer_traffic_over_mutual_tls(corpus, tmp_path):
     assert states[0] == states[1] and (agg / "tls" / "checkpoint-00000000.zckpt").exists()
     job.close()
     # A follower without TLS cannot report to a TLS leader: the round fails, no file.
-    (tmp_path / "plain").mkdir()
-    plain = Daemon(tmp_path / "plain")
+    plain = Daemon(private_dir(tmp_path / "plain"))
     job = Job(corpus, [daemons[0], plain], dp=2, peers=1, run_id="tls-mixed", agg=agg,
               timeout=3.0)
     job.step()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zephon
-from conftest import Daemon
+from conftest import Daemon, private_dir
 
 
 def write_jsonl(path, docs, compress=None):
@@ -90,10 +90,8 @@ def two_corpora(tmp_path):
 
 
 def test_parallel_materialization_matches_inline_through_the_daemon(two_corpora, tmp_path):
-    (tmp_path / "inline").mkdir()
-    (tmp_path / "pool").mkdir()
-    inline = Daemon(tmp_path / "inline", extra_args=["--worker-threads", "0"])
-    pooled = Daemon(tmp_path / "pool", extra_args=["--worker-threads", "4"])
+    inline = Daemon(private_dir(tmp_path / "inline"), extra_args=["--worker-threads", "0"])
+    pooled = Daemon(private_dir(tmp_path / "pool"), extra_args=["--worker-threads", "4"])
     a = mixture(*two_corpora, inline.socket, threads=1)
     b = mixture(*two_corpora, pooled.socket, threads=4)
     assert stream(a, 60) == stream(b, 60)

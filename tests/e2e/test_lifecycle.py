@@ -45,13 +45,22 @@ def _rss_bytes() -> int:
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
-def _daemon_shm_bytes(daemon) -> int:
-    return sum(os.path.getsize(f"/dev/shm/{n}") for n in daemon.shm_segments())
+def _daemon_ring_bytes(daemon) -> int:
+    """Ring memory the daemon still holds: the sizes of its open ring memfds (fds it closes
+    while this looks are skipped), plus any /dev/shm segment of its prefix (there should be
+    none: a layout-1 leftover would count too)."""
+    legacy = 0
+    for name in daemon.legacy_shm_segments():
+        try:
+            legacy += os.path.getsize(f"/dev/shm/{name}")
+        except FileNotFoundError:
+            pass
+    return daemon.ring_memfd_bytes() + legacy
 
 
 def _snapshot(daemon) -> dict:
     return {"fds": _fds(), "daemon_fds": _fds(daemon.proc.pid), "mapped": _ring_mapped_bytes(),
-            "daemon_shm": _daemon_shm_bytes(daemon), "rss": _rss_bytes(),
+            "daemon_ring": _daemon_ring_bytes(daemon), "rss": _rss_bytes(),
             "instances": len(daemon.status().get("instances", []))}
 
 
@@ -62,7 +71,7 @@ def _settled(daemon, baseline: dict, deadline_s: float = 10) -> dict:
     while True:
         now = _snapshot(daemon)
         if (now["daemon_fds"] <= baseline["daemon_fds"] + FD_SLACK and now["instances"] == 0
-                and now["daemon_shm"] == 0) or time.monotonic() > deadline:
+                and now["daemon_ring"] == 0) or time.monotonic() > deadline:
             return now
         time.sleep(0.1)
 
@@ -72,7 +81,7 @@ def _assert_back_to_baseline(baseline: dict, after: dict, what: str) -> None:
     assert after["fds"] <= baseline["fds"] + FD_SLACK, "client fds leaked; " + report
     assert after["daemon_fds"] <= baseline["daemon_fds"] + FD_SLACK, "zephond fds leaked; " + report
     assert after["mapped"] == 0, "ring mappings leaked in the client; " + report
-    assert after["daemon_shm"] == 0, "ring segments left in /dev/shm; " + report
+    assert after["daemon_ring"] == 0, "zephond still holds ring memory; " + report
     assert after["instances"] == 0, "zephond kept instances without readers; " + report
     assert after["rss"] <= baseline["rss"] + RSS_SLACK_BYTES, "client RSS grew; " + report
 
@@ -81,6 +90,7 @@ def _one_cycle(corpus, daemon, how: str) -> None:
     p = pipeline(corpus, daemon.socket, max_length=17, microbatch=2, prefetch_batches=2)
     batch = next(iter(p))
     assert batch["tokens"].shape == (2, 17)
+    assert _daemon_ring_bytes(daemon) > 0, "the measure sees no ring while one is attached"
     if how == "close":
         p.close()
         del batch, p
@@ -94,7 +104,8 @@ def test_attach_read_close_cycles_return_to_baseline(corpus, daemon, how):
     gc.collect()
     _one_cycle(corpus, daemon, how)  # warm up: gRPC's process-wide threads and fds
     baseline = _settled(daemon, _snapshot(daemon))
-    assert baseline["mapped"] == 0 and baseline["instances"] == 0, baseline
+    assert (baseline["mapped"] == 0 and baseline["instances"] == 0
+            and baseline["daemon_ring"] == 0), baseline
     for _ in range(CYCLES):
         _one_cycle(corpus, daemon, how)
     after = _settled(daemon, baseline)
@@ -158,4 +169,4 @@ def test_work_stops_and_ring_goes_when_the_last_reader_leaves(tmp_path, daemon):
     busy_s = daemon.cpu_s() - cpu_before
     assert busy_s < 0.5, f"zephond used {busy_s:.2f} s of CPU in 2 s after its last reader left"
     after = _snapshot(daemon)
-    assert after["instances"] == 0 and after["daemon_shm"] == 0, after
+    assert after["instances"] == 0 and after["daemon_ring"] == 0, after

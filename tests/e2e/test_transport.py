@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import zephon
-from conftest import Daemon, pipeline
+from conftest import Daemon, pipeline, private_dir
 
 HERE = Path(__file__).resolve().parent
 GROUP = dict(world_size=2, dp_degree=1, dp_group_id=0, run_id="crash", aggregate_dir="/tmp/a")
@@ -106,7 +106,9 @@ def test_killed_daemon_fails_reads_in_bounded_time_and_leaves_no_ring(corpus, tm
     d = Daemon(tmp_path)
     reader = pipeline(corpus, d.socket, daemon_timeout_s=1.0)
     hashes(reader, 1)
-    assert len(d.ring_memfds()) == 1
+    ring = d.ring_memfds()
+    assert len(ring) == 1 and d.ring_memfd_bytes() > 0, ring
+    assert ring[0] in d.mapped_rings(), "the reader should map the ring the daemon holds"
     assert d.legacy_shm_segments() == []  # rings are memfds: no /dev/shm name
     d.proc.send_signal(signal.SIGKILL)
     d.proc.wait()
@@ -118,7 +120,12 @@ def test_killed_daemon_fails_reads_in_bounded_time_and_leaves_no_ring(corpus, tm
     waited = time.monotonic() - killed_at
     print(f"reader noticed the dead daemon after {waited * 1000:.0f} ms")
     assert waited < 1.0 + 3.0
-    assert d.shm_segments() == []  # SIGKILLed, and nothing is left behind
+    # The SIGKILLed daemon's fds are gone; the reader's mapping is now all that keeps the
+    # ring's memory, and nothing has a name anywhere that could outlive it.
+    assert d.legacy_shm_segments() == []
+    assert ring[0] in d.mapped_rings(), "the reader let go of its ring before close()"
+    reader.close()
+    assert d.mapped_rings() == [], "close() after the daemon died left the ring mapped"
 
     # A layout-1 segment an older zephond left with this prefix is still swept on start.
     legacy = Path("/dev/shm") / f"{d.shm_prefix}.999999999.0"
@@ -129,7 +136,7 @@ def test_killed_daemon_fails_reads_in_bounded_time_and_leaves_no_ring(corpus, tm
         fresh = pipeline(corpus, d.socket)
         assert len(hashes(fresh, 2)) == 2
         fresh.close()
-        reader.close()
+        assert d.wait_no_ring_memfds() == []
         assert d.stop() == 0
         assert "swept 1 legacy /dev/shm segment" in d.log.read_text()
     finally:
@@ -182,7 +189,7 @@ def test_daemon_sigterm_closes_rings_without_blaming_peers(corpus, tmp_path):
             for _ in range(100):
                 next(it)
         p.close()
-    assert d.shm_segments() == []
+    assert d.mapped_rings() == [] and d.legacy_shm_segments() == []
 
 
 def test_second_daemon_on_the_same_socket_is_refused(daemon):
@@ -247,8 +254,7 @@ def ring_fd_modes(d: Daemon) -> list[int]:
 def test_sockets_are_private_by_default_and_group_shared_on_request(corpus, tmp_path):
     """Access to rings is decided when their descriptors are handed over: the hand-off
     socket has the main socket's mode and group, and the memfds are owner-only."""
-    (tmp_path / "private").mkdir()
-    d = Daemon(tmp_path / "private")
+    d = Daemon(private_dir(tmp_path / "private"))
     p = pipeline(corpus, d.socket)
     hashes(p, 1)
     assert len(d.ring_memfds()) == 1
@@ -260,8 +266,7 @@ def test_sockets_are_private_by_default_and_group_shared_on_request(corpus, tmp_
     assert d.stop() == 0
     assert not os.path.exists(d.socket + ".fds")
 
-    (tmp_path / "group").mkdir()
-    g = Daemon(tmp_path / "group", extra_args=["--shm-group", "root"])
+    g = Daemon(private_dir(tmp_path / "group"), extra_args=["--shm-group", "root"])
     p = pipeline(corpus, g.socket)
     hashes(p, 1)
     for path in (g.socket, g.socket + ".fds"):

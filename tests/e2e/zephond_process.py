@@ -44,6 +44,25 @@ def cluster_secret_file() -> str:
     return _CLUSTER_SECRET
 
 
+def private_dir(path: Path) -> Path:
+    """Creates `path` and its missing parents with mode 0700 and makes `path` 0700.
+
+    zephond refuses a runtime directory (its socket's parent) that its group or others can
+    write, and a group/world-writable non-sticky directory above it: under umask 002 a plain
+    mkdir() makes exactly that. Path.mkdir(parents=True) ignores `mode` for the parents, so
+    each missing one is made here."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
+        directory.chmod(0o700)  # mkdir's mode is masked by the umask
+    path.chmod(0o700)
+    return path
+
+
 class Daemon:
     """A zephond on a private socket and shm prefix: one simulated node.
 
@@ -53,8 +72,7 @@ class Daemon:
 
     def __init__(self, workdir: Path, extra_args: list[str] | None = None, peer: bool = True,
                  wrapper: list[str] | None = None):
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
+        self.workdir = private_dir(workdir)
         self.socket = str(workdir / "zephond.sock")
         self.log = workdir / "zephond.log"
         self.shm_prefix = f"zt{uuid.uuid4().hex[:10]}"
@@ -89,27 +107,72 @@ class Daemon:
     def _listening_lines(self) -> int:
         return self.log.read_text().count("listening on") if self.log.exists() else 0
 
-    def ring_memfds(self) -> list[str]:
-        """Names of the rings the live daemon holds: the data memfd of each (ring layout 2
-        rings have no /dev/shm name; they show in /proc/<pid>/fd as "/memfd:<name>")."""
+    def _memfd_name(self, target: str) -> str | None:
+        """The memfd name of this daemon's ring in a /proc fd link or maps path, else None."""
+        if not target.startswith(f"/memfd:{self.shm_prefix}."):
+            return None
+        return target[len("/memfd:"):].removesuffix(" (deleted)")
+
+    def _ring_fds(self) -> list[tuple[str, str]]:
+        """(/proc/<pid>/fd/<n>, memfd name) of every data and cursor memfd of this prefix
+        the live daemon holds. Fds closed while this looks are skipped: a detach tears
+        down asynchronously."""
         if self.proc.poll() is not None:
             return []
         fd_dir = f"/proc/{self.proc.pid}/fd"
-        marker = f"/memfd:{self.shm_prefix}."
-        names = set()
         try:
             entries = os.listdir(fd_dir)
         except OSError:
             return []
+        fds = []
         for entry in entries:
             try:
-                target = os.readlink(f"{fd_dir}/{entry}")
+                name = self._memfd_name(os.readlink(f"{fd_dir}/{entry}"))
             except OSError:
                 continue
-            if target.startswith(marker):
-                name = target[len("/memfd:"):].removesuffix(" (deleted)")
-                if not name.endswith(".cursors"):
-                    names.add(name)
+            if name is not None:
+                fds.append((f"{fd_dir}/{entry}", name))
+        return fds
+
+    def ring_memfds(self) -> list[str]:
+        """Names of the rings the live daemon holds: the data memfd of each (ring layout 2
+        rings have no /dev/shm name; they show in /proc/<pid>/fd as "/memfd:<name>")."""
+        return sorted({name for _, name in self._ring_fds() if not name.endswith(".cursors")})
+
+    def ring_memfd_bytes(self) -> int:
+        """Bytes of ring memory the live daemon holds open: the size of each distinct data
+        and cursor memfd of this prefix among its fds (0 once every ring is freed)."""
+        sizes = {}
+        for fd_path, _ in self._ring_fds():
+            try:
+                st = os.stat(fd_path)  # follows the link to the memfd itself
+            except OSError:
+                continue  # closed since it was listed
+            sizes[(st.st_dev, st.st_ino)] = st.st_size
+        return sum(sizes.values())
+
+    def wait_no_ring_memfds(self, deadline_s: float = 5) -> list[str]:
+        """Waits up to `deadline_s` for the daemon to close every ring memfd (it frees a ring
+        asynchronously once its last reader detached); returns the names still held."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            held = sorted({name for _, name in self._ring_fds()})
+            if not held or time.monotonic() > deadline:
+                return held
+            time.sleep(0.05)
+
+    def mapped_rings(self, pid: int | str = "self") -> list[str]:
+        """Names of this daemon's ring memfds (data and cursors) mapped in process `pid`
+        (default: this one). A memfd's memory is freed once no fd and no mapping holds it,
+        so after a reader closes, this is how to see that it let go."""
+        names = set()
+        with open(f"/proc/{pid}/maps") as maps:
+            for line in maps:
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6:
+                    name = self._memfd_name(fields[5].rstrip("\n"))
+                    if name is not None:
+                        names.add(name)
         return sorted(names)
 
     def legacy_shm_segments(self) -> list[str]:
