@@ -91,6 +91,16 @@ class Job:
     def checkpoint(self) -> list:
         return list(self.pool.map(lambda p: p.checkpoint(), self.pipes))
 
+    def checkpoint_fails(self, timeout: float = 60) -> list[str]:
+        """Every rank's checkpoint() must raise ZephonError (within `timeout`); their messages."""
+        futures = [self.pool.submit(p.checkpoint) for p in self.pipes]
+        errors = []
+        for f in futures:
+            with pytest.raises(zephon.ZephonError) as e:
+                f.result(timeout=timeout)
+            errors.append(str(e.value))
+        return errors
+
     def close(self):
         for p in self.pipes:
             p.close()
@@ -341,10 +351,7 @@ def test_peer_traffic_over_mutual_tls(corpus, tmp_path):
     job = Job(corpus, [daemons[0], plain], dp=2, peers=1, run_id="tls-mixed", agg=agg,
               timeout=3.0)
     job.step()
-    with ThreadPoolExecutor(2) as pool:
-        for f in [pool.submit(p.checkpoint) for p in job.pipes]:
-            with pytest.raises(zephon.ZephonError):
-                f.result(timeout=60)
+    job.checkpoint_fails()
     assert not list((agg / "tls-mixed").glob("checkpoint-*"))
     job.close()
     for d in daemons + [plain]:

@@ -131,17 +131,6 @@ def test_a_run_on_one_node_checkpoints_without_any_peer_port(corpus, tmp_path):
         assert d.stop() == 0
 
 
-def _checkpoint_all(job, timeout):
-    with ThreadPoolExecutor(len(job.pipes)) as pool:
-        futures = [pool.submit(p.checkpoint) for p in job.pipes]
-        errors = []
-        for f in futures:
-            with pytest.raises(zephon.ZephonError) as e:
-                f.result(timeout=timeout)
-            errors.append(str(e.value))
-        return errors
-
-
 def test_a_follower_of_a_leader_without_peer_service_fails_promptly(corpus, tmp_path):
     leader = Daemon(tmp_path / "leader", peer=False)
     follower = Daemon(tmp_path / "follower")
@@ -181,7 +170,7 @@ def test_a_follower_with_another_secret_is_refused(corpus, tmp_path):
     job = Job(corpus, [leader, rogue], dp=2, peers=1, run_id="rogue", agg=agg, timeout=3.0)
     try:
         job.step()
-        errors = _checkpoint_all(job, timeout=60)
+        errors = job.checkpoint_fails()
         assert any("wrong signature" in e for e in errors), errors
         assert not list((agg / "rogue").glob("checkpoint-*"))
         assert "refused a checkpoint report" in leader.log.read_text()
