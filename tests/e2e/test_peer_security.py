@@ -8,13 +8,13 @@ import os
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 import zephon
 from test_checkpoint import Job
-from zephond_process import Daemon, cluster_secret_file, zephonctl_path
+from zephond_process import (Daemon, autostart_env, cluster_secret_file, one_batch_script,
+                             zephonctl_path)
 
 
 def _socket_inodes(pid: int) -> set[str]:
@@ -54,14 +54,8 @@ def test_single_node_daemon_opens_no_peer_port(tmp_path):
 
 def test_auto_started_daemon_opens_no_tcp_port(corpus, tmp_path):
     socket = str(tmp_path / "auto" / "zephond.sock")
-    env = dict(os.environ, PYTHONPATH=str(Path(zephon.__file__).parents[1]),
-               ZEPHON_SOCKET=socket, ZEPHON_IDLE_EXIT_S="2")
-    script = (
-        "import os, sys, zephon\n"
-        f"ds = zephon.Dataset.from_path('web', {str(corpus)!r}, fmt='megatron')\n"
-        "p = zephon.Pipeline(zephon.StaticMixtureWorkSource([ds], chunk_size=32))"
-        ".pack_flat(max_length=65).batch(2)\n"
-        "next(iter(p))\n"
+    env = autostart_env(socket, idle_exit_s=2)
+    script = one_batch_script(corpus) + (
         f"pid = int(open({socket + '.lock'!r}).read())\n"
         "print(pid); sys.stdout.flush(); sys.stdin.readline(); p.close()\n")
     proc = subprocess.Popen(["/usr/bin/python3", "-c", script], env=env, text=True,

@@ -1,12 +1,11 @@
 """The README's Python example runs as written."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
-import zephon
+from zephond_process import autostart_env
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -14,8 +13,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 def test_readme_python_example_runs(tmp_path):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     assert blocks, "README has no python example"
-    env = dict(os.environ, PYTHONPATH=str(Path(zephon.__file__).parents[1]),
-               ZEPHON_SOCKET=str(tmp_path / "zephond.sock"), ZEPHON_IDLE_EXIT_S="1")
+    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
     out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -27,8 +25,7 @@ def test_readme_python_example_runs(tmp_path):
 def test_readme_checkpoint_example_runs(tmp_path):
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     assert len(blocks) >= 2, "README has no checkpoint example"
-    env = dict(os.environ, PYTHONPATH=str(Path(zephon.__file__).parents[1]),
-               ZEPHON_SOCKET=str(tmp_path / "zephond.sock"), ZEPHON_IDLE_EXIT_S="1")
+    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
     out = subprocess.run(["/usr/bin/python3", "-c", blocks[1]], env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -16,6 +16,7 @@ import pytest
 import zephon
 from conftest import pipeline
 from zephon import demo
+from zephond_process import autostart_env, one_batch_script
 
 
 def digest(batch) -> str:
@@ -291,14 +292,8 @@ def test_end_of_data_ends_iteration_without_duplicates(daemon, tmp_path):
 
 def test_client_autostarts_a_daemon_that_exits_when_idle(corpus, tmp_path):
     socket = str(tmp_path / "auto" / "zephond.sock")
-    env = dict(os.environ, PYTHONPATH=str(Path(zephon.__file__).parents[1]),
-               ZEPHON_SOCKET=socket, ZEPHON_IDLE_EXIT_S="1")
-    script = (
-        "import zephon\n"
-        f"ds = zephon.Dataset.from_path('web', {str(corpus)!r}, fmt='megatron')\n"
-        "p = zephon.Pipeline(zephon.StaticMixtureWorkSource([ds], chunk_size=32))"
-        ".pack_flat(max_length=65).batch(2)\n"
-        "b = next(iter(p)); print(b['tokens'].shape); p.close()\n")
+    env = autostart_env(socket, idle_exit_s=1)
+    script = one_batch_script(corpus) + "print(b['tokens'].shape); p.close()\n"
     out = subprocess.run(["/usr/bin/python3", "-c", script], env=env, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr

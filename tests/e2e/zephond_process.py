@@ -32,6 +32,24 @@ def zephonctl_path() -> str:
 _CLUSTER_SECRET: str | None = None
 
 
+def autostart_env(socket: str, idle_exit_s: float = 1) -> dict:
+    """Environment for a trainer subprocess whose client auto-starts zephond at `socket`
+    (exiting after `idle_exit_s` without readers)."""
+    return dict(os.environ, PYTHONPATH=str(Path(_native.__file__).parents[1]),
+                ZEPHON_SOCKET=socket, ZEPHON_IDLE_EXIT_S=str(idle_exit_s))
+
+
+def one_batch_script(corpus: Path) -> str:
+    """Python source that builds Pipeline `p` over the Megatron `corpus` and reads its
+    first batch into `b` (2 x 65 tokens); callers append what to do next."""
+    return (
+        "import os, sys, zephon\n"
+        f"ds = zephon.Dataset.from_path('web', {str(corpus)!r}, fmt='megatron')\n"
+        "p = zephon.Pipeline(zephon.StaticMixtureWorkSource([ds], chunk_size=32))"
+        ".pack_flat(max_length=65).batch(2)\n"
+        "b = next(iter(p))\n")
+
+
 def cluster_secret_file() -> str:
     """The peer secret shared by every test daemon of this process (mode 0400), as the
     daemons of one cluster share a Kubernetes Secret."""
