@@ -105,50 +105,42 @@ std::unique_ptr<grpc::Server> Serve(grpc::Service* service, const std::string& a
   return builder.BuildAndStart();
 }
 
-TEST(RpcLimitsTest, PeerReportsAndResultsOver4MiBGoThrough) {
-  const SocketDir dir("peer_big");
+// Sends `report` through a real PeerClient to an echoing leader built with `limits`.
+absl::StatusOr<proto::CheckpointResult> ReportThrough(Limits limits,
+                                                      const proto::CheckpointReport& report) {
+  const SocketDir dir("peer");
   const std::string address = "unix:" + dir.path() + "/leader.sock";
   EchoLeader leader;
+  std::unique_ptr<grpc::Server> server = Serve(&leader, address, limits);
+  if (server == nullptr) return absl::InternalError("cannot serve on " + address);
+  absl::StatusOr<std::unique_ptr<PeerClient>> client = PeerClient::Connect(address, nullptr);
+  if (!client.ok()) return client.status();
+  absl::StatusOr<proto::CheckpointResult> result =
+      (*client)->Report(report, absl::Now() + absl::Seconds(60));
+  server->Shutdown();
+  return result;
+}
+
+TEST(RpcLimitsTest, PeerReportsAndResultsOver4MiBGoThrough) {
   // As main.cc builds the peer server.
-  std::unique_ptr<grpc::Server> server = Serve(&leader, address, Limits::kPeerServer);
-  ASSERT_NE(server, nullptr);
-  auto client = PeerClient::Connect(address, nullptr);
-  ASSERT_TRUE(client.ok()) << client.status();
   const proto::CheckpointReport report = BigReport(kOverDefaultLimit);
-  auto result = (*client)->Report(report, absl::Now() + absl::Seconds(60));
+  auto result = ReportThrough(Limits::kPeerServer, report);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->checkpoint(), report.SerializeAsString());
-  server->Shutdown();
 }
 
 TEST(RpcLimitsTest, AServerWithoutTheLimitsRefusesWhatTheClientSends) {
   // The failure every builder avoids: gRPC's default receive limit on the server.
-  const SocketDir dir("peer_default");
-  const std::string address = "unix:" + dir.path() + "/leader.sock";
-  EchoLeader leader;
-  std::unique_ptr<grpc::Server> server = Serve(&leader, address, Limits::kDefault);
-  ASSERT_NE(server, nullptr);
-  auto client = PeerClient::Connect(address, nullptr);
-  ASSERT_TRUE(client.ok()) << client.status();
-  auto result = (*client)->Report(BigReport(kOverDefaultLimit), absl::Now() + absl::Seconds(60));
+  auto result = ReportThrough(Limits::kDefault, BigReport(kOverDefaultLimit));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted) << result.status();
-  server->Shutdown();
 }
 
 TEST(RpcLimitsTest, ThePeerServerBoundsWhatAnUnauthenticatedCallerCanMakeItHold) {
   // gRPC parses a request before its signature is checked: the peer server accepts no
   // more than a follower's report needs.
-  const SocketDir dir("peer_bounded");
-  const std::string address = "unix:" + dir.path() + "/leader.sock";
-  EchoLeader leader;
-  std::unique_ptr<grpc::Server> server = Serve(&leader, address, Limits::kPeerServer);
-  ASSERT_NE(server, nullptr);
-  auto client = PeerClient::Connect(address, nullptr);
-  ASSERT_TRUE(client.ok()) << client.status();
-  auto result = (*client)->Report(BigReport(size_t{kMaxPeerRequestBytes} + (1 << 20)),
-                                  absl::Now() + absl::Seconds(60));
+  auto result = ReportThrough(Limits::kPeerServer,
+                              BigReport(size_t{kMaxPeerRequestBytes} + (1 << 20)));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kResourceExhausted) << result.status();
-  server->Shutdown();
 }
 
 // A daemon's Unix-socket service whose Checkpoint answers with `bytes` of checkpoint.
