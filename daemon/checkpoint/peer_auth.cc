@@ -1,8 +1,6 @@
 #include "daemon/checkpoint/peer_auth.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -24,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/digest.h"
 
 namespace zephon::checkpoint {
 namespace {
@@ -33,13 +32,6 @@ constexpr size_t kMaxSecretBytes = 4096;
 constexpr size_t kNonceBytes = 16;
 // Bounds the replay cache whatever the call rate (~100 B an entry).
 constexpr size_t kMaxRememberedNonces = 1 << 20;
-
-std::string Digest(absl::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
-  return std::string(reinterpret_cast<const char*>(digest), len);
-}
 
 // Deterministic bytes of `message`: both sides of a call run the same serializer, so a
 // map's order cannot make an honest signature fail.
@@ -57,11 +49,11 @@ std::string Canonical(const google::protobuf::Message& message) {
 std::string RequestText(absl::string_view method, absl::string_view unix_ms,
                         absl::string_view nonce, const google::protobuf::Message& request) {
   return absl::StrCat("zephon-peer-v1\n", method, "\n", unix_ms, "\n", nonce, "\n",
-                      Digest(Canonical(request)));
+                      Sha256(Canonical(request)));
 }
 
 std::string ReplyText(absl::string_view nonce, const google::protobuf::Message& response) {
-  return absl::StrCat("zephon-peer-reply-v1\n", nonce, "\n", Digest(Canonical(response)));
+  return absl::StrCat("zephon-peer-reply-v1\n", nonce, "\n", Sha256(Canonical(response)));
 }
 
 bool EqualConstantTime(absl::string_view a, absl::string_view b) {
@@ -144,11 +136,7 @@ absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> PeerAuthenticator::From
 }
 
 std::string PeerAuthenticator::Mac(absl::string_view data) const {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), secret_.data(), static_cast<int>(secret_.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(mac), len));
+  return absl::BytesToHexString(HmacSha256(secret_, data));
 }
 
 std::string PeerAuthenticator::HeaderFor(absl::string_view method,

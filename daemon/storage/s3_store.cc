@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/digest.h"
 #include "common/status_macros.h"
 #include "daemon/storage/aws_config.h"
 #include "daemon/storage/s3_response.h"

@@ -16,8 +16,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/digest.h"
 #include "common/status_macros.h"
-#include "daemon/storage/sigv4.h"
 
 namespace zephon::storage {
 namespace {

@@ -1,7 +1,6 @@
 #include "daemon/storage/sigv4.h"
 
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <cctype>
@@ -10,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/digest.h"
 
 namespace zephon::storage {
 namespace {
@@ -64,27 +64,11 @@ std::string AwsUriEncode(absl::string_view in, bool keep_slash) {
   return out;
 }
 
-std::string Sha256Hex(absl::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), len));
-}
-
 std::string ContentMd5Base64(absl::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_md5(), nullptr);
   return absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(digest), len));
-}
-
-std::string HmacSha256(absl::string_view key, absl::string_view data) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), mac, &len);
-  return std::string(reinterpret_cast<const char*>(mac), len);
 }
 
 absl::StatusOr<SigV4Signature> SignV4(const SigV4Request& request, absl::string_view region,

@@ -65,15 +65,9 @@ absl::StatusOr<SigV4Signature> SignV4(const SigV4Request& request, absl::string_
 // AWS URI encoding (see the file comment); '/' is kept iff `keep_slash`.
 std::string AwsUriEncode(absl::string_view in, bool keep_slash);
 
-// Lowercase hex SHA-256 of `bytes` (OpenSSL EVP_sha256).
-std::string Sha256Hex(absl::string_view bytes);
-
 // The Content-MD5 header value for a body: base64 of its raw 16-byte MD5 (RFC 1864;
 // OpenSSL EVP_md5). S3 rejects a PUT whose body does not match it with 400 BadDigest.
 std::string ContentMd5Base64(absl::string_view bytes);
-
-// Raw 32-byte HMAC-SHA256 of `data` under `key`.
-std::string HmacSha256(absl::string_view key, absl::string_view data);
 
 }  // namespace zephon::storage
 

@@ -5,6 +5,7 @@
 #include "daemon/storage/sigv4.h"
 
 #include "absl/strings/match.h"
+#include "common/digest.h"
 #include "gtest/gtest.h"
 
 namespace zephon::storage {
