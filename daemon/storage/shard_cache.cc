@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/owned_path.h"
 #include "common/status_macros.h"
 #include "daemon/storage/shard_cache_fetch.h"
 #include "daemon/storage/shard_cache_file.h"
@@ -22,8 +23,6 @@ namespace {
 
 constexpr char kLockName[] = ".lock";
 constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 30;
-
-std::string ErrnoText() { return std::strerror(errno); }
 
 }  // namespace
 
@@ -401,10 +400,13 @@ void ShardCache::OpenDisk(bool retry) {
     return;
   }
   const std::string lock_path = absl::StrCat(options_.dir, "/", kLockName);
-  // Never through a symlink planted in the cache directory.
-  const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // Never through a symlink or hard link planted in the cache directory: the same rule
+  // as the daemon's own lock and log.
+  const absl::StatusOr<int> opened = OpenOwnedFile(lock_path, O_RDWR, 0600, geteuid());
+  const int fd = opened.ok() ? *opened : -1;
   if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const std::string why = fd < 0 ? ErrnoText() : "flock held";
+    const std::string why =
+        opened.ok() ? std::string("flock held") : std::string(opened.status().message());
     if (fd >= 0) close(fd);
     if (!retry) {
       spdlog::warn("shard cache: {} is in use by another zephond ({}); this daemon caches "
