@@ -47,6 +47,25 @@ absl::Status CheckOwner(const zephon_reader* reader) {
       "child)"));
 }
 
+// Refuses a zephon_batch whose caller declared another layout (see c_api.h, Versioning):
+// writing sizeof(zephon_batch) bytes into a smaller struct would corrupt its memory.
+absl::Status CheckBatchStructSize(uint32_t struct_size) {
+  constexpr uint32_t kSize = sizeof(zephon_batch);
+  if (struct_size == kSize) return absl::OkStatus();
+  const std::string got = absl::StrCat("zephon_next: zephon_batch.struct_size is ", struct_size,
+                                       " but this library (C API version ",
+                                       ZEPHON_C_API_VERSION, ") has a ", kSize,
+                                       "-byte zephon_batch; ");
+  if (struct_size < kSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        got, "set struct_size = sizeof(zephon_batch) before the call, and rebuild the caller "
+             "against this library's c_api.h if it was built against an older one"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      got, "the caller was built against a newer c_api.h: install the libzephon_c.so of "
+           "the same build"));
+}
+
 absl::Duration Seconds(double s) { return s > 0 ? absl::Seconds(s) : absl::Seconds(60); }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const char* socket_path,
@@ -95,10 +114,20 @@ int zephon_attach(const char* socket_path, const char* zephond_path, const char*
 }
 
 int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error) {
+  if (out == nullptr) {
+    return Fail(absl::InvalidArgumentError("zephon_next: out (the zephon_batch) is NULL"), error);
+  }
+  if (absl::Status size = CheckBatchStructSize(out->struct_size); !size.ok()) {
+    return Fail(size, error);
+  }
+  if (reader == nullptr) {
+    return Fail(absl::InvalidArgumentError("zephon_next: reader is NULL (attach first)"), error);
+  }
   if (absl::Status owner = CheckOwner(reader); !owner.ok()) return Fail(owner, error);
   absl::StatusOr<zephon::shm::SlotView> slot = reader->reader->Next(Seconds(timeout_s));
   if (!slot.ok()) return Fail(slot.status(), error);
   std::memset(out, 0, sizeof(*out));
+  out->struct_size = sizeof(*out);
   out->seq = slot->seq;
   out->lane = slot->lane;
   out->lane_batch_index = slot->lane_batch_index;
@@ -175,6 +204,8 @@ int zephon_status(const char* socket_path, double timeout_s, char** json, char**
   *json = Dup(ToJson(*reply));
   return 0;
 }
+
+uint32_t zephon_c_api_version(void) { return ZEPHON_C_API_VERSION; }
 
 uint32_t zephon_ring_abi_major(void) { return zephon::shm::kLayoutMajor; }
 

@@ -8,7 +8,16 @@
  * A zephon_reader is used by one thread at a time; blocking calls release no locks of
  * the caller (ctypes drops the GIL around them). A reader belongs to the process that
  * attached it: in a forked child every call fails with FAILED_PRECONDITION, so a child
- * never inherits its parent's loans. */
+ * never inherits its parent's loans.
+ *
+ * Versioning: ZEPHON_C_API_VERSION is bumped whenever a function, a struct layout or a
+ * meaning here changes; a binding compares it with zephon_c_api_version() when it loads
+ * the library and refuses a mismatch (the Python package does, naming both). A struct
+ * the caller passes in starts with struct_size, which the caller sets to
+ * sizeof(struct) as its header declares it: the library refuses another size (a
+ * caller built against an older or newer c_api.h) instead of reading or writing past
+ * the caller's memory. Should a later version append fields, it will accept the older
+ * size and fill only that prefix. */
 #ifndef ZEPHON_CLIENT_C_API_H_
 #define ZEPHON_CLIENT_C_API_H_
 
@@ -18,10 +27,14 @@
 extern "C" {
 #endif
 
+/* Version 1: the first versioned ABI (struct_size in zephon_batch). */
+#define ZEPHON_C_API_VERSION 1
+
 #define ZEPHON_MAX_TENSORS 8
 
 typedef struct zephon_reader zephon_reader;
 
+/* Part of zephon_batch: its size is covered by the batch's struct_size. */
 typedef struct {
   char name[24];
   int32_t dtype; /* shm::DType code */
@@ -32,12 +45,12 @@ typedef struct {
 } zephon_tensor;
 
 typedef struct {
+  uint32_t struct_size; /* set by the caller: sizeof(zephon_batch) */
+  uint32_t num_tensors;
   uint64_t seq;
   uint64_t lane_batch_index;
   uint32_t lane;
   uint32_t flags;
-  uint32_t num_tensors;
-  uint32_t reserved;
   zephon_tensor tensors[ZEPHON_MAX_TENSORS];
 } zephon_batch;
 
@@ -47,7 +60,9 @@ typedef struct {
  * AttachReply in JSON. */
 int zephon_attach(const char* socket_path, const char* zephond_path, const char* request_json,
                   double timeout_s, zephon_reader** out, char** reply_json, char** error);
-/* Loans the next batch; valid until zephon_release(seq). 11 = end of data. */
+/* Loans the next batch into *out (whose struct_size the caller set); valid until
+ * zephon_release(seq). 11 = end of data; 3 = out->struct_size smaller than this
+ * library's zephon_batch, 9 = larger (see Versioning above). */
 int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error);
 int zephon_release(zephon_reader* reader, uint64_t seq, char** error);
 uint64_t zephon_delivered(zephon_reader* reader);
@@ -63,7 +78,7 @@ void zephon_end_lease(zephon_reader* reader);
 /* Detaches (if still attached), unmaps and frees the reader. NULL is ignored. */
 void zephon_detach(zephon_reader* reader);
 
-/* Collective checkpoint (see AttachedReader::Checkpoint). On success *data/*size hold
+/* Collective checkpoint (see AttachedReader::Checkpoint). On success *data and *size hold
  * the merged checkpoint bytes (free *data with zephon_free). To restore, put them
  * base64-encoded in the attach request's "restore_checkpoint". */
 int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint64_t* size,
@@ -74,6 +89,8 @@ int zephon_explain(const char* socket_path, const char* instance_id, double time
                    char** text, char** error);
 int zephon_status(const char* socket_path, double timeout_s, char** json, char** error);
 
+/* The C API version this library was built with (its ZEPHON_C_API_VERSION). */
+uint32_t zephon_c_api_version(void);
 /* The ring ABI major version this library speaks. */
 uint32_t zephon_ring_abi_major(void);
 void zephon_free(char* p);

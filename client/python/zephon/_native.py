@@ -3,6 +3,10 @@
 Python never touches ring atomics: every ring operation is a call into the C++ client
 library. ctypes releases the GIL for the duration of each call, so a rank blocked
 waiting for its next batch does not stall other Python threads.
+
+The structs below mirror c_api.h field by field, and C_API_VERSION its
+ZEPHON_C_API_VERSION; loading refuses a library of another version (see _load), and
+tests/e2e/test_c_abi.py checks the mirrors against the header's layout.
 """
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]  # client/python/zephon -> repo root (in a checkout)
 
+# The ZEPHON_C_API_VERSION of the c_api.h these bindings mirror.
+C_API_VERSION = 1
 MAX_TENSORS = 8
 
 
@@ -29,14 +35,22 @@ class Tensor(ctypes.Structure):
 
 class BatchInfo(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("num_tensors", ctypes.c_uint32),
         ("seq", ctypes.c_uint64),
         ("lane_batch_index", ctypes.c_uint64),
         ("lane", ctypes.c_uint32),
         ("flags", ctypes.c_uint32),
-        ("num_tensors", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint32),
         ("tensors", Tensor * MAX_TENSORS),
     ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(BatchInfo)  # the library checks it (c_api.h)
+
+
+# Every struct of c_api.h and its mirror here (the layout test walks this).
+C_STRUCTS = {"zephon_tensor": Tensor, "zephon_batch": BatchInfo}
 
 
 def _first_existing(candidates):
@@ -68,9 +82,32 @@ def zephond_path() -> str | None:
     ])
 
 
+def _check_version(lib, path: str, expected: int) -> None:
+    """Refuses a library built from another c_api.h than these bindings mirror: its
+    structs and functions may differ, and a mismatch would corrupt memory, not fail."""
+    fix = ("rebuild it (`make build` in the Zephon checkout) or reinstall the zephon package, "
+           "so that the library and the Python package come from the same build; ZEPHON_LIB "
+           "overrides which library is loaded")
+    try:
+        version_fn = lib.zephon_c_api_version
+    except AttributeError:
+        raise ImportError(
+            f"zephon: the native library {path} has no zephon_c_api_version(): it predates C "
+            f"API versioning, but this zephon Python package needs C API version {expected}; "
+            f"{fix}") from None
+    version_fn.argtypes = []
+    version_fn.restype = ctypes.c_uint32
+    got = int(version_fn())
+    if got != expected:
+        raise ImportError(
+            f"zephon: the native library {path} speaks C API version {got}, but this zephon "
+            f"Python package needs C API version {expected}; {fix}")
+
+
 def _load():
-    lib = ctypes.CDLL(library_path())
-    c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+    path = library_path()
+    lib = ctypes.CDLL(path)
+    _check_version(lib, path, C_API_VERSION)
     lib.zephon_attach.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                   ctypes.c_double, ctypes.POINTER(ctypes.c_void_p),
                                   ctypes.POINTER(ctypes.c_void_p),
@@ -107,7 +144,6 @@ def _load():
     lib.zephon_ring_abi_major.restype = ctypes.c_uint32
     lib.zephon_free.argtypes = [ctypes.c_void_p]
     lib.zephon_free.restype = None
-    del c_char_pp
     return lib
 
 

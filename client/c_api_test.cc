@@ -1,0 +1,91 @@
+// The C ABI's version and struct_size checks, without a daemon: zephon_next checks the
+// caller's zephon_batch before it touches the reader.
+#include "client/c_api.h"
+
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+constexpr int kInvalidArgument = 3;
+constexpr int kFailedPrecondition = 9;
+
+// Calls zephon_next on no reader with `batch` and returns {code, error message}.
+std::pair<int, std::string> NextInto(zephon_batch* batch) {
+  char* error = nullptr;
+  const int code = zephon_next(nullptr, 0.1, batch, &error);
+  std::string message = error != nullptr ? error : "";
+  zephon_free(error);
+  return {code, message};
+}
+
+TEST(CApiTest, ReportsTheHeadersVersion) {
+  EXPECT_EQ(zephon_c_api_version(), static_cast<uint32_t>(ZEPHON_C_API_VERSION));
+}
+
+TEST(CApiTest, StructSizeComesFirst) {
+  // Every future layout keeps struct_size at offset 0, so any version can read it.
+  EXPECT_EQ(offsetof(zephon_batch, struct_size), 0u);
+}
+
+TEST(CApiTest, MatchingStructSizePassesTheCheck) {
+  zephon_batch batch;
+  std::memset(&batch, 0, sizeof(batch));
+  batch.struct_size = sizeof(batch);
+  auto [code, message] = NextInto(&batch);
+  // Past the size check, the next one is the reader's.
+  EXPECT_EQ(code, kInvalidArgument);
+  EXPECT_NE(message.find("reader is NULL"), std::string::npos) << message;
+}
+
+TEST(CApiTest, UnsetStructSizeIsRefused) {
+  zephon_batch batch;
+  std::memset(&batch, 0, sizeof(batch));
+  auto [code, message] = NextInto(&batch);
+  EXPECT_EQ(code, kInvalidArgument);
+  EXPECT_NE(message.find("zephon_batch.struct_size is 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("set struct_size = sizeof(zephon_batch)"), std::string::npos)
+      << message;
+}
+
+TEST(CApiTest, OlderCallersSmallerStructIsRefused) {
+  zephon_batch batch;
+  std::memset(&batch, 0, sizeof(batch));
+  batch.struct_size = sizeof(batch) - sizeof(zephon_tensor);  // one tensor fewer
+  auto [code, message] = NextInto(&batch);
+  EXPECT_EQ(code, kInvalidArgument);
+  EXPECT_NE(message.find(std::to_string(sizeof(batch) - sizeof(zephon_tensor))),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("-byte zephon_batch"), std::string::npos) << message;
+  EXPECT_NE(message.find("C API version " + std::to_string(ZEPHON_C_API_VERSION)),
+            std::string::npos)
+      << message;
+}
+
+TEST(CApiTest, NewerCallersLargerStructIsRefused) {
+  // A newer caller's batch with a field appended: the library must not guess its layout.
+  struct {
+    zephon_batch batch;
+    uint64_t appended;
+  } newer;
+  std::memset(&newer, 0, sizeof(newer));
+  newer.batch.struct_size = sizeof(newer);
+  auto [code, message] = NextInto(&newer.batch);
+  EXPECT_EQ(code, kFailedPrecondition);
+  EXPECT_NE(message.find("newer c_api.h"), std::string::npos) << message;
+  EXPECT_EQ(newer.appended, 0u);  // nothing written
+}
+
+TEST(CApiTest, NullBatchIsRefused) {
+  char* error = nullptr;
+  EXPECT_EQ(zephon_next(nullptr, 0.1, nullptr, &error), kInvalidArgument);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("out (the zephon_batch) is NULL"), std::string::npos);
+  zephon_free(error);
+}
+
+}  // namespace
