@@ -4,11 +4,14 @@
 PY      := /usr/bin/python3
 BAZEL   := bazel
 NATIVE  := client/python/zephon/_native
+# python3-protobuf: tests and benches read proto/*.proto through protoc-generated Python
+# modules (tests/e2e/proto_modules.py), never hand-copied field lists.
 APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
             protobuf-compiler libabsl-dev libboost-dev libspdlog-dev libfmt-dev libcli11-dev \
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd \
             libcurl4-openssl-dev libssl-dev openssl iproute2 \
-            python3 python3-numpy python3-pytest python3-torch python3-matplotlib
+            python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
+            python3-protobuf
 
 .PHONY: setup setup-s3 build demo test test-cc test-py clean
 

@@ -1,0 +1,223 @@
+"""Every attach request the Python package can build, checked against the proto
+descriptors (protoc-generated from proto/*.proto, tests/e2e/proto_modules.py): each key
+must be a field of its message, each value of a compatible type, each enum value a
+member. No field name is written here: everything is read from the descriptors, so the
+check follows the .proto files. No daemon needed."""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import math
+
+import pytest
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor as FD
+
+import zephon
+from zephon import pipeline as pipeline_module
+from zephon import sources as sources_module
+import proto_modules
+
+# Values of the Python API's string options whose target the daemon interprets (the
+# Python package passes them on as written or translates them; either way each must
+# land in a valid request).
+API_VALUES = {"mapping_strategy": ["contiguous", "interleaved"],
+              "lane_routing": ["permute", "modulo"],
+              "flush_every_k_chunks": [8]}
+
+_INTS = {FD.TYPE_INT32, FD.TYPE_INT64, FD.TYPE_UINT32, FD.TYPE_UINT64, FD.TYPE_SINT32,
+         FD.TYPE_SINT64, FD.TYPE_FIXED32, FD.TYPE_FIXED64, FD.TYPE_SFIXED32,
+         FD.TYPE_SFIXED64}
+_UNSIGNED = {FD.TYPE_UINT32, FD.TYPE_UINT64, FD.TYPE_FIXED32, FD.TYPE_FIXED64}
+
+
+def attach_request_descriptor():
+    return proto_modules.load().zephon.AttachRequest.DESCRIPTOR
+
+
+def check_value(field, value, path: str) -> list[str]:
+    t = field.type
+    if t == FD.TYPE_MESSAGE:
+        if not isinstance(value, dict):
+            return [f"{path}: {field.message_type.name} must be an object, got {value!r}"]
+        return check_message(value, field.message_type, path)
+    if t == FD.TYPE_ENUM:
+        names = [v.name for v in field.enum_type.values]
+        if value not in names:
+            return [f"{path}: {value!r} is not a value of enum {field.enum_type.full_name} "
+                    f"({', '.join(names)})"]
+        return []
+    if t in _INTS:
+        # proto JSON: numbers, or decimal strings (how 64-bit ints travel).
+        number = value
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            number = int(value)
+        if isinstance(number, bool) or not isinstance(number, int):
+            return [f"{path}: {field.name} is an integer field, got {value!r}"]
+        if t in _UNSIGNED and number < 0:
+            return [f"{path}: {field.name} is unsigned, got {value!r}"]
+        return []
+    if t in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
+        ok = (not isinstance(value, bool) and isinstance(value, (int, float))
+              and math.isfinite(value))
+        return [] if ok else [f"{path}: {field.name} is a finite number field, got {value!r}"]
+    if t == FD.TYPE_BOOL:
+        return [] if isinstance(value, bool) else [f"{path}: {field.name} is a bool, got "
+                                                   f"{value!r}"]
+    if t == FD.TYPE_STRING:
+        return [] if isinstance(value, str) else [f"{path}: {field.name} is a string, got "
+                                                  f"{value!r}"]
+    if t == FD.TYPE_BYTES:
+        try:
+            base64.b64decode(value, validate=True)
+            return []
+        except (TypeError, ValueError):
+            return [f"{path}: {field.name} is bytes (base64 in JSON), got {value!r}"]
+    return [f"{path}: field type {t} of {field.name} is not handled by this test"]
+
+
+def check_message(obj: dict, descriptor, path: str) -> list[str]:
+    problems = []
+    for key, value in obj.items():
+        where = f"{path}.{key}" if path else key
+        field = descriptor.fields_by_name.get(key)
+        if field is None:
+            problems.append(f"{where}: {descriptor.full_name} has no field {key!r} (fields: "
+                            f"{', '.join(descriptor.fields_by_name)})")
+            continue
+        if field.label == FD.LABEL_REPEATED:
+            if not isinstance(value, list):
+                problems.append(f"{where}: repeated field, got {value!r}")
+                continue
+            for i, item in enumerate(value):
+                problems += check_value(field, item, f"{where}[{i}]")
+        else:
+            problems += check_value(field, value, where)
+    return problems
+
+
+def fields_by_name_anywhere(descriptor, seen=None) -> dict:
+    """{field name: field} of every message reachable from `descriptor`."""
+    seen = set() if seen is None else seen
+    if descriptor.full_name in seen:
+        return {}
+    seen.add(descriptor.full_name)
+    out = {}
+    for field in descriptor.fields:
+        out.setdefault(field.name, field)
+        if field.message_type is not None:
+            for name, f in fields_by_name_anywhere(field.message_type, seen).items():
+                out.setdefault(name, f)
+    return out
+
+
+def probe_values(option: str) -> list:
+    """Values to try for a Pipeline option: the API's own values where they are named
+    strings, else one value of the type of the proto field of the same name."""
+    if option in API_VALUES:
+        return API_VALUES[option]
+    field = fields_by_name_anywhere(attach_request_descriptor()).get(option)
+    if field is None:
+        pytest.fail(f"Pipeline option {option!r} has no proto field of that name: add its "
+                    "values to API_VALUES in this test")
+    if field.type in _INTS:
+        return [2]
+    if field.type in (FD.TYPE_DOUBLE, FD.TYPE_FLOAT):
+        return [1.5]
+    if field.type == FD.TYPE_BOOL:
+        return [True, False]
+    if field.type == FD.TYPE_STRING:
+        return ["probe-value"]
+    pytest.fail(f"Pipeline option {option!r}: no probe value for proto field type "
+                f"{field.type}; add its values to API_VALUES in this test")
+
+
+def datasets() -> list[zephon.Dataset]:
+    out = [zephon.Dataset("auto", "/data/auto"),
+           zephon.Dataset("s3", "s3://bucket/prefix", max_repeats=0),
+           zephon.Dataset("flat16", "/data/flat", fmt="flat", dtype="uint16", sample_tokens=64),
+           zephon.Dataset("flat32", "/data/flat", fmt="flat", dtype="uint32", sample_tokens=64,
+                          max_repeats=3),
+           zephon.Dataset("lines", "/data/jsonl", fmt="jsonl", field="ids")]
+    for fmt in sources_module._FORMATS:
+        out.append(zephon.Dataset(f"every-{fmt}", f"/data/{fmt}", fmt=fmt))
+    return out
+
+
+def work_sources() -> list[zephon.StaticMixtureWorkSource]:
+    ds = datasets()
+    out = []
+    for policy, block in itertools.product(sources_module._POLICIES,
+                                           [None, 4096, "auto", "global"]):
+        out.append(zephon.StaticMixtureWorkSource(ds, seed=7, chunk_size=32,
+                                                  shuffle_block_size=block,
+                                                  exhausted_policy=policy))
+    out.append(zephon.StaticMixtureWorkSource(
+        ds, mixture={d.name: i + 1.5 for i, d in enumerate(ds)}, shuffle_shards=False,
+        shuffle_within_shard=True, stop_after_passes=3, max_repeats={"auto": 2}))
+    out.append(zephon.StaticMixtureWorkSource(ds[:2], mixture=[1, 2.5], max_repeats=4))
+    return out
+
+
+def pipelines() -> list[tuple[str, zephon.Pipeline]]:
+    """(label, Pipeline) covering every builder, every argument and every option."""
+    out = []
+    for i, ws in enumerate(work_sources()):
+        out.append((f"work source {i}", zephon.Pipeline(ws).pack_flat(129).batch(2)))
+    ws = work_sources()[0]
+    for emit, drop in itertools.product([True, False], [True, False]):
+        out.append((f"emit_positions={emit} drop_last={drop}",
+                    zephon.Pipeline(ws).shuffle(100, seed=3)
+                    .pack_flat(65, emit_positions=emit).batch(4, drop_last=drop)))
+    base = zephon.Pipeline(ws).pack_flat(129).batch(2)
+    options = sorted(pipeline_module._ALL_OPTIONS - pipeline_module._CLIENT_OPTIONS)
+    for option in options:
+        for value in probe_values(option):
+            out.append((f"option {option}={value!r}", base.options(**{option: value})))
+    out.append(("every option", base.options(**{o: probe_values(o)[0] for o in options})))
+    out.append(("restore", base.options().restore(b"\x00checkpoint bytes\xff")))
+    return out
+
+
+def test_every_request_matches_the_proto_descriptors():
+    problems = []
+    for label, pipe in pipelines():
+        request = pipe._request()
+        problems += [f"{label}: {p}"
+                     for p in check_message(request, attach_request_descriptor(), "")]
+        # The proto JSON parser (what the C ABI uses) agrees: it refuses unknown fields too.
+        try:
+            json_format.Parse(json.dumps(request), proto_modules.load().zephon.AttachRequest())
+        except json_format.ParseError as e:
+            problems.append(f"{label}: proto JSON parser: {e}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_option_reaches_the_request():
+    base = zephon.Pipeline(work_sources()[0]).pack_flat(129).batch(2)
+    baseline = base._request()
+    for option in sorted(pipeline_module._ALL_OPTIONS - pipeline_module._CLIENT_OPTIONS):
+        for value in probe_values(option):
+            assert base.options(**{option: value})._request() != baseline, (
+                f"Pipeline option {option}={value!r} left the attach request unchanged")
+
+
+def test_the_checker_refuses_what_the_proto_lacks():
+    # The checks above are only as good as the walker: it must name an unknown key, a
+    # wrongly typed value and a foreign enum value.
+    request = zephon.Pipeline(work_sources()[0]).pack_flat(129).batch(2)._request()
+    descriptor = attach_request_descriptor()
+    assert check_message(dict(request, no_such_field=1), descriptor, "")[0].startswith(
+        "no_such_field: zephon.proto.AttachRequest has no field 'no_such_field'")
+    spec_field = next(iter(request["spec"]["work_source"]))  # any key, read from the request
+    broken = json.loads(json.dumps(request))
+    broken["spec"]["work_source"][spec_field] = {"not": "a scalar"}
+    assert any(p.startswith(f"spec.work_source.{spec_field}")
+               for p in check_message(broken, descriptor, ""))
+    enums = [f for f in fields_by_name_anywhere(descriptor).values()
+             if f.type == FD.TYPE_ENUM]
+    for field in enums:
+        assert check_value(field, "NOT_A_MEMBER", "x")[0].startswith(
+            "x: 'NOT_A_MEMBER' is not a value of enum")
+    assert check_value(next(f for f in descriptor.fields if f.type in _UNSIGNED), -1, "x")
