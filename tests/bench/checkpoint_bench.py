@@ -37,6 +37,7 @@ import zephon
 from zephon.corpus import synthetic_documents
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+import proto_modules  # noqa: E402  (protoc-generated modules of proto/*.proto)
 from zephond_process import Daemon  # noqa: E402  (one zephond helper for tests and benches)
 
 NUM_DAEMONS = 4
@@ -174,8 +175,8 @@ def fsync_probe(directory: Path, size: int, reps: int = 20) -> float:
 
 
 # ----------------------------------------------------------------------------------
-# Checkpoint codec: the 32-byte header and just enough protobuf wire format to rewrite
-# CheckpointState.lanes (field 6) and total_batches (field 13); other fields pass through.
+# Checkpoint codec: the 32-byte header (daemon/checkpoint/) around a CheckpointState,
+# read and written with the modules protoc generates from proto/checkpoint.proto.
 MAGIC = b"ZEPHCKPT"
 
 
@@ -195,66 +196,12 @@ def encode_header(version: int, payload: bytes) -> bytes:
                        0) + payload
 
 
-def read_varint(buf: bytes, i: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i
-        shift += 7
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def parse_fields(buf: bytes) -> list[tuple[int, int, object]]:
-    """[(field, wire_type, value)]: int for varints, bytes for length-delimited."""
-    out, i = [], 0
-    while i < len(buf):
-        key, i = read_varint(buf, i)
-        field, wt = key >> 3, key & 7
-        if wt == 0:
-            value, i = read_varint(buf, i)
-        elif wt == 2:
-            n, i = read_varint(buf, i)
-            value, i = buf[i:i + n], i + n
-        elif wt == 1:
-            value, i = buf[i:i + 8], i + 8
-        elif wt == 5:
-            value, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError(f"wire type {wt} unsupported")
-        out.append((field, wt, value))
-    return out
-
-
-def emit_fields(fields: list[tuple[int, int, object]]) -> bytes:
-    out = bytearray()
-    for field, wt, value in fields:
-        out += varint(field << 3 | wt)
-        if wt == 0:
-            out += varint(value)
-        elif wt == 2:
-            out += varint(len(value)) + value
-        else:
-            out += value
-    return bytes(out)
-
-
-def lane_progress(lane: int, next_batch: int, group_chunk: int, into_group: int) -> bytes:
-    fields = [(1, 0, lane), (2, 0, next_batch), (3, 0, group_chunk), (4, 0, into_group)]
-    return emit_fields([f for f in fields if f[2]])  # proto3: zero values are omitted
+def decode_state(blob: bytes):
+    """(header version, CheckpointState)."""
+    version, payload = decode_header(blob)
+    state = proto_modules.load().checkpoint.CheckpointState()
+    state.ParseFromString(payload)
+    return version, state
 
 
 def advance_checkpoint(blob: bytes, lane_batches: int, lane_chunk: int) -> bytes:
@@ -262,30 +209,21 @@ def advance_checkpoint(blob: bytes, lane_batches: int, lane_chunk: int) -> bytes
     records_into_group: 0}; total_batches updated; fresh CRC."""
     if lane_chunk % FLUSH_EVERY:
         raise ValueError("lane_chunk must be a flush-group boundary")
-    version, payload = decode_header(blob)
-    fields = parse_fields(payload)
-    lanes = [parse_fields(v) for f, wt, v in fields if f == 6]
-    lane_ids = [next((v for f, _, v in lane if f == 1), 0) for lane in lanes]
-    out, placed = [], False
-    for f, wt, v in fields:
-        if f == 6:
-            if not placed:
-                out += [(6, 2, lane_progress(l, lane_batches, lane_chunk, 0)) for l in lane_ids]
-                placed = True
-        elif f != 13:
-            out.append((f, wt, v))
-    out.append((13, 0, lane_batches * len(lane_ids)))
-    out.sort(key=lambda x: x[0])  # stable: keeps repeated fields in order
-    return encode_header(version, emit_fields(out))
+    version, state = decode_state(blob)
+    for lane in state.lanes:
+        lane.next_batch_index = lane_batches
+        lane.flush_group_chunk = lane_chunk
+        lane.records_into_group = 0
+    state.total_batches = lane_batches * len(state.lanes)
+    return encode_header(version, state.SerializeToString(deterministic=True))
 
 
 def summary(blob: bytes) -> dict:
-    _, payload = decode_header(blob)
-    fields = parse_fields(payload)
-    lanes = [dict((f, v) for f, _, v in parse_fields(v)) for f, _, v in fields if f == 6]
-    return {"lanes": lanes, "ranks": sum(1 for f, _, _ in fields if f == 10),
-            "total_batches": next((v for f, _, v in fields if f == 13), 0),
-            "spec_bytes": sum(len(v) for f, _, v in fields if f == 12)}
+    _, state = decode_state(blob)
+    return {"lanes": [(lane.next_batch_index, lane.flush_group_chunk, lane.records_into_group)
+                      for lane in state.lanes],
+            "ranks": len(state.ranks), "total_batches": state.total_batches,
+            "spec_bytes": state.spec.ByteSize() if state.HasField("spec") else 0}
 
 
 # ----------------------------------------------------------------------------------
@@ -428,7 +366,7 @@ def main() -> int:
     print(f"### 2. Restore time-to-first-batch (1 rank, canonical_replicas={lanes}; "
           f"median of {reps})\n")
     print(f"Real checkpoint taken after {real['total_batches']} batches: lanes "
-          f"{[(l.get(2, 0), l.get(3, 0), l.get(4, 0)) for l in real['lanes']]} "
+          f"{real['lanes']} "
           f"(next_batch_index, flush_group_chunk, records_into_group). Constructed ones move "
           f"every lane to records_into_group=0 at the flush group shown.\n")
     print("| case | total batches | per lane next_batch_index | flush_group_chunk | "
