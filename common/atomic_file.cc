@@ -33,6 +33,11 @@ int WriteAll(int fd, std::string_view bytes) {
 }  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) {
+  return WriteFileAtomically(path, bytes, AtomicWriteSteps{});
+}
+
+absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes,
+                                 const AtomicWriteSteps& steps) {
   const std::filesystem::path target(path);
   if (path.empty() || !target.has_filename()) {
     return absl::InvalidArgumentError(absl::StrCat("cannot write \"", path,
@@ -56,11 +61,13 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes
   };
   int err = 0;
   if (::fchmod(fd, 0644) != 0) err = errno;
-  if (err == 0) err = WriteAll(fd, bytes);
+  if (err == 0) err = steps.write_all ? steps.write_all(fd, bytes) : WriteAll(fd, bytes);
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err != 0) return fail(err, "cannot write");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno, "cannot rename into");
+  err = steps.rename ? steps.rename(tmp, path)
+                     : (::rename(tmp.c_str(), path.c_str()) != 0 ? errno : 0);
+  if (err != 0) return fail(err, "cannot rename into");
 
   // Make the rename durable. The new file is complete either way, so a failure here is
   // reported but the file stays.

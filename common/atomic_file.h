@@ -3,6 +3,7 @@
 #ifndef ZEPHON_COMMON_ATOMIC_FILE_H_
 #define ZEPHON_COMMON_ATOMIC_FILE_H_
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,16 @@ inline constexpr char kAtomicTempPrefix[] = ".zephon-tmp.";
 // the code follows errno (NOT_FOUND, PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full
 // disk, ...).
 absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+
+// The two steps of WriteFileAtomically that a fault-injecting Env (common/fake_env.h)
+// replaces, so an injected failure strikes part-way and the cleanup above really runs.
+// Each returns 0 or an errno. Empty members use the real write(2) loop / rename(2).
+struct AtomicWriteSteps {
+  std::function<int(int fd, std::string_view bytes)> write_all;
+  std::function<int(const std::string& from, const std::string& to)> rename;
+};
+absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes,
+                                 const AtomicWriteSteps& steps);
 
 }  // namespace zephon
 

@@ -102,7 +102,7 @@ absl::StatusOr<std::string> FdHandoff::Offer(shm::RingFds fds, std::string what)
   std::string token = absl::BytesToHexString(
       absl::string_view(reinterpret_cast<const char*>(raw), sizeof(raw)));
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.env->Now();
   ExpireLocked(now);
   offers_[token] = Offered{std::move(fds), std::move(what), now + options_.token_ttl};
   return token;
@@ -154,7 +154,7 @@ void FdHandoff::Serve() {
     const absl::Time now = absl::Now();
     {
       absl::MutexLock lock(&mu_);
-      ExpireLocked(now);
+      ExpireLocked(options_.env->Now());
     }
     if (ready < 0) {
       if (errno != EINTR) {
@@ -255,7 +255,7 @@ void FdHandoff::HandleConnection(int fd, absl::Time deadline) {
   std::optional<Offered> offer;
   {
     absl::MutexLock lock(&mu_);
-    ExpireLocked(absl::Now());
+    ExpireLocked(options_.env->Now());
     auto it = offers_.find(request->bytes);
     if (it != offers_.end()) {
       offer = std::move(it->second);

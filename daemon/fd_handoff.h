@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "shm/segment.h"
 #include "shm/unique_fd.h"
 
@@ -47,6 +48,9 @@ struct FdHandoffOptions {
   absl::Duration token_ttl = absl::Seconds(60);
   // How long an accepted connection may take to send its token before it is closed.
   absl::Duration io_timeout = absl::Seconds(2);
+  // The clock of token expiry (token_ttl); socket waits use the real clock. Must outlive
+  // the FdHandoff.
+  Env* env = Env::Default();
 };
 
 class FdHandoff {

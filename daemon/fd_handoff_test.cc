@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/fake_env.h"
 #include "gtest/gtest.h"
 #include "shm/fd_passing.h"
 #include "shm/segment.h"
@@ -44,8 +45,9 @@ std::string TempSocketPath() {
 class FdHandoffTest : public ::testing::Test {
  protected:
   void Start(absl::Duration ttl = absl::Seconds(30),
-             absl::Duration io_timeout = absl::Seconds(2)) {
+             absl::Duration io_timeout = absl::Seconds(2), Env* env = Env::Default()) {
     FdHandoffOptions options;
+    options.env = env;
     options.socket_path = TempSocketPath();
     options.token_ttl = ttl;
     options.io_timeout = io_timeout;
@@ -104,6 +106,19 @@ TEST_F(FdHandoffTest, UnknownWithdrawnAndExpiredTokensAreNotFound) {
   auto status = Claim(expired).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
   EXPECT_NE(status.message().find("expired"), std::string::npos) << status;
+}
+
+TEST_F(FdHandoffTest, TokenExpiryIsDecidedByTheEnvClock) {
+  FakeEnv env;
+  Start(/*ttl=*/absl::Seconds(60), absl::Seconds(2), &env);
+  const std::string kept = Offer();
+  env.Advance(absl::Seconds(59));
+  EXPECT_TRUE(Claim(kept).ok());  // 59 s of its 60 s on the env's clock: still valid
+  const std::string lapsed = Offer();
+  env.Advance(absl::Seconds(61));
+  const absl::Status status = Claim(lapsed).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_EQ(handoff_->pending(), 0u);
 }
 
 TEST_F(FdHandoffTest, SocketIsOwnerOnlyAndRemovedOnShutdown) {

@@ -141,15 +141,16 @@ RingWriter::RingWriter(std::unique_ptr<Segment> data, std::unique_ptr<Segment> c
 
 absl::StatusOr<std::unique_ptr<RingWriter>> RingWriter::Create(const std::string& name,
                                                                const RingGeometry& geometry,
-                                                               std::string_view label) {
+                                                               std::string_view label,
+                                                               Env* env) {
   if (absl::Status s = ValidateGeometry(geometry); !s.ok()) return s;
   const RingSections sections = ComputeSections(
       geometry.slot_count, geometry.reader_capacity, geometry.slot_payload_bytes);
   absl::StatusOr<std::unique_ptr<Segment>> segment =
-      Segment::Create(name, sections.total_bytes);
+      Segment::Create(name, sections.total_bytes, env);
   if (!segment.ok()) return segment.status();
   absl::StatusOr<std::unique_ptr<Segment>> cursors =
-      Segment::Create(absl::StrCat(name, ".cursors"), sections.cursor_bytes);
+      Segment::Create(absl::StrCat(name, ".cursors"), sections.cursor_bytes, env);
   if (!cursors.ok()) return cursors.status();
   uint8_t* base = (*segment)->data();
   uint8_t* cursor_base = (*cursors)->data();

@@ -114,11 +114,13 @@ class RingWriter {
   // (F_SEAL_FUTURE_WRITE) once initialised. The header, with a random nonzero
   // generation, is complete before the state becomes kReady (stored last, with release).
   // `label` (the instance id) is copied into the header for humans.
+  // The memfds come from `env` (Segment::Create).
   // Errors: INVALID_ARGUMENT (geometry outside limits, slot_count not a power of two),
   // plus everything Segment::Create and Segment::Seal return.
   static absl::StatusOr<std::unique_ptr<RingWriter>> Create(const std::string& name,
                                                             const RingGeometry& geometry,
-                                                            std::string_view label);
+                                                            std::string_view label,
+                                                            Env* env = Env::Default());
 
   // Closes the ring (readers drain, then see CANCELLED). The memory is freed when the
   // last reader unmaps it. REQUIRES: no SlotWriter outstanding.

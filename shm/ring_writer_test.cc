@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "common/fake_env.h"
 #include "gtest/gtest.h"
 #include "shm/ring_reader.h"
 #include "shm/test_util.h"
@@ -289,6 +290,25 @@ TEST(RingWriterTest, ReadersGetAReadOnlyDataFdAndCannotResizeEither) {
 TEST(RingWriterTest, TheRingLeavesNoNameInDevShm) {
   auto writer = MakeWriter(2);
   EXPECT_NE(access(("/dev/shm/" + writer->name()).c_str(), F_OK), 0);
+}
+
+TEST(RingWriterTest, MemfdCreationFailureIsAClearStatusAndLeavesNothingBehind) {
+  FakeEnv env;
+  const std::string name = UniqueRingName("memfd-fault");
+  for (const int err : {EMFILE, ENOMEM}) {
+    env.FailNext(FakeEnv::Op::kMemfd, 1, err);
+    auto writer = RingWriter::Create(name, RingGeometry{4, 256, 1}, "job=test", &env);
+    ASSERT_FALSE(writer.ok());
+    const absl::Status& s = writer.status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_NE(s.message().find("ring segment " + name), std::string::npos) << s;
+    EXPECT_NE(s.message().find("memfd_create(" + name + ")"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("ulimit -n"), std::string::npos) << s;  // the fix
+  }
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kMemfd), 2);
+  // The faults were for two creations only: the same ring can be made now.
+  auto writer = RingWriter::Create(name, RingGeometry{4, 256, 1}, "job=test", &env);
+  EXPECT_TRUE(writer.ok()) << writer.status();
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "shm/segment.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,8 +8,8 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -43,14 +42,22 @@ std::string HumanBytes(uint64_t bytes) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& name,
-                                                         uint64_t bytes) {
+                                                         uint64_t bytes, Env* env) {
   if (name.empty() || name.size() > kMaxNameBytes || name.find('/') != std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring segment name '", name, "' must be 1-249 bytes without '/'"));
   }
   if (bytes == 0) return absl::InvalidArgumentError("ring segment size must be nonzero");
-  UniqueFd fd(memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("memfd_create(", name, ")"));
+  absl::StatusOr<int> created = env->CreateMemfd(name);
+  if (!created.ok()) {
+    if (!absl::IsResourceExhausted(created.status())) return created.status();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ring segment ", name, ": ", created.status().message(),
+        ". Each ring holds two descriptors in zephond and in every reader: raise the "
+        "open-file limit (ulimit -n, systemd LimitNOFILE=) or the memory limit of "
+        "zephond's cgroup, or run fewer instances"));
+  }
+  UniqueFd fd(*created);
   // Owner-only: a reader of another uid cannot reopen its read-only fd writable through
   // /proc/self/fd (memfds start out 0777).
   if (fchmod(fd.get(), 0600) != 0) return ErrnoStatus(errno, absl::StrCat("fchmod(", name, ")"));
@@ -131,21 +138,19 @@ absl::StatusOr<UniqueFd> Segment::Dup() const {
   return copy;
 }
 
-absl::StatusOr<int> Segment::SweepPrefix(std::string_view prefix, const std::string& shm_dir) {
+absl::StatusOr<int> Segment::SweepPrefix(std::string_view prefix, const std::string& shm_dir,
+                                         Env* env) {
   if (!prefix.empty() && prefix[0] == '/') prefix.remove_prefix(1);
   if (prefix.empty() || prefix.find('/') != std::string_view::npos) {
     return absl::InvalidArgumentError("sweep prefix must be nonempty and contain no '/'");
   }
-  DIR* dir = opendir(shm_dir.c_str());
-  if (dir == nullptr) return ErrnoStatus(errno, absl::StrCat("opendir(", shm_dir, ")"));
-  absl::Cleanup close_dir = [dir] { closedir(dir); };
+  absl::StatusOr<std::vector<std::string>> names = env->ListDirectory(shm_dir);
+  if (!names.ok()) return names.status();
   int removed = 0;
-  while (const dirent* entry = readdir(dir)) {
-    const std::string_view entry_name(entry->d_name);
-    if (entry_name.substr(0, prefix.size()) != prefix) continue;
-    // unlinkat on the listed directory: for /dev/shm this is exactly shm_unlink, and it
-    // keeps an injected shm_dir self-consistent.
-    if (unlinkat(dirfd(dir), entry->d_name, 0) == 0) ++removed;
+  for (const std::string& entry_name : *names) {
+    if (std::string_view(entry_name).substr(0, prefix.size()) != prefix) continue;
+    // For /dev/shm, unlinking the listed name is exactly shm_unlink.
+    if (env->RemoveFile(absl::StrCat(shm_dir, "/", entry_name)).ok()) ++removed;
   }
   return removed;
 }

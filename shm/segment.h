@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/env.h"
 #include "shm/unique_fd.h"
 
 namespace zephon::shm {
@@ -49,10 +50,13 @@ class Segment {
   // limit fails here with a Status, not with SIGBUS mid-batch), sealed against shrinking
   // and growing, mode 0600 (a reader of another uid cannot reopen it writable through
   // /proc), mapped read-write.
+  // The memfd comes from `env` (Env::CreateMemfd).
   // Errors: INVALID_ARGUMENT (empty or too long name, zero size), RESOURCE_EXHAUSTED (no
-  // memory for the ring: the message names the bytes and the fix), INTERNAL otherwise.
+  // memory for the ring, or no descriptor left: the message names the bytes or the limit
+  // and the fix), INTERNAL otherwise.
   static absl::StatusOr<std::unique_ptr<Segment>> Create(const std::string& name,
-                                                         uint64_t bytes);
+                                                         uint64_t bytes,
+                                                         Env* env = Env::Default());
 
   // Maps a segment received from its creator; its size comes from fstat. `name` is only
   // for messages. kReadOnly maps PROT_READ (the fd may be O_RDONLY); kReadWrite needs an
@@ -64,9 +68,10 @@ class Segment {
 
   // Unlinks every legacy (layout 1) POSIX shm object in `shm_dir` whose name (without the
   // leading slash) starts with `prefix` (a leading slash in `prefix` is ignored). Returns
-  // how many were removed.
+  // how many were removed. Lists and removes through `env`.
   static absl::StatusOr<int> SweepPrefix(std::string_view prefix,
-                                         const std::string& shm_dir = kDefaultShmDir);
+                                         const std::string& shm_dir = kDefaultShmDir,
+                                         Env* env = Env::Default());
 
   ~Segment();
   Segment(const Segment&) = delete;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/fake_env.h"
 #include "gtest/gtest.h"
 #include "shm/test_util.h"
 
@@ -165,12 +166,18 @@ TEST(SegmentTest, SweepPrefixRemovesOnlyMatchingLegacySegments) {
   EXPECT_EQ(shm_unlink(other.c_str()), 0);
 }
 
-TEST(SegmentTest, SweepPrefixHonoursAnInjectedDirectory) {
+// A scratch stand-in for /dev/shm holding legacy segments zephon.a and zephon.b.
+std::string LegacyShmDir() {
   char dir_template[] = "/tmp/zephon-shmdir.XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  EXPECT_NE(mkdtemp(dir_template), nullptr);
   const std::string dir = dir_template;
   std::ofstream(dir + "/zephon.a") << "x";
   std::ofstream(dir + "/zephon.b") << "x";
+  return dir;
+}
+
+TEST(SegmentTest, SweepPrefixHonoursAnInjectedDirectory) {
+  const std::string dir = LegacyShmDir();
   std::ofstream(dir + "/other") << "x";
   auto removed = Segment::SweepPrefix("zephon.", dir);
   ASSERT_TRUE(removed.ok()) << removed.status();
@@ -179,6 +186,18 @@ TEST(SegmentTest, SweepPrefixHonoursAnInjectedDirectory) {
   unlink((dir + "/other").c_str());
   rmdir(dir.c_str());
   EXPECT_EQ(Segment::SweepPrefix("", dir).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SegmentTest, SweepPrefixCountsOnlyWhatItRemoved) {
+  const std::string dir = LegacyShmDir();
+  FakeEnv env;
+  env.FailNext(FakeEnv::Op::kRemove, 1, EACCES);  // e.g. another user's legacy segment
+  auto removed = Segment::SweepPrefix("zephon.", dir, &env);
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kRemove), 1);
+  EXPECT_EQ(*Segment::SweepPrefix("zephon.", dir, &env), 1);  // the one left behind
+  rmdir(dir.c_str());
 }
 
 }  // namespace

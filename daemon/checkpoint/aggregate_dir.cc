@@ -1,10 +1,8 @@
 #include "daemon/checkpoint/aggregate_dir.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <map>
 #include <optional>
 
@@ -82,7 +80,7 @@ std::string CheckpointPath(const std::string& aggregate_dir, const std::string& 
 }
 
 absl::StatusOr<std::unique_ptr<AggregateDir>> AggregateDir::Open(
-    const std::string& aggregate_dir, absl::Duration budget) {
+    const std::string& aggregate_dir, absl::Duration budget, Env* env) {
   if (aggregate_dir.empty()) {
     return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
   }
@@ -91,14 +89,25 @@ absl::StatusOr<std::unique_ptr<AggregateDir>> AggregateDir::Open(
   if (!store.ok()) {
     return WithContext(store.status(), absl::StrCat("aggregate_dir '", aggregate_dir, "'"));
   }
-  return std::make_unique<AggregateDir>(aggregate_dir, *std::move(store));
+  auto dir = std::make_unique<AggregateDir>(aggregate_dir, *std::move(store));
+  dir->env_ = env;
+  const absl::StatusOr<storage::Location> where = storage::ClassifyLocation(aggregate_dir);
+  if (where.ok() && where->kind == storage::LocationKind::kLocal) {
+    dir->local_root_ = where->path_or_url;
+  }
+  return dir;
+}
+
+absl::Status AggregateDir::Put(const std::string& key, std::string_view bytes) {
+  if (local_root_.empty()) return store_->Put(key, bytes);
+  return env_->WriteFileAtomically(JoinLocation(local_root_, key), bytes);
 }
 
 absl::StatusOr<std::string> AggregateDir::WriteCheckpoint(const std::string& run_id,
                                                           uint64_t round,
                                                           std::string_view bytes) {
   RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
-  RETURN_IF_ERROR(store_->Put(CheckpointKey(run_id, round), bytes));
+  RETURN_IF_ERROR(Put(CheckpointKey(run_id, round), bytes));
   return CheckpointPath(location_, run_id, round);
 }
 
@@ -130,7 +139,7 @@ absl::Status AggregateDir::WriteLeader(const std::string& run_id, const std::str
   // fails at once with the fix instead of polling until its deadline.
   const std::string first =
       address.empty() ? std::string("peer_service=none") : absl::StrCat("address=", address);
-  absl::Status written = store_->Put(
+  absl::Status written = Put(
       LeaderKey(run_id), absl::StrCat(first, "\npid=", ::getpid(), "\ndaemon=", label, "\n"));
   if (!written.ok()) {
     return WithContext(written, absl::StrCat("cannot write the leader file of run '", run_id,
@@ -214,7 +223,7 @@ absl::StatusOr<std::vector<RunEntry>> AggregateDir::ListRuns() {
   return out;
 }
 
-absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
+absl::StatusOr<LocatedObject> ReadLocation(const std::string& location, Env* env) {
   std::string root;
   std::string key;
   ASSIGN_OR_RETURN(storage::Location where, storage::ClassifyLocation(location));
@@ -228,14 +237,8 @@ absl::StatusOr<LocatedObject> ReadLocation(const std::string& location) {
     key = s3.key;
   } else {
     const std::string& path = where.path_or_url;
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      const int err = errno;
-      return err == ENOENT || err == ENOTDIR
-                 ? absl::NotFoundError(absl::StrCat("no such file: ", path))
-                 : absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
-    }
-    if (!S_ISREG(st.st_mode)) {
+    ASSIGN_OR_RETURN(const FileStat st, env->Stat(path));
+    if (!st.is_regular) {
       return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
     }
     const size_t slash = path.rfind('/');

@@ -9,10 +9,12 @@
 //   address=<host:port>\npid=<pid>\ndaemon=<label>\n
 // Readers need only `address`; unknown keys are ignored, so fields can be added.
 //
-// Atomicity: every file is written whole by ObjectStore::Put (local: temp file + fsync +
-// rename; S3: one PUT carrying Content-MD5), so a reader never sees a partial checkpoint
-// and a failed write leaves nothing (or the previous object) behind. Checkpoint files
-// also carry their own CRC (checkpoint_file.h).
+// Atomicity: every file is written whole (local: Env::WriteFileAtomically, temp file +
+// fsync + rename, as LocalStore::Put does; S3: ObjectStore::Put, one PUT carrying
+// Content-MD5), so a reader never sees a partial checkpoint and a failed write leaves
+// nothing (or the previous object) behind. Checkpoint files also carry their own CRC
+// (checkpoint_file.h). Local writes take the Env so tests can inject faults; reads,
+// listings and deletes go through the store (storage::LocalStore takes no Env yet).
 //
 // Thread-safety: thread-safe (the store is; no other mutable state).
 #ifndef ZEPHON_DAEMON_CHECKPOINT_AGGREGATE_DIR_H_
@@ -27,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "daemon/storage/object_store.h"
 
 namespace zephon::checkpoint {
@@ -66,11 +69,14 @@ class AggregateDir {
   // with "aggregate_dir '<location>'". Does not contact a remote store.
   // `budget` bounds each call on an s3:// store, retries included (its per-attempt
   // timeout shrinks to budget / attempts, at least 1 s): callers with a deadline pass
-  // what is left of it. Local directories ignore it.
+  // what is left of it. Local directories ignore it. `env` writes a local directory's
+  // files and must outlive the AggregateDir.
   static absl::StatusOr<std::unique_ptr<AggregateDir>> Open(
-      const std::string& aggregate_dir, absl::Duration budget = absl::InfiniteDuration());
+      const std::string& aggregate_dir, absl::Duration budget = absl::InfiniteDuration(),
+      Env* env = Env::Default());
 
-  // Over an already-open store (tests; `location` names it in results and errors).
+  // Over an already-open store (tests; `location` names it in results and errors). Every
+  // write goes to `store`.
   AggregateDir(std::string location, std::unique_ptr<storage::ObjectStore> store)
       : location_(std::move(location)), store_(std::move(store)) {}
 
@@ -111,8 +117,14 @@ class AggregateDir {
   absl::StatusOr<std::vector<RunEntry>> ListRuns();
 
  private:
+  // Writes `key` whole: through env_ under a local root, else through the store.
+  absl::Status Put(const std::string& key, std::string_view bytes);
+
   const std::string location_;
   const std::unique_ptr<storage::ObjectStore> store_;
+  // The directory of a local aggregate_dir; empty for s3:// (and for tests' stores).
+  std::string local_root_;
+  Env* env_ = Env::Default();
 };
 
 // Reads a checkpoint named by a filesystem path or an s3:// URL (zephonctl inspect and
@@ -121,7 +133,9 @@ struct LocatedObject {
   std::string bytes;
   storage::ObjectInfo info;
 };
-absl::StatusOr<LocatedObject> ReadLocation(const std::string& location);
+// `env` checks that a local path is a regular file.
+absl::StatusOr<LocatedObject> ReadLocation(const std::string& location,
+                                           Env* env = Env::Default());
 
 }  // namespace zephon::checkpoint
 

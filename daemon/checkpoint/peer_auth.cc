@@ -82,7 +82,7 @@ absl::Status Unauthenticated(absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> PeerAuthenticator::FromFile(
-    const std::string& path) {
+    const std::string& path, PeerAuthOptions options) {
   // Open first, then check what was opened (no window between the check and the read).
   // Links are followed on purpose: Kubernetes mounts Secrets through symlinks.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -116,7 +116,8 @@ absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> PeerAuthenticator::From
     got += static_cast<size_t>(n);
   }
   text.resize(got);
-  absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> auth = FromSecret(text);
+  absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> auth =
+      FromSecret(text, std::move(options));
   if (!auth.ok()) {
     return absl::Status(auth.status().code(), absl::StrCat("--peer-secret-file ", path, ": ",
                                                            auth.status().message()));
@@ -125,14 +126,14 @@ absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> PeerAuthenticator::From
 }
 
 absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> PeerAuthenticator::FromSecret(
-    std::string secret, absl::Duration max_skew) {
+    std::string secret, PeerAuthOptions options) {
   const std::string trimmed(absl::StripAsciiWhitespace(secret));
   if (trimmed.size() < kMinSecretBytes || trimmed.size() > kMaxSecretBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the peer secret has ", trimmed.size(), " bytes; it needs ", kMinSecretBytes, " to ",
         kMaxSecretBytes, " (e.g. `openssl rand -hex 32`)"));
   }
-  return std::shared_ptr<const PeerAuthenticator>(new PeerAuthenticator(trimmed, max_skew));
+  return std::shared_ptr<const PeerAuthenticator>(new PeerAuthenticator(trimmed, options));
 }
 
 std::string PeerAuthenticator::Mac(absl::string_view data) const {
@@ -150,7 +151,7 @@ std::string PeerAuthenticator::Sign(grpc::ClientContext* context, absl::string_v
                                     const google::protobuf::Message& request) const {
   std::string nonce = NewNonce();
   context->AddMetadata(kPeerAuthHeader,
-                       HeaderFor(method, request, absl::ToUnixMillis(absl::Now()), nonce));
+                       HeaderFor(method, request, absl::ToUnixMillis(env_->Now()), nonce));
   return nonce;
 }
 
@@ -202,7 +203,7 @@ absl::Status PeerAuthenticator::Verify(const grpc::ServerContext& context,
   if (!EqualConstantTime(parts[3], expected)) {
     return Unauthenticated("wrong signature (another secret, or the request was altered)");
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = env_->Now();
   const absl::Duration skew = absl::AbsDuration(now - absl::FromUnixMillis(unix_ms));
   if (skew > max_skew_) {
     return Unauthenticated(absl::StrCat("the signature is ", absl::FormatDuration(skew),

@@ -15,6 +15,8 @@
 // (progress counters, run ids); use mutual TLS (--peer-tls-*) where that matters. Both
 // can be combined.
 //
+// The skew window and the replay cache's ages are on PeerAuthOptions::env's clock.
+//
 // Thread-safety: thread-safe. The replay cache is guarded by a mutex.
 #ifndef ZEPHON_DAEMON_CHECKPOINT_PEER_AUTH_H_
 #define ZEPHON_DAEMON_CHECKPOINT_PEER_AUTH_H_
@@ -34,6 +36,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace zephon::checkpoint {
 
@@ -43,6 +46,13 @@ inline constexpr char kPeerAuthReplyHeader[] = "x-zephon-auth-reply";
 inline constexpr char kReportMethod[] = "ZephonPeer/Report";
 inline constexpr char kStatusMethod[] = "Zephon/Status";
 
+struct PeerAuthOptions {
+  // How far a request's timestamp may be from this daemon's clock.
+  absl::Duration max_skew = absl::Minutes(5);
+  // The clock for signing and for the skew window; must outlive the authenticator.
+  Env* env = Env::Default();
+};
+
 class PeerAuthenticator {
  public:
   // Reads the secret from `path` (a regular file after following links: Kubernetes
@@ -51,10 +61,10 @@ class PeerAuthenticator {
   // other users (PERMISSION_DENIED: chmod 0400, or defaultMode: 0400 on the Secret
   // volume), shorter than 32 bytes or longer than 4 KiB (INVALID_ARGUMENT).
   static absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> FromFile(
-      const std::string& path);
+      const std::string& path, PeerAuthOptions options = {});
   // From the secret's bytes (tests); the same length rule.
   static absl::StatusOr<std::shared_ptr<const PeerAuthenticator>> FromSecret(
-      std::string secret, absl::Duration max_skew = absl::Minutes(5));
+      std::string secret, PeerAuthOptions options = {});
 
   PeerAuthenticator(const PeerAuthenticator&) = delete;
   PeerAuthenticator& operator=(const PeerAuthenticator&) = delete;
@@ -85,8 +95,8 @@ class PeerAuthenticator {
                         int64_t unix_ms, absl::string_view nonce) const;
 
  private:
-  PeerAuthenticator(std::string secret, absl::Duration max_skew)
-      : secret_(std::move(secret)), max_skew_(max_skew) {}
+  PeerAuthenticator(std::string secret, PeerAuthOptions options)
+      : secret_(std::move(secret)), max_skew_(options.max_skew), env_(options.env) {}
 
   std::string Mac(absl::string_view data) const;
   // False when `nonce` was seen within the skew window; remembers it otherwise.
@@ -94,6 +104,7 @@ class PeerAuthenticator {
 
   const std::string secret_;
   const absl::Duration max_skew_;
+  Env* const env_;
 
   mutable absl::Mutex mu_;
   // Nonces accepted within the last 2 * max_skew, oldest first.

@@ -77,8 +77,11 @@ grpc::Status PeerService::Report(grpc::ServerContext* context,
     refusals_.Warn("a checkpoint report", context->peer(), admitted.message());
     return ToGrpc(admitted);
   }
-  const absl::Time cap = absl::Now() + RoundTimeout(*request) + kReportWaitSlack;
-  const absl::Time deadline = std::min(absl::FromChrono(context->deadline()), cap);
+  // gRPC's deadline is on the real clock, Submit's on env's: carry over what is left.
+  const absl::Time now = options_.env->Now();
+  const absl::Time cap = now + RoundTimeout(*request) + kReportWaitSlack;
+  const absl::Time deadline =
+      std::min(now + (absl::FromChrono(context->deadline()) - absl::Now()), cap);
   absl::StatusOr<proto::CheckpointResult> result = aggregator_->Submit(
       *request, deadline, [context] { return context->IsCancelled(); });
   if (!result.ok()) return ToGrpc(result.status());

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "daemon/checkpoint/led_run.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/refusal_log.h"
@@ -46,13 +47,18 @@ struct PeerServiceOptions {
   std::shared_ptr<const PeerAuthenticator> auth;
   // The run `run_id` as this daemon leads it; nullopt when it does not lead it.
   std::function<std::optional<LedRun>(const std::string& run_id)> led_run;
+  // The clock of Submit deadlines and refusal rate limits: the aggregator's (pass the
+  // same Env to both). Must outlive the service.
+  Env* env = Env::Default();
 };
 
 class PeerService final : public proto::ZephonPeer::Service {
  public:
   // `aggregator` must outlive the service (and the server it is registered with).
   PeerService(RoundAggregator* aggregator, PeerServiceOptions options)
-      : aggregator_(aggregator), options_(std::move(options)) {}
+      : aggregator_(aggregator),
+        options_(std::move(options)),
+        refusals_(absl::Seconds(1), options_.env) {}
 
   grpc::Status Report(grpc::ServerContext* context, const proto::CheckpointReport* request,
                       proto::CheckpointResult* response) override;

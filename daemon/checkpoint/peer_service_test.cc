@@ -26,6 +26,7 @@
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_aggregator.h"
 #include "daemon/checkpoint/round_testing.h"
+#include "common/fake_env.h"
 #include "gtest/gtest.h"
 
 namespace zephon::checkpoint {
@@ -397,6 +398,35 @@ TEST_F(PeerSecretTest, ReplayedAndStaleSignaturesAreRefused) {
   EXPECT_EQ(stale.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_NE(stale.error_message().find("away from this daemon's clock"), std::string::npos)
       << stale.error_message();
+}
+
+TEST_F(PeerSecretTest, TheSkewWindowIsDecidedByTheEnvClocks) {
+  const std::string secret(40, 's');
+  FakeEnv leader_clock;  // both clocks start at the same instant
+  FakeEnv client_clock;
+  PeerAuthOptions on_leader;
+  on_leader.env = &leader_clock;
+  PeerAuthOptions on_client;
+  on_client.env = &client_clock;
+  TestLeader leader(grpc::InsecureServerCredentials(),
+                    *PeerAuthenticator::FromSecret(secret, on_leader));
+  ASSERT_TRUE(leader.started());
+  RunShape shape;
+  shape.world_size = 2;
+  leader.Lead(shape);
+  auto client =
+      PeerClient::Connect(leader.address(), nullptr, *PeerAuthenticator::FromSecret(secret, on_client));
+  ASSERT_TRUE(client.ok());
+  const proto::CheckpointReport report = MakeReport(shape, "node-b", {0, 1});
+
+  client_clock.Advance(absl::Minutes(6));  // signs 6 min ahead of the leader (max_skew 5)
+  const Result ahead = (*client)->Report(report, In(absl::Seconds(10)));
+  EXPECT_EQ(ahead.status().code(), absl::StatusCode::kUnauthenticated) << ahead.status();
+  EXPECT_TRUE(MessageHas(ahead.status(), "6m away from this daemon's clock"));
+
+  leader_clock.Advance(absl::Minutes(2));  // now 4 min apart: within the window
+  const Result within = (*client)->Report(report, In(absl::Seconds(10)));
+  EXPECT_TRUE(within.ok()) << within.status();
 }
 
 // ---- TLS ----

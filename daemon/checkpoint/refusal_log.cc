@@ -2,7 +2,6 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "daemon/logging.h"
 
 namespace zephon::checkpoint {
@@ -19,7 +18,7 @@ bool RefusalLog::Warn(absl::string_view what, absl::string_view peer,
   uint64_t suppressed = 0;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = env_->Now();
     if (now - last_logged_ < interval_) {
       ++suppressed_;
       return false;

@@ -4,6 +4,8 @@
 // every caller-controlled text escaped (C escapes: a newline prints as \n) and cut to
 // kMaxPrintableBytes.
 //
+// The interval is measured on the Env's clock (common/env.h), so a test decides it.
+//
 // Thread-safety: thread-safe.
 #ifndef ZEPHON_DAEMON_CHECKPOINT_REFUSAL_LOG_H_
 #define ZEPHON_DAEMON_CHECKPOINT_REFUSAL_LOG_H_
@@ -15,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 
 namespace zephon::checkpoint {
 
@@ -22,7 +25,9 @@ class RefusalLog {
  public:
   static constexpr size_t kMaxPrintableBytes = 160;
 
-  explicit RefusalLog(absl::Duration interval = absl::Seconds(1)) : interval_(interval) {}
+  // `env` must outlive the log.
+  explicit RefusalLog(absl::Duration interval = absl::Seconds(1), Env* env = Env::Default())
+      : interval_(interval), env_(env) {}
 
   // Logs "refused <what> from <peer>: <detail>" on the "peer" logger unless a line was
   // logged within the interval; returns whether it logged. `peer` and `detail` are
@@ -35,6 +40,7 @@ class RefusalLog {
 
  private:
   const absl::Duration interval_;
+  Env* const env_;
   absl::Mutex mu_;
   absl::Time last_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t suppressed_ ABSL_GUARDED_BY(mu_) = 0;

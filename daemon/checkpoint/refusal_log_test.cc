@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/fake_env.h"
 #include "gtest/gtest.h"
 
 namespace zephon::checkpoint {
@@ -26,6 +27,17 @@ TEST(RefusalLogTest, AFloodLogsOneLinePerInterval) {
   RefusalLog every(absl::ZeroDuration());
   EXPECT_TRUE(every.Warn("a call", "p", "d"));
   EXPECT_TRUE(every.Warn("a call", "p", "d"));
+}
+
+TEST(RefusalLogTest, TheIntervalIsDecidedByTheEnvClock) {
+  FakeEnv env;
+  RefusalLog log(absl::Seconds(10), &env);
+  EXPECT_TRUE(log.Warn("a call", "p", "first"));
+  env.Advance(absl::Seconds(9));
+  EXPECT_FALSE(log.Warn("a call", "p", "within the interval"));
+  env.Advance(absl::Seconds(1));
+  EXPECT_TRUE(log.Warn("a call", "p", "the interval has passed"));
+  EXPECT_FALSE(log.Warn("a call", "p", "again within it"));
 }
 
 }  // namespace

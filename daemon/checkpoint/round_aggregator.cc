@@ -78,7 +78,7 @@ absl::StatusOr<proto::CheckpointResult> RoundAggregator::Submit(
   if (!shutdown_.ok()) {
     return absl::Status(shutdown_.code(), absl::StrCat(what, ": ", shutdown_.message()));
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.env->Now();
   CollectGarbage(now);
   std::shared_ptr<Round>& slot = runs_[report.run_id()].rounds[report.round()];
   if (slot == nullptr) {
@@ -107,7 +107,7 @@ absl::StatusOr<proto::CheckpointResult> RoundAggregator::Submit(
       break;
   }
   while (round->phase != Round::Phase::kDone) {
-    const absl::Time t = absl::Now();
+    const absl::Time t = options_.env->Now();
     if (round->phase == Round::Phase::kCollecting) {
       if (t >= round->deadline) {
         Finish(round.get(), TimeoutError(*round));
@@ -127,13 +127,15 @@ absl::StatusOr<proto::CheckpointResult> RoundAggregator::Submit(
     }
     absl::Time wake = std::min(round->deadline, deadline);
     if (cancelled != nullptr) wake = std::min(wake, t + options_.poll_interval);
-    round->cv.WaitWithDeadline(&mu_, wake);
+    // A timeout, not a deadline: `wake` is on env's clock, the CondVar's is real.
+    round->cv.WaitWithTimeout(&mu_, wake - t);
   }
   return OutcomeFor(*round, report);
 }
 
 void RoundAggregator::Complete(Round* round) {
-  const proto::CheckpointState state = round->state.Merge(absl::ToUnixMillis(absl::Now()));
+  const proto::CheckpointState state =
+      round->state.Merge(absl::ToUnixMillis(options_.env->Now()));
   std::string bytes = EncodeCheckpoint(state);
   round->phase = Round::Phase::kWriting;
   const std::string dir = round->state.aggregate_dir();
@@ -141,7 +143,8 @@ void RoundAggregator::Complete(Round* round) {
   if (!dir.empty()) {
     // Other rounds proceed while this one writes; its submitters keep waiting.
     mu_.Unlock();
-    absl::StatusOr<std::unique_ptr<AggregateDir>> agg = AggregateDir::Open(dir);
+    absl::StatusOr<std::unique_ptr<AggregateDir>> agg =
+        AggregateDir::Open(dir, absl::InfiniteDuration(), options_.env);
     path = agg.ok() ? (*agg)->WriteCheckpoint(round->run_id, round->number, bytes)
                     : absl::StatusOr<std::string>(agg.status());
     mu_.Lock();
@@ -172,7 +175,7 @@ void RoundAggregator::Finish(Round* round, absl::StatusOr<proto::CheckpointResul
   if (!outcome.ok()) SubsystemLogger("checkpoint")->warn("{}", std::string(outcome.status().message()));
   round->outcome = std::move(outcome);
   round->phase = Round::Phase::kDone;
-  round->finished_at = absl::Now();
+  round->finished_at = options_.env->Now();
   round->cv.SignalAll();
 }
 
@@ -211,7 +214,7 @@ absl::Status RoundAggregator::AbandonedError(const Round& round,
                                              const proto::CheckpointReport& report,
                                              bool cancelled) const {
   const std::string who = report.daemon().empty() ? "(unnamed daemon)" : report.daemon();
-  const std::string waited = Seconds(absl::Trunc(absl::Now() - round.started_at,
+  const std::string waited = Seconds(absl::Trunc(options_.env->Now() - round.started_at,
                                                  absl::Milliseconds(1)));
   const std::string missing = MissingText(round.state);
   if (cancelled) {

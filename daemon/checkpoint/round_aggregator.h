@@ -21,6 +21,10 @@
 // A late report for a completed round gets the bytes only if it agrees with what the
 // round recorded (else FAILED_PRECONDITION: a run restarted under the same run_id).
 //
+// Deadlines (the round's and the caller's) are on options.env's clock: a fake clock
+// decides expiry, and a waiting Submit notices a move of it when another Submit (or
+// Shutdown) finishes the round; its own wait sleeps in real time.
+//
 // Thread-safety: thread-safe. Submit blocks the calling thread (gRPC handler threads:
 // one per daemon per pending round).
 #ifndef ZEPHON_DAEMON_CHECKPOINT_ROUND_AGGREGATOR_H_
@@ -39,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "proto/checkpoint.pb.h"
 
 namespace zephon::checkpoint {
@@ -53,6 +58,8 @@ struct RoundAggregatorOptions {
   absl::Duration min_failed_retention = absl::Minutes(1);
   // How often a waiting Submit re-checks its `cancelled` callback.
   absl::Duration poll_interval = absl::Milliseconds(100);
+  // Clock and files (the merged checkpoint's write); must outlive the aggregator.
+  Env* env = Env::Default();
 };
 
 class RoundAggregator {
@@ -64,7 +71,7 @@ class RoundAggregator {
   RoundAggregator& operator=(const RoundAggregator&) = delete;
 
   // Adds `report` to its round and waits for the round's outcome (see above).
-  // `deadline` is the caller's: if it passes (or `cancelled` returns true; polled every
+  // `deadline` is the caller's, on options.env's clock: if it passes (or `cancelled` returns true; polled every
   // poll_interval) before the round is complete, the round fails for everyone with
   // DEADLINE_EXCEEDED (ABORTED when cancelled) naming this report's daemon, because its
   // ranks would never receive the checkpoint. Errors: INVALID_ARGUMENT for a malformed

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/fake_env.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_testing.h"
@@ -277,6 +278,60 @@ TEST(RoundAggregatorTest, MalformedReportsAreRejected) {
   escape.set_aggregate_dir("/tmp");
   EXPECT_EQ(agg.Submit(escape, In(absl::Seconds(1))).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ---- Decided by the Env: a fake clock and an injected write fault ----
+
+// node-a's report waits on its own thread; node-b's arrives after `arrives_after` on
+// the fake clock (the round's timeout is 60 s). Nothing sleeps for the timeout.
+std::vector<Result> SecondReportAfter(absl::Duration arrives_after) {
+  FakeEnv env;
+  RoundAggregatorOptions options;
+  options.env = &env;
+  RoundAggregator agg(options);
+  RunShape shape;
+  shape.world_size = 4;
+  shape.timeout_s = 60;
+  std::vector<Result> results(2, absl::UnknownError("not run"));
+  std::thread first([&] {
+    results[0] = agg.Submit(MakeReport(shape, "node-a", {0, 1}), env.Now() + absl::Hours(1));
+  });
+  WaitPending(agg, 1);
+  env.Advance(arrives_after);
+  results[1] = agg.Submit(MakeReport(shape, "node-b", {2, 3}), env.Now() + absl::Hours(1));
+  first.join();
+  return results;
+}
+
+TEST(RoundAggregatorEnvTest, TheRoundDeadlineIsDecidedByTheEnvClock) {
+  for (const Result& r : SecondReportAfter(absl::Seconds(59))) {
+    EXPECT_TRUE(r.ok()) << r.status();
+  }
+  for (const Result& r : SecondReportAfter(absl::Seconds(61))) {
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+    EXPECT_TRUE(MessageHas(r.status(), "timed out after 60 s waiting for ranks [2-3]"));
+  }
+}
+
+TEST(RoundAggregatorEnvTest, AFullDiskFailsTheRoundNamingThePathAndLeavesNoFile) {
+  FakeEnv env;
+  env.FailNext(FakeEnv::Op::kWrite, 1, ENOSPC);
+  RoundAggregatorOptions options;
+  options.env = &env;
+  RoundAggregator agg(options);
+  RunShape shape;
+  shape.world_size = 2;
+  shape.aggregate_dir = MakeTempDir();
+  const Result r = agg.Submit(MakeReport(shape, "node-a", {0, 1}), env.Now() + absl::Hours(1));
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kWrite), 1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_TRUE(MessageHas(r.status(), "checkpoint round 0 of run run-1: cannot write the merged "
+                                     "checkpoint: cannot write " +
+                                         CheckpointPath(shape.aggregate_dir, "run-1", 0)));
+  // Half the bytes had reached a temp file when the write failed; it is gone too.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(shape.aggregate_dir)) {
+    EXPECT_TRUE(entry.is_directory()) << "left behind: " << entry.path();
+  }
 }
 
 }  // namespace

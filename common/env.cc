@@ -1,0 +1,99 @@
+#include "common/env.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/atomic_file.h"
+
+namespace zephon {
+namespace {
+
+absl::Status PathError(int err, const char* what, const std::string& path) {
+  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
+}
+
+// POSIX and absl's clock; no state at all, so one instance serves every caller.
+class PosixEnv final : public Env {
+ public:
+  absl::Time Now() override { return absl::Now(); }
+  void SleepFor(absl::Duration duration) override { absl::SleepFor(duration); }
+
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return PathError(errno, "cannot open", path);
+    const absl::Cleanup close_fd = [fd] { ::close(fd); };
+    std::string out;
+    char buf[64 * 1024];
+    while (true) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return PathError(errno, "cannot read", path);
+      if (n == 0) return out;
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+  absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) override {
+    return ::zephon::WriteFileAtomically(path, bytes);
+  }
+
+  absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return PathError(errno, "cannot list directory", dir);
+    const absl::Cleanup close_dir = [d] { ::closedir(d); };
+    std::vector<std::string> names;
+    errno = 0;
+    while (const dirent* entry = ::readdir(d)) {
+      const std::string_view name(entry->d_name);
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    if (errno != 0) return PathError(errno, "cannot list directory", dir);
+    return names;
+  }
+
+  absl::Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return PathError(errno, "cannot remove", path);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<FileStat> Stat(const std::string& path) override {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      const int err = errno;
+      if (err == ENOENT || err == ENOTDIR) {
+        return absl::NotFoundError(absl::StrCat("no such file: ", path));
+      }
+      return PathError(err, "cannot stat", path);
+    }
+    FileStat out;
+    out.size = static_cast<uint64_t>(st.st_size);
+    out.mtime = absl::TimeFromTimespec(st.st_mtim);
+    out.is_regular = S_ISREG(st.st_mode);
+    out.is_directory = S_ISDIR(st.st_mode);
+    return out;
+  }
+
+  absl::StatusOr<int> CreateMemfd(const std::string& name) override {
+    const int fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("memfd_create(", name, ")"));
+    return fd;
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  // Leaked on purpose: components may use it from threads still running at exit.
+  static Env* const env = new PosixEnv();
+  return env;
+}
+
+}  // namespace zephon
