@@ -63,8 +63,8 @@ namespace zephon::pipeline {
 
 // How to open datasets (execution environment, never part of the data identity).
 struct OpenOptions {
-  // Directory of the JSONL token caches; empty = DefaultCacheDir() (jsonl_reader.h:
-  // $XDG_CACHE_HOME/zephon or $HOME/.cache/zephon), created 0700 on first use.
+  // Directory of the JSONL token caches; empty = DefaultCacheDir() (common/cache_dir.h),
+  // created 0700 on first use.
   std::string cache_dir;
   // Longest JSONL line (decompressed bytes) converted into the token cache; a longer
   // one fails the dataset naming the file and line (zephond --max-jsonl-line-bytes).

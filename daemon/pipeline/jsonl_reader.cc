@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -253,14 +252,6 @@ CachePair TryOpenCache(const std::string& prefix) {
 bool IsJsonlFileName(std::string_view name) {
   return HasSuffix(name, ".jsonl") || HasSuffix(name, ".jsonl.gz") ||
          HasSuffix(name, ".jsonl.zst");
-}
-
-std::string DefaultCacheDir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] != '\0') return (fs::path(xdg) / "zephon").string();
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] != '\0') return (fs::path(home) / ".cache" / "zephon").string();
-  return absl::StrCat("/tmp/zephon-", getuid(), "/cache");
 }
 
 JsonlShard::JsonlShard(std::string path, uint64_t source_bytes, std::string cache_prefix,

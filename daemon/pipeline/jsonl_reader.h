@@ -53,10 +53,6 @@ inline constexpr char kDefaultJsonlField[] = "input_ids";
 // True for names ending in ".jsonl", ".jsonl.gz" or ".jsonl.zst".
 bool IsJsonlFileName(std::string_view name);
 
-// $XDG_CACHE_HOME/zephon if XDG_CACHE_HOME is set and non-empty, else
-// $HOME/.cache/zephon, else /tmp/zephon-<uid>/cache. Not created here.
-std::string DefaultCacheDir();
-
 class JsonlShard final : public ShardReader {
  public:
   // REQUIRES: `field` and `cache_dir` non-empty, max_line_bytes >= 1 (INVALID_ARGUMENT

@@ -398,18 +398,5 @@ TEST_F(JsonlShardTest, ALineOverTheConfiguredLimitFailsTheDatasetNamingFileAndLi
   }
 }
 
-TEST(DefaultCacheDirTest, FollowsXdgThenHome) {
-  const char* old_home = std::getenv("HOME");
-  const std::string saved_home = old_home ? old_home : "";
-  setenv("XDG_CACHE_HOME", "/x/cache", 1);
-  EXPECT_EQ(DefaultCacheDir(), "/x/cache/zephon");
-  unsetenv("XDG_CACHE_HOME");
-  setenv("HOME", "/home/u", 1);
-  EXPECT_EQ(DefaultCacheDir(), "/home/u/.cache/zephon");
-  unsetenv("HOME");
-  EXPECT_EQ(DefaultCacheDir().rfind("/tmp/zephon-", 0), 0u);
-  if (old_home) setenv("HOME", saved_home.c_str(), 1);
-}
-
 }  // namespace
 }  // namespace zephon::pipeline
