@@ -73,7 +73,7 @@ clean:
 # hand-off latency, reader CPU. ~25 s on 2 cores; BENCH_ARGS="--quick --json out.json".
 .PHONY: bench-shm
 bench-shm: build
-	$(BAZEL) run -c opt //shm/bench:ring_bench -- $(BENCH_ARGS)
+	$(BAZEL) run -c opt //tests/bench/ring:ring_bench -- $(BENCH_ARGS)
 
 # The engine benchmark needs PyTorch for its DataLoader baseline (Debian python3-torch).
 .PHONY: bench-loader
