@@ -174,6 +174,8 @@ absl::Status BuildCache(LineReader* lines, const std::string& path, const std::s
   std::string tok_buf, off_buf;
   AppendU64(0, &off_buf);
   uint64_t total = 0;
+  static_assert(kLineReadAheadBytes >= kJsonPaddingBytes, "lines are scanned in place");
+  TokenArrayScanner scanner(field);
   std::vector<int32_t> tokens;
   std::string_view line;
   while (true) {
@@ -185,7 +187,7 @@ absl::Status BuildCache(LineReader* lines, const std::string& path, const std::s
     if (IsBlank(line)) continue;
     tokens.clear();
     size_t at = 0;
-    const absl::Status s = ExtractTokenArray(line, field, &tokens, &at);
+    const absl::Status s = scanner.Scan(line, kLineReadAheadBytes, &tokens, &at);
     at += bom;
     if (!s.ok()) {
       return absl::DataLossError(absl::StrCat(path, ": line ", lines->line_number(),
