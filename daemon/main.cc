@@ -53,6 +53,7 @@
 #include "daemon/fd_handoff.h"
 #include "daemon/instance_registry.h"
 #include "daemon/pipeline/jsonl_reader.h"
+#include "common/cache_dir.h"
 #include "daemon/service.h"
 #include "daemon/storage/s3_flags.h"
 #include "daemon/storage/shard_cache.h"
@@ -311,7 +312,7 @@ int main(int argc, char** argv) {
   options.max_jsonl_line_bytes = max_jsonl_line_bytes;
   {
     zephon::storage::ShardCacheOptions cache;
-    cache.dir = (cache_dir.empty() ? zephon::pipeline::DefaultCacheDir() : cache_dir) + "/objects";
+    cache.dir = (cache_dir.empty() ? zephon::DefaultCacheDir() : cache_dir) + "/objects";
     cache.max_bytes = shard_cache_bytes;
     cache.block_bytes = shard_cache_block_bytes;
     absl::StatusOr<std::shared_ptr<zephon::storage::ShardCache>> shard_cache =

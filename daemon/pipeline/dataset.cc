@@ -5,13 +5,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/cache_dir.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/dataset_files.h"
 #include "daemon/pipeline/flat_reader.h"
 #include "daemon/pipeline/jsonl_reader.h"
 #include "daemon/pipeline/megatron_reader.h"
-#include "daemon/pipeline/remote_files.h"
+#include "daemon/pipeline/open_dataset_files.h"
 #include "daemon/storage/object_store.h"
 
 namespace zephon::pipeline {
@@ -120,7 +121,7 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
     const proto::DatasetSpec& spec, const DatasetFiles::Resolved& src, DatasetFiles& files,
     const OpenOptions& options) {
   const std::string field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
-  const std::string cache_dir = options.cache_dir.empty() ? DefaultCacheDir() : options.cache_dir;
+  const std::string cache_dir = options.cache_dir.empty() ? zephon::DefaultCacheDir() : options.cache_dir;
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
@@ -202,12 +203,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
                                                                location.status().message()));
   }
   const std::string& path = location->path_or_url;
-  std::unique_ptr<DatasetFiles> files;
-  if (location->kind == storage::LocationKind::kS3) {
-    ASSIGN_OR_RETURN(files, RemoteDatasetFiles::Open(path, options));
-  } else {
-    files = LocalDatasetFiles();
-  }
+  ASSIGN_OR_RETURN(std::unique_ptr<DatasetFiles> files, OpenDatasetFiles(*location, options));
   ASSIGN_OR_RETURN(DatasetFiles::Resolved src, files->Resolve(path));
   std::string format = spec.format();
   if (format.empty()) {

@@ -2,12 +2,10 @@
 //
 // Opening (Dataset::Open, from a DatasetSpec). `path` is a directory, a single
 // shard, or a glob (path_glob.h: contains '*', '?' or '['; matches are regular files
-// sorted by full path; no match is NOT_FOUND naming the pattern). `path` may also be
-// an object-store URL "s3://bucket/key" (remote_files.h): the same rules apply, with
-// "directory" = the objects directly under key + "/" and globs matched by fnmatch
-// without crossing '/'; shard bytes are read through OpenOptions::shard_cache.
-// `path` is classified by storage::ClassifyLocation, like aggregate_dir: "file:///abs"
-// opens as "/abs"; any other scheme ("gs://", "S3://") is INVALID_ARGUMENT.
+// sorted by full path; no match is NOT_FOUND naming the pattern), or the same in an
+// object store, "s3://bucket/key" (remote_files.h says how keys resolve; bytes are read
+// through OpenOptions::shard_cache). `path` is classified by storage::ClassifyLocation,
+// like aggregate_dir: "file:///abs" opens as "/abs"; any other scheme is INVALID_ARGUMENT.
 //   format "megatron": a directory (every X.bin + X.idx pair in it is a shard; an .idx
 //     without its .bin or vice versa is an error naming it), a shard prefix (path.bin /
 //     path.idx; a trailing ".bin"/".idx" on `path` is stripped), or a glob: each match
@@ -63,8 +61,8 @@ namespace zephon::pipeline {
 
 // How to open datasets (execution environment, never part of the data identity).
 struct OpenOptions {
-  // Directory of the JSONL token caches; empty = DefaultCacheDir() (jsonl_reader.h:
-  // $XDG_CACHE_HOME/zephon or $HOME/.cache/zephon), created 0700 on first use.
+  // Directory of the JSONL token caches; empty = DefaultCacheDir() (common/cache_dir.h),
+  // created 0700 on first use.
   std::string cache_dir;
   // Longest JSONL line (decompressed bytes) converted into the token cache; a longer
   // one fails the dataset naming the file and line (zephond --max-jsonl-line-bytes).
@@ -88,7 +86,7 @@ class Dataset {
   // unmatched glob, DATA_LOSS for malformed shard contents.
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(const proto::DatasetSpec& spec,
                                                        const OpenOptions& options = {});
-  // Builds a dataset over already-open shards (tests, future backends).
+  // Builds a dataset over already-open shards (tests).
   // INVALID_ARGUMENT if there are no shards or no samples.
   static absl::StatusOr<std::unique_ptr<Dataset>> FromShards(
       std::string name, std::string format, std::vector<std::unique_ptr<ShardReader>> shards);

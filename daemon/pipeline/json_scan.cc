@@ -1,35 +1,101 @@
 #include "daemon/pipeline/json_scan.h"
 
+#include <simdjson.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/utf8.h"
 
 namespace zephon::pipeline {
+
+static_assert(kJsonPaddingBytes >= simdjson::SIMDJSON_PADDING,
+              "kJsonPaddingBytes must cover simdjson's read-ahead");
+
+namespace od = simdjson::ondemand;
+
+struct TokenArrayScanner::Parser {
+  od::parser parser;
+};
+
 namespace {
 
-bool IsWs(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+// What a simdjson error means in a JSONL line.
+std::string Describe(simdjson::error_code code) {
+  std::string what;
+  switch (code) {
+    case simdjson::UTF8_ERROR: what = "the line is not valid UTF-8"; break;
+    case simdjson::UNESCAPED_CHARS: what = "raw control character in string"; break;
+    case simdjson::UNCLOSED_STRING: what = "unterminated string"; break;
+    case simdjson::STRING_ERROR:
+      what = "invalid escape in string (or an unpaired \\u surrogate)";
+      break;
+    case simdjson::NUMBER_ERROR: what = "invalid number"; break;
+    case simdjson::T_ATOM_ERROR:
+    case simdjson::F_ATOM_ERROR:
+    case simdjson::N_ATOM_ERROR: what = "invalid literal (true, false or null)"; break;
+    case simdjson::TRAILING_CONTENT: what = "trailing characters after the object"; break;
+    case simdjson::INCOMPLETE_ARRAY_OR_OBJECT:
+      what = "unbalanced braces or brackets, or characters after the object";
+      break;
+    case simdjson::TAPE_ERROR:
+      what = "unexpected character: a missing or extra ',', ':', brace, bracket or key, "
+             "or a bare word";
+      break;
+    case simdjson::EMPTY: what = "empty line"; break;
+    default: what = simdjson::error_message(code); break;
+  }
+  return absl::StrCat("malformed JSON: ", what);
 }
 
-// Recursive-descent scanner over one line. Every method advances pos_ past what it
-// consumed or records the first error (message + offset) and returns false.
-class Scanner {
- public:
-  Scanner(std::string_view text, std::string_view field, std::vector<int32_t>* out)
-      : text_(text), field_(field), out_(out) {}
+// RFC 8259's number grammar. simdjson refuses numbers it cannot represent (integers past
+// 64 bits, magnitudes past a double's range) that are still JSON numbers.
+bool IsJsonNumber(std::string_view s) {
+  size_t i = 0;
+  auto digit = [&] { return i < s.size() && s[i] >= '0' && s[i] <= '9'; };
+  auto digits = [&] {
+    if (!digit()) return false;
+    while (digit()) ++i;
+    return true;
+  };
+  if (i < s.size() && s[i] == '-') ++i;
+  if (!digit()) return false;
+  if (s[i] == '0') {
+    ++i;
+  } else {
+    digits();
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == s.size();
+}
 
-  absl::Status Run(size_t* error_offset) {
-    if (!Document()) {
-      *error_offset = error_pos_;
+std::string_view TrimRight(std::string_view raw) {
+  while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t' || raw.back() == '\r' ||
+                          raw.back() == '\n')) {
+    raw.remove_suffix(1);
+  }
+  return raw;
+}
+
+// One scan: consumes every value of the line (On-Demand only validates what is read)
+// and records the first error with its offset.
+class Walk {
+ public:
+  Walk(std::string_view line, std::string_view field, std::vector<int32_t>* out)
+      : line_(line), field_(field), out_(out) {}
+
+  absl::Status Run(od::parser& parser, size_t capacity, size_t* error_offset) {
+    if (!Document(parser, capacity)) {
+      *error_offset = std::min(error_pos_, line_.size());
       return absl::InvalidArgumentError(error_);
     }
     return absl::OkStatus();
@@ -41,281 +107,178 @@ class Scanner {
     error_pos_ = at;
     return false;
   }
-  bool AtEnd() const { return pos_ >= text_.size(); }
-  char Peek() const { return AtEnd() ? '\0' : text_[pos_]; }
-  void SkipWs() {
-    while (!AtEnd() && IsWs(text_[pos_])) ++pos_;
+  // Where the parser stands (the end of the line when it cannot say).
+  size_t Here() {
+    if (doc_ == nullptr) return 0;
+    const char* at = nullptr;
+    if (doc_->current_location().get(at) != simdjson::SUCCESS) return line_.size();
+    return static_cast<size_t>(at - line_.data());
   }
-  bool Expect(char c, const char* what) {
-    SkipWs();
-    if (Peek() != c) return Unexpected(what);
-    ++pos_;
-    return true;
+  bool Error(simdjson::error_code code) { return Fail(Describe(code), Here()); }
+  size_t OffsetOf(od::value& v) {
+    return static_cast<size_t>(v.raw_json_token().data() - line_.data());
   }
-  bool Unexpected(const char* expected) {
-    if (AtEnd()) return Fail(absl::StrCat("malformed JSON: unexpected end of line, expected ",
-                                          expected), pos_);
-    return Fail(absl::StrCat("malformed JSON: unexpected '", std::string(1, text_[pos_]),
-                             "', expected ", expected), pos_);
+  // The value's text, without the whitespace after it, at most 40 bytes.
+  static std::string TextOf(od::value& v) {
+    return std::string(TrimRight(v.raw_json_token()).substr(0, 40));
   }
 
-  bool Document() {
-    SkipWs();
-    if (Peek() != '{') return Unexpected("a JSON object");
-    if (!Object(/*depth=*/1, /*top=*/true)) return false;
-    SkipWs();
-    if (!AtEnd()) return Fail("malformed JSON: trailing characters after the object", pos_);
+  bool Document(od::parser& parser, size_t capacity) {
+    od::document doc;
+    if (auto e = parser.iterate(line_.data(), line_.size(), capacity).get(doc)) return Error(e);
+    doc_ = &doc;
+    od::json_type type;
+    if (auto e = doc.type().get(type)) return Error(e);
+    if (type != od::json_type::object) return Fail("malformed JSON: expected a JSON object", 0);
+    od::object object;
+    if (auto e = doc.get_object().get(object)) return Error(e);
+    if (!TopObject(object)) return false;
+    // current_location() is OUT_OF_BOUNDS exactly when nothing follows the object.
+    const char* rest = nullptr;
+    if (doc.current_location().get(rest) == simdjson::SUCCESS) {
+      return Fail("malformed JSON: trailing characters after the object",
+                  static_cast<size_t>(rest - line_.data()));
+    }
     if (!found_) return Fail(absl::StrCat("missing field \"", std::string(field_), "\""), 0);
     return true;
   }
 
-  // REQUIRES: Peek() == '{'.
-  bool Object(int depth, bool top) {
-    if (!Enter(depth)) return false;
-    std::string key;
-    return Members('}', "',' or '}'", [&] {
-      if (Peek() != '"') return Unexpected("a string key");
-      const size_t key_pos = pos_;
-      key.clear();
-      if (!String(&key)) return false;
-      if (!Expect(':', "':'")) return false;
-      SkipWs();
-      if (top && key == field_) {
-        if (found_) {
-          return Fail(absl::StrCat("field \"", std::string(field_), "\" appears more than once"), key_pos);
-        }
-        found_ = true;
-        return TokenArray();
-      }
-      return Value(depth);
-    });
-  }
-
-  // REQUIRES: Peek() == '['.
-  bool Array(int depth) {
-    if (!Enter(depth)) return false;
-    return Members(']', "',' or ']'", [&] { return Value(depth); });
-  }
-
-  // Opens a container at `depth`: fails past kMaxJsonDepth, else consumes the bracket.
-  bool Enter(int depth) {
-    if (depth > kMaxJsonDepth) {
-      return Fail(absl::StrCat("malformed JSON: nesting deeper than ", kMaxJsonDepth), pos_);
-    }
-    ++pos_;
-    return true;
-  }
-
-  // The members of a container whose opening bracket was consumed: `member` parses one
-  // (whitespace before it skipped), then ',' continues and `close` ends the container;
-  // anything else is an error expecting `separators`. An empty container is fine.
-  template <typename ParseMember>
-  bool Members(char close, const char* separators, ParseMember member) {
-    SkipWs();
-    if (Peek() == close) {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      SkipWs();
-      if (!member()) return false;
-      SkipWs();
-      if (Peek() == ',') {
-        ++pos_;
+  bool TopObject(od::object& object) {
+    for (auto member : object) {
+      od::field f;
+      if (auto e = std::move(member).get(f)) return Error(e);
+      const size_t key_pos = static_cast<size_t>(f.key().raw() - 1 - line_.data());
+      std::string_view key;
+      if (auto e = f.unescaped_key().get(key)) return Fail(Describe(e), key_pos);
+      if (key != field_) {
+        if (!Value(f.value(), 1)) return false;
         continue;
       }
-      if (Peek() == close) {
-        ++pos_;
+      if (found_) {
+        return Fail(absl::StrCat("field \"", std::string(field_), "\" appears more than once"), key_pos);
+      }
+      found_ = true;
+      if (!TokenArray(f.value())) return false;
+    }
+    return true;
+  }
+
+  // Consumes (and so validates) any value; `depth` is the depth of its container.
+  bool Value(od::value v, int depth) {
+    od::json_type type;
+    if (auto e = v.type().get(type)) return Error(e);
+    switch (type) {
+      case od::json_type::object: {
+        if (depth + 1 > kMaxJsonDepth) return Deep(v);
+        od::object object;
+        if (auto e = v.get_object().get(object)) return Error(e);
+        for (auto member : object) {
+          od::field f;
+          if (auto e = std::move(member).get(f)) return Error(e);
+          std::string_view key;
+          if (auto e = f.unescaped_key().get(key)) return Error(e);
+          if (!Value(f.value(), depth + 1)) return false;
+        }
         return true;
       }
-      return Unexpected(separators);
-    }
-  }
-
-  // Any value; `depth` is the depth of the enclosing container.
-  bool Value(int depth) {
-    SkipWs();
-    const char c = Peek();
-    if (c == '{') return Object(depth + 1, /*top=*/false);
-    if (c == '[') return Array(depth + 1);
-    if (c == '"') return String(nullptr);
-    if (c == '-' || IsDigit(c)) return Number(nullptr);
-    if (c == 't') return Literal("true");
-    if (c == 'f') return Literal("false");
-    if (c == 'n') return Literal("null");
-    return Unexpected("a value");
-  }
-
-  bool Literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) return Unexpected("a value");
-    pos_ += word.size();
-    return true;
-  }
-
-  // REQUIRES: Peek() == '"'. Appends the unescaped bytes to *out when non-null.
-  bool String(std::string* out) {
-    const size_t start = pos_++;
-    while (true) {
-      if (AtEnd()) return Fail("malformed JSON: unterminated string", start);
-      const char c = text_[pos_];
-      if (c == '"') {
-        ++pos_;
+      case od::json_type::array: {
+        if (depth + 1 > kMaxJsonDepth) return Deep(v);
+        od::array array;
+        if (auto e = v.get_array().get(array)) return Error(e);
+        for (auto element : array) {
+          od::value child;
+          if (auto e = std::move(element).get(child)) return Error(e);
+          if (!Value(child, depth + 1)) return false;
+        }
         return true;
       }
-      if (static_cast<unsigned char>(c) < 0x20) {
-        return Fail("malformed JSON: raw control character in string", pos_);
+      case od::json_type::string: {
+        const size_t at = OffsetOf(v);
+        std::string_view s;
+        if (auto e = v.get_string().get(s)) return Fail(Describe(e), at);
+        return true;
       }
-      if (c != '\\') {
-        if (out) out->push_back(c);
-        ++pos_;
-        continue;
-      }
-      const size_t esc = pos_++;
-      if (AtEnd()) return Fail("malformed JSON: unterminated string", start);
-      const char e = text_[pos_++];
-      char plain = 0;
-      switch (e) {
-        case '"': plain = '"'; break;
-        case '\\': plain = '\\'; break;
-        case '/': plain = '/'; break;
-        case 'b': plain = '\b'; break;
-        case 'f': plain = '\f'; break;
-        case 'n': plain = '\n'; break;
-        case 'r': plain = '\r'; break;
-        case 't': plain = '\t'; break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!Hex4(esc, &cp)) return false;
-          // A high surrogate followed by an escaped low surrogate is one code point;
-          // lone surrogates are kept as-is (they cannot match a field name anyway).
-          if (cp >= 0xD800 && cp < 0xDC00 && text_.substr(pos_, 2) == "\\u") {
-            const size_t save = pos_;
-            pos_ += 2;
-            uint32_t low = 0;
-            if (!Hex4(save, &low)) return false;
-            if (low >= 0xDC00 && low < 0xE000) {
-              cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-            } else {
-              pos_ = save;
-            }
-          }
-          if (out) AppendUtf8(cp, out);
-          continue;
+      case od::json_type::number: return Number(v);
+      case od::json_type::boolean: {
+        bool b;
+        if (v.get_bool().get(b) != simdjson::SUCCESS) {
+          return Fail(Describe(simdjson::T_ATOM_ERROR), OffsetOf(v));
         }
-        default:
-          return Fail(absl::StrCat("malformed JSON: invalid escape '\\", std::string(1, e), "'"),
-                      esc);
+        return true;
       }
-      if (out) out->push_back(plain);
+      case od::json_type::null: {
+        bool is_null = false;
+        if (v.is_null().get(is_null) != simdjson::SUCCESS || !is_null) {
+          return Fail(Describe(simdjson::N_ATOM_ERROR), OffsetOf(v));
+        }
+        return true;
+      }
     }
+    return Fail("malformed JSON: unexpected value", OffsetOf(v));
   }
 
-  bool Hex4(size_t esc, uint32_t* cp) {
-    if (pos_ + 4 > text_.size()) return Fail("malformed JSON: truncated \\u escape", esc);
-    for (int i = 0; i < 4; ++i) {
-      const int h = HexValue(text_[pos_ + i]);
-      if (h < 0) return Fail("malformed JSON: invalid \\u escape", esc);
-      *cp = *cp * 16 + static_cast<uint32_t>(h);
-    }
-    pos_ += 4;
-    return true;
+  bool Deep(od::value& v) {
+    return Fail(absl::StrCat("malformed JSON: nesting deeper than ", kMaxJsonDepth), OffsetOf(v));
   }
 
-  // A JSON number; when `result` is non-null, also says whether it is a plain
-  // non-negative integer below 2^31 and its value.
-  struct IntResult {
-    bool plain = false;     // digits only
-    bool negative = false;
-    bool fits = false;      // plain and < 2^31
-    int32_t value = 0;
-  };
-  bool Number(IntResult* result) {
-    const size_t start = pos_;
-    IntResult r;
-    if (Peek() == '-') {
-      r.negative = true;
-      ++pos_;
-    }
-    if (!IsDigit(Peek())) return Unexpected("a digit");
-    uint64_t value = 0;
-    bool overflow = false;
-    if (Peek() == '0') {
-      ++pos_;
-      if (IsDigit(Peek())) return Fail("malformed JSON: number with a leading zero", start);
-    } else {
-      while (IsDigit(Peek())) {
-        value = value * 10 + static_cast<uint64_t>(Peek() - '0');
-        if (value > INT32_MAX) {
-          overflow = true;
-          value = uint64_t{INT32_MAX} + 1;  // Saturate: only "too big" matters.
-        }
-        ++pos_;
-      }
-    }
-    r.plain = true;
-    if (Peek() == '.') {
-      r.plain = false;
-      ++pos_;
-      if (!IsDigit(Peek())) return Unexpected("a digit after '.'");
-      while (IsDigit(Peek())) ++pos_;
-    }
-    if (Peek() == 'e' || Peek() == 'E') {
-      r.plain = false;
-      ++pos_;
-      if (Peek() == '+' || Peek() == '-') ++pos_;
-      if (!IsDigit(Peek())) return Unexpected("a digit in the exponent");
-      while (IsDigit(Peek())) ++pos_;
-    }
-    r.fits = r.plain && !r.negative && !overflow;
-    r.value = static_cast<int32_t>(value);
-    if (result) *result = r;
-    return true;
+  // Any number, also one simdjson cannot represent (IsJsonNumber).
+  bool Number(od::value& v) {
+    od::number n;
+    const simdjson::error_code e = v.get_number().get(n);
+    if (e == simdjson::SUCCESS) return true;
+    if (e == simdjson::NUMBER_ERROR && IsJsonNumber(TrimRight(v.raw_json_token()))) return true;
+    return Fail(Describe(e), OffsetOf(v));
   }
 
   // The field's value: an array of integers in [0, 2^31).
-  bool TokenArray() {
-    SkipWs();
-    if (Peek() != '[') {
-      const size_t at = pos_;
-      if (!Value(1)) return false;
+  bool TokenArray(od::value v) {
+    const size_t at = OffsetOf(v);
+    od::json_type type;
+    if (auto e = v.type().get(type)) return Error(e);
+    if (type != od::json_type::array) {
+      if (!Value(v, 1)) return false;
       return Fail(absl::StrCat("field \"", std::string(field_), "\" is not an array"), at);
     }
-    ++pos_;
+    od::array array;
+    if (auto e = v.get_array().get(array)) return Error(e);
     size_t k = 0;
-    return Members(']', "',' or ']'", [&] {
-      const size_t at = pos_;
-      const char c = Peek();
-      if (c == '-' || IsDigit(c)) {
-        IntResult r;
-        if (!Number(&r)) return false;
-        if (!r.plain) {
-          return Fail(absl::StrCat("field \"", std::string(field_), "\" element ", k,
-                                   " is not an integer: ", std::string(text_.substr(at, pos_ - at))), at);
-        }
-        if (r.negative) {
-          return Fail(absl::StrCat("field \"", std::string(field_), "\" element ", k,
-                                   " is negative: ", std::string(text_.substr(at, pos_ - at))), at);
-        }
-        if (!r.fits) {
-          return Fail(absl::StrCat("field \"", std::string(field_), "\" element ", k,
-                                   " is out of range [0, 2^31): ", std::string(text_.substr(at, pos_ - at))),
-                      at);
-        }
-        out_->push_back(r.value);
-      } else {
-        if (!Value(1)) return false;
-        return Fail(absl::StrCat("field \"", std::string(field_), "\" element ", k, " is not an integer: ",
-                                 std::string(text_.substr(at, std::min<size_t>(pos_ - at, 40)))), at);
+    for (auto element : array) {
+      od::value x;
+      if (auto e = std::move(element).get(x)) return Error(e);
+      uint64_t token = 0;
+      if (x.get_uint64().get(token) == simdjson::SUCCESS && token <= INT32_MAX) {
+        out_->push_back(static_cast<int32_t>(token));  // The common case.
+      } else if (!Element(x, k)) {
+        return false;
       }
       ++k;
-      return true;
-    });
+    }
+    return true;
   }
 
-  const std::string_view text_;
+  // Element k, which is not a plain integer below 2^31: says what it is instead.
+  bool Element(od::value& x, size_t k) {
+    const size_t at = OffsetOf(x);
+    const std::string text = TextOf(x);
+    const std::string what = absl::StrCat("field \"", std::string(field_), "\" element ", k);
+    od::json_type type;
+    if (auto e = x.type().get(type)) return Error(e);
+    if (type != od::json_type::number) {
+      if (!Value(x, 1)) return false;
+      return Fail(absl::StrCat(what, " is not an integer: ", text), at);
+    }
+    if (!Number(x)) return false;
+    if (text.find_first_of(".eE") != std::string::npos) {
+      return Fail(absl::StrCat(what, " is not an integer: ", text), at);
+    }
+    if (text[0] == '-') return Fail(absl::StrCat(what, " is negative: ", text), at);
+    return Fail(absl::StrCat(what, " is out of range [0, 2^31): ", text), at);
+  }
+
+  const std::string_view line_;
   const std::string_view field_;
   std::vector<int32_t>* const out_;
-  size_t pos_ = 0;
+  od::document* doc_ = nullptr;
   bool found_ = false;
   std::string error_;
   size_t error_pos_ = 0;
@@ -323,9 +286,26 @@ class Scanner {
 
 }  // namespace
 
+TokenArrayScanner::TokenArrayScanner(std::string field)
+    : field_(std::move(field)), parser_(std::make_unique<Parser>()) {}
+
+TokenArrayScanner::~TokenArrayScanner() = default;
+
+absl::Status TokenArrayScanner::Scan(std::string_view line, size_t readable_after,
+                                     std::vector<int32_t>* out, size_t* error_offset) {
+  if (readable_after >= kJsonPaddingBytes) {
+    return Walk(line, field_, out).Run(parser_->parser, line.size() + readable_after,
+                                       error_offset);
+  }
+  padded_.assign(line.data(), line.size());
+  padded_.append(kJsonPaddingBytes, ' ');
+  return Walk(std::string_view(padded_.data(), line.size()), field_, out)
+      .Run(parser_->parser, padded_.size(), error_offset);
+}
+
 absl::Status ExtractTokenArray(std::string_view line, std::string_view field,
                                std::vector<int32_t>* out, size_t* error_offset) {
-  return Scanner(line, field, out).Run(error_offset);
+  return TokenArrayScanner(std::string(field)).Scan(line, 0, out, error_offset);
 }
 
 }  // namespace zephon::pipeline

@@ -1,22 +1,28 @@
-// JSON line scanning: extract one top-level integer-array field from a JSON object.
+// JSON line scanning: extract one top-level integer-array field from a JSON object,
+// parsed by simdjson's On-Demand API (Debian libsimdjson-dev).
 //
-// A small, strict RFC 8259 scanner (no DOM, no allocation beyond the output and the
-// decoded keys). The line must be exactly one JSON object, optionally surrounded by
-// whitespace (space, tab, CR, LF). Every value is validated while being skipped:
-// strings (no raw control characters; escapes \" \\ \/ \b \f \n \r \t and \uXXXX),
-// numbers (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?), true/false/null and nested
-// arrays/objects up to kMaxJsonDepth levels. Keys are compared after unescaping, so
-// "input\u005fids" names the field input_ids. Bytes >= 0x80 are passed through
-// unvalidated (they can only appear inside strings).
+// The line must be exactly one RFC 8259 JSON object, optionally surrounded by
+// whitespace, in valid UTF-8. Every value is consumed, so every value is validated:
+// strings (no raw control characters; escapes \" \\ \/ \b \f \n \r \t and \uXXXX with
+// surrogates paired), numbers (-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, finite as
+// a double; integers of any length), true/false/null and nested containers up to
+// kMaxJsonDepth levels. Keys are compared after unescaping, so "input\u005fids" names
+// the field input_ids.
 // The field's value must be an array whose elements are integers in [0, 2^31): no
 // fraction, no exponent, no sign. The field must appear exactly once at the top level
 // (nested occurrences are ignored).
-// Pure functions; thread-safe.
+// Errors are INVALID_ARGUMENT saying what is wrong (malformed JSON and simdjson's reason,
+// missing field, duplicate field, not an array, element K not an integer / negative /
+// out of range) with the byte offset in the line where it was found (for malformed
+// JSON: where simdjson stopped, which may be after the bad byte; 0 when the line could
+// not be indexed at all, e.g. invalid UTF-8 or unbalanced brackets).
 #ifndef ZEPHON_DAEMON_PIPELINE_JSON_SCAN_H_
 #define ZEPHON_DAEMON_PIPELINE_JSON_SCAN_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -26,11 +32,34 @@ namespace zephon::pipeline {
 
 inline constexpr int kMaxJsonDepth = 256;
 
-// Appends the tokens of top-level field `field` of the JSON object `line` to *out.
-// On error returns INVALID_ARGUMENT whose message says what is wrong (malformed JSON,
-// missing field, duplicate field, not an array, element K not a non-negative integer,
-// element K out of range) and sets *error_offset to the byte offset in `line` where
-// the problem was found; *out may then hold a partial array (callers discard it).
+// Bytes simdjson may read past the end of a line (SIMDJSON_PADDING; checked in
+// json_scan.cc). Their content does not matter, only that they are readable.
+inline constexpr size_t kJsonPaddingBytes = 64;
+
+// Scans lines for one field, reusing the parser's buffers from line to line.
+// Single-owner (not thread-safe); one per conversion.
+class TokenArrayScanner {
+ public:
+  explicit TokenArrayScanner(std::string field);
+  ~TokenArrayScanner();
+  TokenArrayScanner(const TokenArrayScanner&) = delete;
+  TokenArrayScanner& operator=(const TokenArrayScanner&) = delete;
+
+  // Appends the tokens of the field to *out (see the file comment). `readable_after` is
+  // how many bytes after `line` may be read: with at least kJsonPaddingBytes the line is
+  // parsed in place, else it is first copied into a padded buffer. On error sets
+  // *error_offset; *out may then hold a partial array (callers discard it).
+  absl::Status Scan(std::string_view line, size_t readable_after, std::vector<int32_t>* out,
+                    size_t* error_offset);
+
+ private:
+  struct Parser;
+  const std::string field_;
+  const std::unique_ptr<Parser> parser_;
+  std::string padded_;  // The copy of a line without its own padding.
+};
+
+// One-off form of TokenArrayScanner::Scan for a line without padding (tests, fuzzing).
 absl::Status ExtractTokenArray(std::string_view line, std::string_view field,
                                std::vector<int32_t>* out, size_t* error_offset);
 

@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -175,6 +174,8 @@ absl::Status BuildCache(LineReader* lines, const std::string& path, const std::s
   std::string tok_buf, off_buf;
   AppendU64(0, &off_buf);
   uint64_t total = 0;
+  static_assert(kLineReadAheadBytes >= kJsonPaddingBytes, "lines are scanned in place");
+  TokenArrayScanner scanner(field);
   std::vector<int32_t> tokens;
   std::string_view line;
   while (true) {
@@ -186,7 +187,7 @@ absl::Status BuildCache(LineReader* lines, const std::string& path, const std::s
     if (IsBlank(line)) continue;
     tokens.clear();
     size_t at = 0;
-    const absl::Status s = ExtractTokenArray(line, field, &tokens, &at);
+    const absl::Status s = scanner.Scan(line, kLineReadAheadBytes, &tokens, &at);
     at += bom;
     if (!s.ok()) {
       return absl::DataLossError(absl::StrCat(path, ": line ", lines->line_number(),
@@ -253,14 +254,6 @@ CachePair TryOpenCache(const std::string& prefix) {
 bool IsJsonlFileName(std::string_view name) {
   return HasSuffix(name, ".jsonl") || HasSuffix(name, ".jsonl.gz") ||
          HasSuffix(name, ".jsonl.zst");
-}
-
-std::string DefaultCacheDir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] != '\0') return (fs::path(xdg) / "zephon").string();
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] != '\0') return (fs::path(home) / ".cache" / "zephon").string();
-  return absl::StrCat("/tmp/zephon-", getuid(), "/cache");
 }
 
 JsonlShard::JsonlShard(std::string path, uint64_t source_bytes, std::string cache_prefix,

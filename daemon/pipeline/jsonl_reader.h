@@ -1,36 +1,28 @@
 // JsonlShard: one JSONL shard (.jsonl, .jsonl.gz, .jsonl.zst), served from a binary
 // token cache because compressed text has no random access.
 //
-// Samples: every non-blank line (blank = only spaces, tabs and CRs; skipped, so they
-// do not count) is one JSON object and one sample; its tokens are the integer array
-// in field `field` (see json_scan.h for the accepted JSON). Sample i is the i-th
-// non-blank line. A UTF-8 byte order mark at the start of the file is ignored.
-// Token cache: on Open, the shard is looked up in `cache_dir` under
+// Samples: sample i is the i-th non-blank line (blank = only spaces, tabs and CRs); its
+// tokens are the integer array in field `field` (json_scan.h says what JSON is
+// accepted). A UTF-8 byte order mark at the start of the file is ignored.
+// Token cache, under cache_dir (created 0700 with parents when missing):
 //   key = 16 hex digits of HashBytes("zephon-jsonl-cache-v1\0" absolute path "\0"
-//         u64 LE size, u64 LE mtime_ns, field)
-// as <key>.tok (int32 LE tokens of all samples back to back) and <key>.off (u64 LE
-// offsets, N + 1 of them, in tokens: sample i is tokens [off[i], off[i+1])). A missing
-// or inconsistent cache is (re)built: the source is converted into temporary files in
-// cache_dir which are renamed into place (.tok first, then .off, which commits), so
-// concurrent openers never see a partial cache and may race harmlessly (the content
-// is a pure function of the key). Then .off is read into memory and .tok is read with
-// pread per sample (a cache file shrunk under the daemon is DATA_LOSS, not a crash).
-// Editing the source changes its size or mtime and so its key; stale caches are left
-// behind.
-// The source is stat'ed before and after conversion; a change in between is an error.
-// Object-store sources (s3://, opened as a ShardFile that reads through the node's shard
-// cache) are keyed the same way with "remote\0" URL "\0" u64 LE size, version (ETag),
-// "\0" in place of the path, size and mtime, so a replaced object is converted again;
-// the shard cache fails the conversion if the object changes while it is read.
-// cache_dir is created (mode 0700, with parents) when missing.
-// Conversion reads lines of at most `max_line_bytes` (line_reader.h; zephond
-// --max-jsonl-line-bytes): a longer line fails the conversion. An existing cache is used
-// whatever the limit it was built under (the limit guards conversion memory only).
-// Errors name the source file, the 1-based line number and the decompressed byte
-// offset of the problem: DATA_LOSS for malformed lines, missing fields, bad elements
-// and truncated / corrupt compressed streams; RESOURCE_EXHAUSTED for a line over
-// max_line_bytes; NOT_FOUND for a missing source;
-// INTERNAL / PERMISSION_DENIED for cache I/O failures (naming the cache file).
+//         u64 LE size, u64 LE mtime_ns, field); an object-store source puts
+//         "remote\0" URL "\0" u64 LE size, version (ETag) "\0" in place of path, size
+//         and mtime, so an edited file or a replaced object gets a new key (stale caches
+//         stay behind).
+//   <key>.tok  int32 LE tokens of all samples back to back
+//   <key>.off  u64 LE offsets, N + 1 of them, in tokens: sample i is [off[i], off[i+1])
+// A missing or inconsistent cache is rebuilt into temporary files renamed into place
+// (.tok, then .off, which commits), so concurrent openers never see a partial cache and
+// may race harmlessly. .off is then held in memory, .tok read with pread per sample (a
+// cache file shrunk under the daemon is DATA_LOSS, not a crash). A local source that
+// changes during conversion is ABORTED; the shard cache fails a remote one.
+// Conversion reads lines of at most `max_line_bytes` (line_reader.h); an existing cache
+// is used whatever limit it was built under.
+// Errors name the source, the 1-based line and the decompressed byte offset: DATA_LOSS
+// for malformed lines and corrupt streams, RESOURCE_EXHAUSTED for an overlong line,
+// NOT_FOUND for a missing source, INTERNAL / PERMISSION_DENIED for cache I/O (naming the
+// cache file).
 // Thread-safe after Open (immutable).
 #ifndef ZEPHON_DAEMON_PIPELINE_JSONL_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_JSONL_READER_H_
@@ -52,10 +44,6 @@ inline constexpr char kDefaultJsonlField[] = "input_ids";
 
 // True for names ending in ".jsonl", ".jsonl.gz" or ".jsonl.zst".
 bool IsJsonlFileName(std::string_view name);
-
-// $XDG_CACHE_HOME/zephon if XDG_CACHE_HOME is set and non-empty, else
-// $HOME/.cache/zephon, else /tmp/zephon-<uid>/cache. Not created here.
-std::string DefaultCacheDir();
 
 class JsonlShard final : public ShardReader {
  public:

@@ -272,16 +272,19 @@ absl::StatusOr<bool> LineReader::Next(std::string_view* line) {
       end_ -= begin_;
       begin_ = 0;
     }
-    if (buffer_.size() - end_ < kMinReadBytes) {
-      // Doubling, but never past what a longest allowed line (plus its '\n') and one
-      // read need: end_ <= max_line_bytes_ here, so the cap still leaves a full read.
-      const uint64_t cap = max_line_bytes_ > UINT64_MAX - 2 * kMinReadBytes
+    // The last kLineReadAheadBytes of the buffer are never filled: they follow every line.
+    constexpr size_t kSpare = kMinReadBytes + kLineReadAheadBytes;
+    if (buffer_.size() - end_ < kSpare) {
+      // Doubling, but never past what a longest allowed line (plus its '\n'), one read
+      // and the read-ahead need: end_ <= max_line_bytes_ here, so the cap leaves a read.
+      const uint64_t cap = max_line_bytes_ > UINT64_MAX - 2 * kSpare
                                ? UINT64_MAX
-                               : max_line_bytes_ + 1 + kMinReadBytes;
+                               : max_line_bytes_ + 1 + kSpare;
       buffer_.resize(static_cast<size_t>(
-          std::min<uint64_t>(std::max(2 * buffer_.size(), end_ + kMinReadBytes), cap)));
+          std::min<uint64_t>(std::max(2 * buffer_.size(), end_ + kSpare), cap)));
     }
-    auto got = decoder_->Read(buffer_.data() + end_, buffer_.size() - end_);
+    auto got = decoder_->Read(buffer_.data() + end_,
+                              buffer_.size() - kLineReadAheadBytes - end_);
     if (!got.ok()) {
       return absl::Status(got.status().code(),
                           absl::StrCat(path_, ": line ", line_number_ + 1,

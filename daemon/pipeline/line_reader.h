@@ -12,6 +12,9 @@
 // more than max_line_bytes + 64 KiB of it is buffered. Without the bound a small
 // compressed file holding one huge line (1 GiB of text gzips to about 1 MB) makes the
 // reader buffer all of it.
+// Every line returned is followed by at least kLineReadAheadBytes readable bytes (of any
+// content) in the reader's buffer, so a parser that reads ahead (simdjson: json_scan.h)
+// can scan the line in place instead of copying it.
 // Single-owner (not thread-safe).
 #ifndef ZEPHON_DAEMON_PIPELINE_LINE_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_LINE_READER_H_
@@ -32,6 +35,9 @@ enum class Compression { kNone, kGzip, kZstd };
 // as JSON text, far beyond any real sample, while keeping a hostile file to a bounded
 // buffer (zephond --max-jsonl-line-bytes).
 inline constexpr uint64_t kDefaultMaxLineBytes = uint64_t{64} << 20;
+
+// Readable bytes after every line Next returns (see the file comment).
+inline constexpr size_t kLineReadAheadBytes = 64;
 
 // By suffix: ".gz" -> kGzip, ".zst" -> kZstd, else kNone.
 Compression CompressionOfPath(std::string_view path);

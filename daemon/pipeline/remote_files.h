@@ -1,26 +1,19 @@
 // RemoteDatasetFiles: DatasetFiles (dataset_files.h) over an object store, for dataset
-// paths "s3://bucket/key". A key is resolved like a local path:
+// paths "s3://bucket/key", resolved as a local path would be (opened through
+// open_dataset_files.h):
 //   glob      the key holds '*', '?' or '[': the key's literal part before the first
-//             metacharacter is listed, then every listed key is matched against the
-//             whole pattern with fnmatch(FNM_PATHNAME | FNM_PERIOD), so wildcards never
-//             cross '/' nor match a leading '.', as glob(3) does locally; matches sorted
-//             by key; none is NOT_FOUND naming the URL. A pattern with no '/' after its
-//             literal part ("data/shard-*.bin") can only match objects directly in that
-//             directory, so only that level is listed (ListDirectory); one spanning
-//             directories ("data/*/x.bin") lists the literal part recursively (List).
-//   directory ListDirectory(key + "/") finds any object under it, at any depth (or the
-//             key is empty: the bucket's top level): the objects directly under it (no
-//             further '/'), names not starting with '.', sorted by key. Only that one
-//             level is listed, however many objects lie deeper.
-//   single    otherwise: the object `key` itself (HEAD when it is opened or tested).
+//             metacharacter is listed (one level with ListDirectory when the pattern has
+//             no '/' after it, else recursively with List), and keys are matched with
+//             fnmatch(FNM_PATHNAME | FNM_PERIOD), as glob(3) does; sorted by key; none is
+//             NOT_FOUND naming the URL.
+//   directory objects exist under key + "/" (or the key is empty): the objects directly
+//             under it, names not starting with '.', sorted by key (one level listed).
+//   single    otherwise: the object `key` itself (HEAD when opened or tested).
 // Files open as RemoteShardFile: size and version come from the listing (or HEAD) and
-// stay fixed; bytes are read through the node's ShardCache (storage/shard_cache.h),
-// which checks them against that size and version. Sorting by key equals sorting by
-// local path, so the same files in S3 and on disk open to the same shards in the same
-// order (and the same dataset fingerprint).
-// Errors are the store's: S3Store's name the operation, bucket, key and HTTP status (a
-// missing bucket is FAILED_PRECONDITION, a missing key NOT_FOUND, a refused key
-// PERMISSION_DENIED).
+// stay fixed; bytes are read through the node's ShardCache (storage/shard_cache.h), which
+// checks them against both. Sorting by key equals sorting by local path, so the same files
+// in S3 and on disk give the same shards, order and dataset fingerprint.
+// Errors are the store's (storage/s3_store.h: operation, bucket, key, HTTP status).
 // Thread-compatible (DatasetFiles); the ShardFiles it opens are thread-safe.
 #ifndef ZEPHON_DAEMON_PIPELINE_REMOTE_FILES_H_
 #define ZEPHON_DAEMON_PIPELINE_REMOTE_FILES_H_

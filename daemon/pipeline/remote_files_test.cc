@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/pipeline/dataset.h"
 #include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/open_dataset_files.h"
 #include "daemon/pipeline/path_glob.h"
 #include "daemon/pipeline/spec.h"
 #include "daemon/pipeline/testing_corpus.h"
@@ -509,6 +510,31 @@ TEST_F(RemoteDatasetTest, WithoutANodeCacheDatasetsStillOpenAndRead) {
   options_.shard_cache = nullptr;  // a private memory-only cache
   ExpectSameAsLocal(absl::StrCat(kBucket, "/corpus"), bucket_dir_ + "/corpus");
   EXPECT_TRUE(!fs::exists(root_ + "/objects") || fs::is_empty(root_ + "/objects"));
+}
+
+TEST_F(RemoteDatasetTest, OpenDatasetFilesPicksTheStoreByLocationKind) {
+  // kS3 goes through options.open_store: the listing is the fake store's.
+  auto remote = OpenDatasetFiles(
+      storage::Location{storage::LocationKind::kS3, absl::StrCat(kBucket, "/corpus")}, options_);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto listed = (*remote)->Resolve(absl::StrCat(kBucket, "/corpus"));
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->kind, DatasetFiles::Kind::kDirectory);
+  EXPECT_FALSE(store_->listings().empty());
+  // kLocal reads the filesystem and never asks the store.
+  store_->ResetListings();
+  auto local = OpenDatasetFiles(
+      storage::Location{storage::LocationKind::kLocal, bucket_dir_ + "/corpus"}, options_);
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto files = (*local)->Resolve(bucket_dir_ + "/corpus");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(files->kind, DatasetFiles::Kind::kDirectory);
+  EXPECT_EQ(files->files.size(), listed->files.size());
+  EXPECT_TRUE(store_->listings().empty());
+  // The remote opener's own errors come back unchanged.
+  options_.open_store = nullptr;
+  auto bad = OpenDatasetFiles(storage::Location{storage::LocationKind::kS3, "s3://"}, options_);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ LIBS[checkpoint_decode]="-lprotobuf -lz"
 SRCS[megatron_idx]="daemon/pipeline/megatron_reader.cc daemon/pipeline/shard_file.cc daemon/pipeline/tokens.cc"
 LIBS[megatron_idx]=""
 SRCS[json_scan]="daemon/pipeline/json_scan.cc"
-LIBS[json_scan]=""
+LIBS[json_scan]="-lsimdjson"
 SRCS[s3_xml]="daemon/storage/s3_xml.cc"
 LIBS[s3_xml]=""
 

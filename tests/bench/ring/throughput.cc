@@ -1,4 +1,4 @@
-#include "shm/bench/throughput.h"
+#include "tests/bench/ring/throughput.h"
 
 #include <sys/resource.h>
 
@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "shm/bench/bench_ring.h"
-#include "shm/bench/bench_util.h"
+#include "tests/bench/ring/bench_ring.h"
+#include "tests/bench/ring/bench_util.h"
 #include "shm/ring_layout.h"
 
 namespace zephon::shm::bench {

@@ -1,4 +1,4 @@
-#include "shm/bench/processes.h"
+#include "tests/bench/ring/processes.h"
 
 #include <signal.h>
 #include <sys/prctl.h>

@@ -1,4 +1,4 @@
-// File: shm/bench/reader_cpu.h
+// File: tests/bench/ring/reader_cpu.h
 //
 // Reader CPU time per batch for Acquire + Release alone (no data touched), in a reader
 // that never waits: before each measured window the ring is full (published == next +
@@ -8,8 +8,8 @@
 //   kIdle       the producer refills only between windows: nothing else runs during one.
 //   kKeepsFull  the producer keeps publishing during the window; it is asleep in Loan
 //               whenever the ring is full, so Release usually has to FUTEX_WAKE it.
-#ifndef ZEPHON_SHM_BENCH_READER_CPU_H_
-#define ZEPHON_SHM_BENCH_READER_CPU_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_READER_CPU_H_
+#define ZEPHON_TESTS_BENCH_RING_READER_CPU_H_
 
 #include <cstdint>
 
@@ -42,4 +42,4 @@ absl::StatusOr<ReaderCpuResult> RunReaderCpu(const ReaderCpuConfig& config);
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_READER_CPU_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_READER_CPU_H_

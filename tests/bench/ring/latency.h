@@ -1,4 +1,4 @@
-// File: shm/bench/latency.h
+// File: tests/bench/ring/latency.h
 //
 // Hand-off latency, publish -> reader wake-up, with one forked reader. The producer
 // paces publishes `gap` apart, stores CLOCK_MONOTONIC in the slot right before Publish,
@@ -11,15 +11,15 @@
 //   kSpinRaw  busy-poll on the header's `published` cursor, read-only, through a second
 //             mapping made by the benchmark (shm/ is unchanged), then Acquire, which then
 //             returns at once. The floor: a cache-line transfer plus Acquire's own cost.
-#ifndef ZEPHON_SHM_BENCH_LATENCY_H_
-#define ZEPHON_SHM_BENCH_LATENCY_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_LATENCY_H_
+#define ZEPHON_TESTS_BENCH_RING_LATENCY_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "shm/bench/bench_util.h"
+#include "tests/bench/ring/bench_util.h"
 
 namespace zephon::shm::bench {
 
@@ -45,4 +45,4 @@ absl::StatusOr<LatencyResult> RunLatency(const LatencyConfig& config);
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_LATENCY_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_LATENCY_H_

@@ -1,12 +1,12 @@
-#include "shm/bench/reader_cpu.h"
+#include "tests/bench/ring/reader_cpu.h"
 
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "shm/bench/bench_ring.h"
-#include "shm/bench/bench_util.h"
+#include "tests/bench/ring/bench_ring.h"
+#include "tests/bench/ring/bench_util.h"
 #include "shm/ring_layout.h"
 
 namespace zephon::shm::bench {

@@ -1,4 +1,4 @@
-#include "shm/bench/report.h"
+#include "tests/bench/ring/report.h"
 
 #include <fstream>
 

@@ -1,9 +1,9 @@
-#include "shm/bench/copy_baseline.h"
+#include "tests/bench/ring/copy_baseline.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "shm/bench/bench_util.h"
+#include "tests/bench/ring/bench_util.h"
 #include "shm/ring_layout.h"
 
 namespace zephon::shm::bench {

@@ -1,4 +1,4 @@
-#include "shm/bench/bench_ring.h"
+#include "tests/bench/ring/bench_ring.h"
 
 #include <sys/wait.h>
 

@@ -1,21 +1,21 @@
-// File: shm/bench/report.h
+// File: tests/bench/ring/report.h
 //
 // Everything one ring_bench run measured, printed as Markdown tables (so the output can
 // be pasted into docs/benchmarks.md as is) with each target marked met or missed, and
 // optionally written as JSON.
-#ifndef ZEPHON_SHM_BENCH_REPORT_H_
-#define ZEPHON_SHM_BENCH_REPORT_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_REPORT_H_
+#define ZEPHON_TESTS_BENCH_RING_REPORT_H_
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "shm/bench/bench_util.h"
-#include "shm/bench/copy_baseline.h"
-#include "shm/bench/latency.h"
-#include "shm/bench/reader_cpu.h"
-#include "shm/bench/throughput.h"
+#include "tests/bench/ring/bench_util.h"
+#include "tests/bench/ring/copy_baseline.h"
+#include "tests/bench/ring/latency.h"
+#include "tests/bench/ring/reader_cpu.h"
+#include "tests/bench/ring/throughput.h"
 
 namespace zephon::shm::bench {
 
@@ -40,4 +40,4 @@ absl::Status WriteJson(const BenchReport& report, const std::string& path);
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_REPORT_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_REPORT_H_

@@ -1,4 +1,4 @@
-#include "shm/bench/latency.h"
+#include "tests/bench/ring/latency.h"
 
 #include <sys/resource.h>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "shm/bench/bench_ring.h"
+#include "tests/bench/ring/bench_ring.h"
 #include "shm/futex.h"
 #include "shm/ring_layout.h"
 

@@ -1,12 +1,12 @@
-// File: shm/bench/throughput.h
+// File: tests/bench/ring/throughput.h
 //
 // Delivery throughput: one producer publishing batches of `payload_bytes` to N forked
 // reader processes through the ring. The producer fills each slot's payload once (so the
 // pages are real) and afterwards writes only the small tensor table and a "meta" tensor
 // per batch: collating is not transport. Each reader acquires, sums every 64-bit word
 // of the payload (a trainer's first pass), checks the sum, releases.
-#ifndef ZEPHON_SHM_BENCH_THROUGHPUT_H_
-#define ZEPHON_SHM_BENCH_THROUGHPUT_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_THROUGHPUT_H_
+#define ZEPHON_TESTS_BENCH_RING_THROUGHPUT_H_
 
 #include <cstdint>
 
@@ -42,4 +42,4 @@ absl::StatusOr<ThroughputResult> RunThroughput(const ThroughputConfig& config);
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_THROUGHPUT_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_THROUGHPUT_H_

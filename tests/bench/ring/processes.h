@@ -1,4 +1,4 @@
-// File: shm/bench/processes.h
+// File: tests/bench/ring/processes.h
 //
 // Process plumbing for the ring benchmark: unique shm names that are unlinked even when
 // the run is interrupted, memory shared with forked children for control words and
@@ -6,8 +6,8 @@
 //
 // Thread safety: call from the main thread of a single-threaded process (fork() is only
 // safe there). The signal handler is async-signal-safe.
-#ifndef ZEPHON_SHM_BENCH_PROCESSES_H_
-#define ZEPHON_SHM_BENCH_PROCESSES_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_PROCESSES_H_
+#define ZEPHON_TESTS_BENCH_RING_PROCESSES_H_
 
 #include <sys/mman.h>
 #include <sys/types.h>
@@ -80,4 +80,4 @@ void KillChildren(std::vector<pid_t>& pids);
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_PROCESSES_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_PROCESSES_H_

@@ -1,4 +1,4 @@
-#include "shm/bench/bench_util.h"
+#include "tests/bench/ring/bench_util.h"
 
 #include <cstdint>
 #include <cstring>

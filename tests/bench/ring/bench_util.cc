@@ -1,4 +1,4 @@
-#include "shm/bench/bench_util.h"
+#include "tests/bench/ring/bench_util.h"
 
 #include <sys/utsname.h>
 #include <time.h>
@@ -51,7 +51,7 @@ MachineInfo DescribeMachine(int argc, char** argv) {
   // `bazel run` sets these; saying so tells a reader how to reproduce the run.
   if (const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY"); ws != nullptr) {
     m.command =
-        absl::StrCat("bazel run //shm/bench:ring_bench -- ",
+        absl::StrCat("bazel run //tests/bench/ring:ring_bench -- ",
                      absl::StrJoin(args.begin() + 1, args.end(), " "), " (workspace ", ws, ")");
   }
   return m;

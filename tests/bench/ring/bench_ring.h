@@ -1,4 +1,4 @@
-// File: shm/bench/bench_ring.h
+// File: tests/bench/ring/bench_ring.h
 //
 // BenchRing: one RingWriter (the producer, in this process, as zephond) plus N forked
 // reader processes, each opening its own RingReader (its own mapping, as a trainer
@@ -8,8 +8,8 @@
 //
 // Thread safety: single-owner; use from the main thread. Destroying a BenchRing SIGKILLs
 // readers not yet joined, then the writer closes the ring, so every error path cleans up.
-#ifndef ZEPHON_SHM_BENCH_BENCH_RING_H_
-#define ZEPHON_SHM_BENCH_BENCH_RING_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_BENCH_RING_H_
+#define ZEPHON_TESTS_BENCH_RING_BENCH_RING_H_
 
 #include <sys/types.h>
 
@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "shm/bench/processes.h"
+#include "tests/bench/ring/processes.h"
 #include "shm/ring_reader.h"
 #include "shm/ring_writer.h"
 
@@ -71,4 +71,4 @@ class BenchRing {
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_BENCH_RING_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_BENCH_RING_H_

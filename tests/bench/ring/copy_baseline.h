@@ -1,4 +1,4 @@
-// File: shm/bench/copy_baseline.h
+// File: tests/bench/ring/copy_baseline.h
 //
 // What a copying transport would cost a reader, measured in the same run as the ring.
 // Single-threaded, in this process, on page-aligned heap buffers filled beforehand.
@@ -11,8 +11,8 @@
 //     cache as the ring's slots are. This is what a copying transport would really pay,
 //     and the touch-only figure is the ceiling for zero-copy delivery (a zero-copy reader
 //     does exactly that touch plus the transport's bookkeeping).
-#ifndef ZEPHON_SHM_BENCH_COPY_BASELINE_H_
-#define ZEPHON_SHM_BENCH_COPY_BASELINE_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_COPY_BASELINE_H_
+#define ZEPHON_TESTS_BENCH_RING_COPY_BASELINE_H_
 
 #include <cstdint>
 
@@ -36,4 +36,4 @@ CopyBaseline MeasureCopy(uint64_t bytes, uint32_t sources, absl::Duration budget
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_COPY_BASELINE_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_COPY_BASELINE_H_

@@ -1,11 +1,11 @@
-// File: shm/bench/bench_util.h
+// File: tests/bench/ring/bench_util.h
 //
 // Small, dependency-free helpers for the ring benchmark: the machine description that
 // heads every report, clocks, latency summaries, and the "trainer touch" (sum every
 // 64-bit word) that both the zero-copy readers and the memcpy baseline pay.
 // Thread safety: all functions are thread-safe (pure or read-only of /proc).
-#ifndef ZEPHON_SHM_BENCH_BENCH_UTIL_H_
-#define ZEPHON_SHM_BENCH_BENCH_UTIL_H_
+#ifndef ZEPHON_TESTS_BENCH_RING_BENCH_UTIL_H_
+#define ZEPHON_TESTS_BENCH_RING_BENCH_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -52,4 +52,4 @@ void FillPattern(void* data, uint64_t bytes);
 
 }  // namespace zephon::shm::bench
 
-#endif  // ZEPHON_SHM_BENCH_BENCH_UTIL_H_
+#endif  // ZEPHON_TESTS_BENCH_RING_BENCH_UTIL_H_
