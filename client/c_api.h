@@ -63,7 +63,7 @@ void zephon_end_lease(zephon_reader* reader);
 /* Detaches (if still attached), unmaps and frees the reader. NULL is ignored. */
 void zephon_detach(zephon_reader* reader);
 
-/* Collective checkpoint (see AttachedReader::Checkpoint). On success *data/*size hold
+/* Collective checkpoint (see AttachedReader::Checkpoint). On success *data and *size hold
  * the merged checkpoint bytes (free *data with zephon_free). To restore, put them
  * base64-encoded in the attach request's "restore_checkpoint". */
 int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint64_t* size,
