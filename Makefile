@@ -9,11 +9,11 @@ NATIVE  := client/python/zephon/_native
 APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
             protobuf-compiler libabsl-dev libboost-dev libspdlog-dev libfmt-dev libcli11-dev \
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd libsimdjson-dev \
-            libcurl4-openssl-dev libssl-dev openssl iproute2 \
+            libcurl4-openssl-dev libssl-dev openssl iproute2 clang-14 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
             python3-protobuf
 
-.PHONY: setup setup-s3 build demo test test-cc test-py clean
+.PHONY: setup setup-s3 build demo test test-cc test-py check-threads clean
 
 # Idempotent: installs only the packages that are missing.
 setup:
@@ -68,6 +68,12 @@ test-py: build setup-s3
 
 test: test-cc test-py
 
+# Thread-safety analysis: the whole tree built (not tested) with clang-14, -Wthread-safety
+# and -Werror (.bazelrc's --config=clang), which checks ABSL_GUARDED_BY and friends; gcc
+# ignores them. Its outputs go to bazel-out/k8-opt-clang; bazel-bin stays gcc's.
+check-threads: setup
+	$(BAZEL) build --config=clang //...
+
 clean:
 	$(BAZEL) clean
 	rm -rf $(NATIVE)
@@ -115,12 +121,12 @@ bench-s3: build setup-s3
 
 # libFuzzer targets (tests/fuzz/, docs/reliability.md): builds each with clang-14
 # (-fsanitize=fuzzer,address,undefined) and runs it FUZZ_SECONDS, one after another.
-# Not part of `make test`, which only replays the committed corpora. clang-14 is
-# installed here, not in APT_PKGS: `make test` does not need it.
+# Not part of `make test`, which only replays the committed corpora. libFuzzer's runtime
+# is installed here, not in APT_PKGS: `make test` does not need it.
 # FUZZ_TARGETS="json_scan s3_xml" picks targets; output goes to build-out/fuzz.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= ring_reader checkpoint_decode megatron_idx json_scan s3_xml
-FUZZ_PKGS    := clang-14 libclang-rt-14-dev
+FUZZ_PKGS    := libclang-rt-14-dev
 .PHONY: fuzz fuzz-seeds
 fuzz: setup
 	@missing=$$(for p in $(FUZZ_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \

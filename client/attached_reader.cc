@@ -1,10 +1,10 @@
 #include "client/attached_reader.h"
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "client/connection.h"
 #include "client/daemon_queries.h"
 #include "client/request_paths.h"
@@ -25,31 +25,29 @@ class CancelAfter {
  public:
   CancelAfter(grpc::ClientContext* context, absl::Duration timeout)
       : timer_([this, context, timeout] {
-          std::unique_lock<std::mutex> lock(mu_);
-          if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return done_; })) {
+          absl::MutexLock lock(&mu_);
+          if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
             fired_ = true;
             context->TryCancel();
           }
         }) {}
   ~CancelAfter() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       done_ = true;
     }
-    cv_.notify_all();
     timer_.join();
   }
   // True when the call was cancelled for taking too long. Call after the call returned.
-  bool fired() {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool fired() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     return fired_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  bool fired_ = false;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool fired_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;
 };
 

@@ -20,7 +20,7 @@ DatasetOrder::DatasetOrder(const Dataset* dataset, uint32_t dataset_index,
 
 std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) const {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto it = cache_.begin(); it != cache_.end(); ++it) {
       if ((*it)->pass == e) {
         auto hit = *it;
@@ -41,7 +41,7 @@ std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) cons
     pass->shard_at.push_back(s);
     pass->end.push_back(sum);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   cache_.push_front(pass);
   if (cache_.size() > kCachedPasses) cache_.pop_back();
   return pass;

@@ -18,9 +18,10 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/pipeline/dataset.h"
 #include "daemon/pipeline/sample_id.h"
 
@@ -46,7 +47,7 @@ class DatasetOrder {
     std::vector<uint32_t> shard_at;  // shard_at[i]: shard at order position i.
     std::vector<uint64_t> end;       // end[i]: samples in positions [0, i].
   };
-  std::shared_ptr<const Pass> GetPass(uint64_t e) const;
+  std::shared_ptr<const Pass> GetPass(uint64_t e) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const Dataset* const dataset_;
   const uint32_t dataset_index_;
@@ -54,8 +55,8 @@ class DatasetOrder {
   const bool shuffle_shards_;
   const bool shuffle_within_shard_;
   const uint64_t block_size_;
-  mutable std::mutex mu_;
-  mutable std::list<std::shared_ptr<const Pass>> cache_;  // Guarded by mu_; MRU first.
+  mutable absl::Mutex mu_;
+  mutable std::list<std::shared_ptr<const Pass>> cache_ ABSL_GUARDED_BY(mu_);  // MRU first.
 };
 
 }  // namespace zephon::pipeline
