@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/identity.h"
+#include "daemon/storage/open_store.h"
 
 namespace zephon::checkpoint {
 namespace {

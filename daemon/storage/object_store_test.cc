@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/storage/local_store.h"
+#include "daemon/storage/open_store.h"
 #include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
