@@ -7,7 +7,7 @@ NATIVE  := client/python/zephon/_native
 APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
             protobuf-compiler libabsl-dev libboost-dev libspdlog-dev libfmt-dev libcli11-dev \
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd \
-            libcurl4-openssl-dev libssl-dev openssl iproute2 \
+            libcurl4-openssl-dev libssl-dev openssl libpugixml-dev iproute2 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib
 
 .PHONY: setup setup-s3 build demo test test-cc test-py clean
