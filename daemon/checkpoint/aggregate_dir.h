@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/storage/object_store.h"
+#include "daemon/storage/s3_store.h"
 
 namespace zephon::checkpoint {
 
@@ -66,9 +67,11 @@ class AggregateDir {
   // with "aggregate_dir '<location>'". Does not contact a remote store.
   // `budget` bounds each call on an s3:// store, retries included (its per-attempt
   // timeout shrinks to budget / attempts, at least 1 s): callers with a deadline pass
-  // what is left of it. Local directories ignore it.
+  // what is left of it. Local directories ignore it. `s3` is where an s3:// location
+  // connects (the owner's --s3-* settings; storage::OpenStore).
   static absl::StatusOr<std::unique_ptr<AggregateDir>> Open(
-      const std::string& aggregate_dir, absl::Duration budget = absl::InfiniteDuration());
+      const std::string& aggregate_dir, const storage::S3Options& s3,
+      absl::Duration budget = absl::InfiniteDuration());
 
   // Over an already-open store (tests; `location` names it in results and errors).
   AggregateDir(std::string location, std::unique_ptr<storage::ObjectStore> store)
@@ -121,7 +124,8 @@ struct LocatedObject {
   std::string bytes;
   storage::ObjectInfo info;
 };
-absl::StatusOr<LocatedObject> ReadLocation(const std::string& location);
+absl::StatusOr<LocatedObject> ReadLocation(const std::string& location,
+                                           const storage::S3Options& s3);
 
 }  // namespace zephon::checkpoint
 

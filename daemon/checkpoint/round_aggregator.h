@@ -37,6 +37,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/storage/s3_store.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/checkpoint.pb.h"
@@ -53,6 +54,9 @@ struct RoundAggregatorOptions {
   absl::Duration min_failed_retention = absl::Minutes(1);
   // How often a waiting Submit re-checks its `cancelled` callback.
   absl::Duration poll_interval = absl::Milliseconds(100);
+  // Where an s3:// aggregate_dir connects (zephond's --s3-* flags); fields left empty
+  // come from the environment.
+  storage::S3Options s3;
 };
 
 class RoundAggregator {

@@ -155,34 +155,12 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
   return std::unique_ptr<S3Store>(new S3Store(std::move(o), std::move(scheme), std::move(host)));
 }
 
-namespace {
-
-ABSL_CONST_INIT absl::Mutex defaults_mu(absl::kConstInit);
-S3Options& DefaultsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(defaults_mu) {
-  static S3Options* defaults = new S3Options();
-  return *defaults;
-}
-
-}  // namespace
-
-void SetS3Defaults(const S3Options& defaults) {
-  absl::MutexLock lock(&defaults_mu);
-  S3Options& d = DefaultsLocked();
-  d = defaults;
-  d.bucket.clear();
-  d.prefix.clear();
-  d.credentials = {};
-}
-
-S3Options S3Defaults() {
-  absl::MutexLock lock(&defaults_mu);
-  return DefaultsLocked();
-}
-
 absl::StatusOr<std::unique_ptr<S3Store>> S3Store::OpenUrl(const std::string& url,
+                                                          const S3Options& defaults,
                                                           absl::Duration call_budget) {
   ASSIGN_OR_RETURN(S3Location loc, ParseS3Url(url));
-  S3Options options = S3Defaults();
+  S3Options options = defaults;
+  options.credentials = {};
   options.bucket = std::move(loc.bucket);
   options.prefix = std::move(loc.key);
   if (call_budget != absl::InfiniteDuration()) {

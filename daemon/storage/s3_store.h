@@ -95,14 +95,6 @@ struct S3Options {
   int list_page_size = 1000;  // ListObjectsV2 max-keys, 1..1000
 };
 
-// Process-wide starting point of S3Store::OpenUrl, and so of OpenStore for every s3://
-// aggregate_dir and dataset: endpoint, region, addressing, timeouts, attempts, backoff.
-// Fields it leaves empty or unset still come from the environment. zephond and zephonctl
-// set it once from their --s3-* flags at startup; bucket, prefix and credentials are
-// ignored (credentials stay in the environment or the shared files). Thread-safe.
-void SetS3Defaults(const S3Options& defaults);
-S3Options S3Defaults();
-
 // kS3MaxBackoff, S3RetryDelay and ParseRetryAfterSeconds (the retry policy above) are
 // declared in s3_retry.h, included here.
 
@@ -114,12 +106,15 @@ class S3Store final : public ObjectStore {
   // names a missing profile. Does not contact the server.
   static absl::StatusOr<std::unique_ptr<S3Store>> Open(S3Options options);
 
-  // Open for "s3://bucket[/prefix]" starting from S3Defaults(), the rest from the
-  // environment. A finite `call_budget` bounds each call, retries included: the
-  // per-attempt timeout shrinks to call_budget / max_attempts (at least 1 s), for
-  // callers that must answer before a deadline.
+  // Open for "s3://bucket[/prefix]" starting from `defaults` (the owner's S3 settings:
+  // zephond's and zephonctl's --s3-* flags, S3OptionsFromFlags in s3_flags.h; its
+  // bucket, prefix and credentials are ignored, credentials stay in the environment or
+  // the shared files), the rest from the environment. A finite `call_budget` bounds
+  // each call, retries included: the per-attempt timeout shrinks to call_budget /
+  // max_attempts (at least 1 s), for callers that must answer before a deadline.
   static absl::StatusOr<std::unique_ptr<S3Store>> OpenUrl(
-      const std::string& url, absl::Duration call_budget = absl::InfiniteDuration());
+      const std::string& url, const S3Options& defaults,
+      absl::Duration call_budget = absl::InfiniteDuration());
 
   S3Store(const S3Store&) = delete;
   S3Store& operator=(const S3Store&) = delete;
