@@ -9,7 +9,7 @@ NATIVE  := client/python/zephon/_native
 APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
             protobuf-compiler libabsl-dev libboost-dev libspdlog-dev libfmt-dev libcli11-dev \
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd libsimdjson-dev \
-            libcurl4-openssl-dev libssl-dev openssl iproute2 clang-14 \
+            libcurl4-openssl-dev libssl-dev openssl libpugixml-dev iproute2 clang-14 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
             python3-protobuf
 

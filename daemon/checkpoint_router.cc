@@ -55,7 +55,7 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& ide
     absl::Duration budget = std::max(deadline - absl::Now(), absl::Seconds(1));
     if (known) budget = std::min(budget, kKnownLeaderReadBudget);
     ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
-                     checkpoint::AggregateDir::Open(identity.aggregate_dir, budget));
+                     checkpoint::AggregateDir::Open(identity.aggregate_dir, s3_, budget));
     absl::StatusOr<std::string> address = aggregate->ReadLeader(identity.run_id);
     if (address.ok() && *address != not_this) {
       absl::MutexLock lock(&mu_);

@@ -22,18 +22,24 @@
 #include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
 #include "daemon/identity.h"
+#include "daemon/storage/s3_store.h"
 #include "proto/checkpoint.pb.h"
 
 namespace zephon::daemon {
 
 class CheckpointRouter {
  public:
-  // `aggregator` must outlive the router. `auth` (null: unsigned) signs every report to a
-  // remote leader with the cluster's --peer-secret-file.
+  // `aggregator` must outlive the router. `s3` is where s3:// aggregate_dirs connect
+  // (--s3-* flags). `auth` (null: unsigned) signs every report to a remote leader with
+  // the cluster's --peer-secret-file.
   CheckpointRouter(checkpoint::RoundAggregator* aggregator,
                    std::shared_ptr<grpc::ChannelCredentials> peer_credentials,
+                   storage::S3Options s3,
                    std::shared_ptr<const checkpoint::PeerAuthenticator> auth = nullptr)
-      : aggregator_(aggregator), credentials_(std::move(peer_credentials)), auth_(std::move(auth)) {}
+      : aggregator_(aggregator),
+        credentials_(std::move(peer_credentials)),
+        s3_(std::move(s3)),
+        auth_(std::move(auth)) {}
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
                                                  const RankIdentity& identity, bool leads,
@@ -55,6 +61,7 @@ class CheckpointRouter {
 
   checkpoint::RoundAggregator* const aggregator_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  const storage::S3Options s3_;
   const std::shared_ptr<const checkpoint::PeerAuthenticator> auth_;
   mutable absl::Mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const checkpoint::PeerClient>> clients_

@@ -170,7 +170,8 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     // harmless. A store that refuses the write (bad credentials, missing bucket) fails
     // the attach here, naming the object, instead of stalling the first checkpoint.
     ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
-                     checkpoint::AggregateDir::Open(identity.aggregate_dir, kLeaderWriteBudget));
+                     checkpoint::AggregateDir::Open(identity.aggregate_dir, options_.s3,
+                                                    kLeaderWriteBudget));
     RETURN_IF_ERROR(aggregate->WriteLeader(identity.run_id, options_.peer_address,
                                            options_.daemon_label));
   }
@@ -331,6 +332,7 @@ absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
   open_options.cache_dir = options_.cache_dir;
   open_options.max_jsonl_line_bytes = options_.max_jsonl_line_bytes;
   open_options.shard_cache = options_.shard_cache;
+  open_options.s3 = options_.s3;
   absl::StatusOr<std::vector<std::shared_ptr<const pipeline::Dataset>>> datasets =
       pipeline::OpenDatasets(resolved, open_options);
   if (datasets.ok()) {

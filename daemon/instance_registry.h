@@ -29,6 +29,7 @@
 #include "daemon/exec/worker_pool.h"
 #include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline_instance.h"
+#include "daemon/storage/s3_store.h"
 #include "daemon/storage/shard_cache.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/zephon.pb.h"
@@ -50,6 +51,9 @@ struct RegistryOptions {
   // by every instance (--shard-cache-bytes); null = each s3:// dataset reads through a
   // private memory-only cache. Its stats are part of Status().
   std::shared_ptr<storage::ShardCache> shard_cache;
+  // Where s3:// aggregate_dirs and datasets connect (--s3-* flags, S3OptionsFromFlags);
+  // fields left empty come from the environment.
+  storage::S3Options s3;
   // Advertised host:port of this daemon's peer service (written to the rendezvous file
   // when it hosts a run's rank 0); empty = no peer service.
   std::string peer_address;

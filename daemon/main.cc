@@ -323,10 +323,12 @@ int main(int argc, char** argv) {
     }
     options.shard_cache = *std::move(shard_cache);
   }
-  if (absl::Status s3 = zephon::storage::ApplyS3Flags(s3_flags); !s3.ok()) {
-    spdlog::error("{}", std::string(s3.message()));
+  absl::StatusOr<zephon::storage::S3Options> s3 = zephon::storage::S3OptionsFromFlags(s3_flags);
+  if (!s3.ok()) {
+    spdlog::error("{}", std::string(s3.status().message()));
     return kExitBadFlags;
   }
+  options.s3 = *s3;
   options.default_prefetch_batches = prefetch_batches;
   // Created before the registry and shut down after it: instances submit to it.
   absl::StatusOr<std::unique_ptr<zephon::exec::WorkerPool>> pool =
@@ -371,7 +373,9 @@ int main(int argc, char** argv) {
         peer_address);
     return kExitBadFlags;
   }
-  zephon::checkpoint::RoundAggregator aggregator;
+  zephon::checkpoint::RoundAggregatorOptions aggregator_options;
+  aggregator_options.s3 = *s3;
+  zephon::checkpoint::RoundAggregator aggregator(aggregator_options);
   // Remote reports are held against the runs this daemon leads; bound to the registry
   // once it exists (it needs the peer port first).
   std::atomic<const zephon::daemon::InstanceRegistry*> led_runs{nullptr};
@@ -443,7 +447,7 @@ int main(int argc, char** argv) {
     spdlog::get("metrics")->info("metrics on http://{}/metrics (/healthz, /readyz)",
                                  metrics_server->address());
   }
-  zephon::daemon::CheckpointRouter router(&aggregator, *channel_credentials, peer_auth);
+  zephon::daemon::CheckpointRouter router(&aggregator, *channel_credentials, *s3, peer_auth);
   zephon::daemon::LocalRounds::Hooks hooks;
   hooks.daemon_label = socket_path;
   hooks.local_ranks = [&registry](const std::string& run_key) {

@@ -54,8 +54,8 @@ Checked Decoded(std::string path, const storage::ObjectInfo& info,
   return checked;
 }
 
-Checked Check(const std::string& location) {
-  absl::StatusOr<checkpoint::LocatedObject> object = checkpoint::ReadLocation(location);
+Checked Check(const std::string& location, const storage::S3Options& s3) {
+  absl::StatusOr<checkpoint::LocatedObject> object = checkpoint::ReadLocation(location, s3);
   if (!object.ok()) return Decoded(location, {}, object.status());
   return Decoded(location, object->info, object->bytes);
 }
@@ -70,7 +70,7 @@ struct RunListing {
 // Opens aggregate_dir for reading: a local directory must already exist (opening would
 // create it, and a typo should be an error, not a new empty directory).
 absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> OpenForReading(
-    const std::string& aggregate_dir) {
+    const std::string& aggregate_dir, const storage::S3Options& s3) {
   ASSIGN_OR_RETURN(storage::Location where, storage::ClassifyLocation(aggregate_dir));
   if (where.kind == storage::LocationKind::kLocal) {
     std::error_code ec;
@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> OpenForReading(
       return absl::NotFoundError(absl::StrCat(aggregate_dir, " is not a directory"));
     }
   }
-  return checkpoint::AggregateDir::Open(aggregate_dir);
+  return checkpoint::AggregateDir::Open(aggregate_dir, s3);
 }
 
 // The run's listing; `entry` holds what a listing of the store found for it.
@@ -111,8 +111,10 @@ RunListing Describe(checkpoint::AggregateDir& agg, checkpoint::RunEntry entry) {
 // Every run under aggregate_dir, or only `only_run` (then listing just that run's
 // objects, not the whole store).
 absl::StatusOr<std::vector<RunListing>> ListRuns(const std::string& aggregate_dir,
+                                                 const storage::S3Options& s3,
                                                  const std::string& only_run) {
-  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> agg, OpenForReading(aggregate_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> agg,
+                   OpenForReading(aggregate_dir, s3));
   std::vector<RunListing> runs;
   if (!only_run.empty()) {
     checkpoint::RunEntry entry;
@@ -137,8 +139,9 @@ std::string BaseName(const std::string& location) {
   return slash == std::string::npos ? location : location.substr(slash + 1);
 }
 
-int RunLs(const std::string& aggregate_dir, const std::string& run, bool json) {
-  absl::StatusOr<std::vector<RunListing>> runs = ListRuns(aggregate_dir, run);
+int RunLs(const std::string& aggregate_dir, const std::string& run, bool json,
+          const storage::S3Options& s3) {
+  absl::StatusOr<std::vector<RunListing>> runs = ListRuns(aggregate_dir, s3, run);
   if (!runs.ok()) {
     std::cerr << "zephonctl checkpoint ls: " << runs.status().message() << "\n";
     return kExitFailed;
@@ -221,8 +224,8 @@ void PrintState(const Checked& c, std::ostream& out) {
   ranks.Print(out, "  ");
 }
 
-int RunInspect(const std::string& path, bool json) {
-  const Checked c = Check(path);
+int RunInspect(const std::string& path, bool json, const storage::S3Options& s3) {
+  const Checked c = Check(path, s3);
   if (!c.ok()) {
     std::cerr << "zephonctl checkpoint inspect: BAD " << path << ": " << c.verdict() << "\n";
     return kExitFailed;
@@ -238,10 +241,10 @@ int RunInspect(const std::string& path, bool json) {
   return kExitOk;
 }
 
-int RunVerify(const std::vector<std::string>& paths) {
+int RunVerify(const std::vector<std::string>& paths, const storage::S3Options& s3) {
   int bad = 0;
   for (const std::string& path : paths) {
-    const Checked c = Check(path);
+    const Checked c = Check(path, s3);
     if (c.ok()) {
       std::cout << "OK   " << path << "  (run " << c.state->run_id() << ", round "
                 << c.state->round() << ", " << c.state->total_batches() << " batches)\n";
@@ -262,13 +265,13 @@ int RunVerify(const std::vector<std::string>& paths) {
 // only checkpoints that decode with a good checksum means damaged files can never push
 // the last good ones out; damaged files newer than those are left for inspection.
 int RunPrune(const std::string& aggregate_dir, const std::string& run, int keep_last,
-             bool dry_run) {
+             bool dry_run, const storage::S3Options& s3) {
   if (keep_last < 1) {
     std::cerr << "zephonctl checkpoint prune: --keep-last must be >= 1 (got " << keep_last
               << "): the newest good checkpoint is never deleted\n";
     return kExitUsage;
   }
-  absl::StatusOr<std::vector<RunListing>> runs = ListRuns(aggregate_dir, run);
+  absl::StatusOr<std::vector<RunListing>> runs = ListRuns(aggregate_dir, s3, run);
   if (!runs.ok()) {
     std::cerr << "zephonctl checkpoint prune: " << runs.status().message() << "\n";
     return kExitFailed;
@@ -289,7 +292,7 @@ int RunPrune(const std::string& aggregate_dir, const std::string& run, int keep_
               << " checkpoint(s), " << good << " good\n";
     return kExitOk;
   }
-  absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> agg = OpenForReading(aggregate_dir);
+  absl::StatusOr<std::unique_ptr<checkpoint::AggregateDir>> agg = OpenForReading(aggregate_dir, s3);
   if (!agg.ok()) {
     std::cerr << "zephonctl checkpoint prune: " << agg.status().message() << "\n";
     return kExitFailed;
@@ -323,14 +326,15 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
   auto s3_flags = std::make_shared<storage::S3Flags>();
   storage::AddS3Flags(*checkpoint, s3_flags.get());
   checkpoint->fallthrough();
-  // Installs the S3 flags; false (after saying why) when they are invalid.
-  auto apply_s3 = [s3_flags, exit_code]() {
-    if (absl::Status s = storage::ApplyS3Flags(*s3_flags); !s.ok()) {
-      std::cerr << "zephonctl checkpoint: " << s.message() << "\n";
+  // The S3 options of the flags; nullopt (after saying why) when they are invalid.
+  auto s3_options = [s3_flags, exit_code]() -> std::optional<storage::S3Options> {
+    absl::StatusOr<storage::S3Options> s3 = storage::S3OptionsFromFlags(*s3_flags);
+    if (!s3.ok()) {
+      std::cerr << "zephonctl checkpoint: " << s3.status().message() << "\n";
       *exit_code = kExitUsage;
-      return false;
+      return std::nullopt;
     }
-    return true;
+    return *std::move(s3);
   };
 
   struct LsArgs {
@@ -346,8 +350,9 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
   ls->add_option("--run", ls_args->run, "Only this run_id");
   ls->add_flag("--json", ls_args->json, "Print JSON");
   ls->callback([=] {
-    if (!apply_s3()) return;
-    *exit_code = RunLs(ls_args->aggregate_dir, ls_args->run, ls_args->json);
+    const std::optional<storage::S3Options> s3 = s3_options();
+    if (!s3) return;
+    *exit_code = RunLs(ls_args->aggregate_dir, ls_args->run, ls_args->json, *s3);
   });
 
   struct InspectArgs {
@@ -360,8 +365,9 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
   inspect->add_option("FILE", inspect_args->file, "A .zckpt file path or s3:// URL")->required();
   inspect->add_flag("--json", inspect_args->json, "Print JSON (the CheckpointState)");
   inspect->callback([=] {
-    if (!apply_s3()) return;
-    *exit_code = RunInspect(inspect_args->file, inspect_args->json);
+    const std::optional<storage::S3Options> s3 = s3_options();
+    if (!s3) return;
+    *exit_code = RunInspect(inspect_args->file, inspect_args->json, *s3);
   });
 
   struct PruneArgs {
@@ -379,9 +385,10 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
       ->required();
   prune->add_flag("--dry-run", prune_args->dry_run, "Only print what would be deleted");
   prune->callback([=] {
-    if (!apply_s3()) return;
+    const std::optional<storage::S3Options> s3 = s3_options();
+    if (!s3) return;
     *exit_code = RunPrune(prune_args->aggregate_dir, prune_args->run, prune_args->keep_last,
-                          prune_args->dry_run);
+                          prune_args->dry_run, *s3);
   });
 
   auto verify_files = std::make_shared<std::vector<std::string>>();
@@ -389,8 +396,9 @@ void AddCheckpointCommands(CLI::App& app, int* exit_code) {
       "verify", "Check files decode with a good checksum; exit 0 only if all do");
   verify->add_option("FILE", *verify_files, "Checkpoint file paths or s3:// URLs")->required();
   verify->callback([=] {
-    if (!apply_s3()) return;
-    *exit_code = RunVerify(*verify_files);
+    const std::optional<storage::S3Options> s3 = s3_options();
+    if (!s3) return;
+    *exit_code = RunVerify(*verify_files, *s3);
   });
 }
 

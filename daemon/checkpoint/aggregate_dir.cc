@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "daemon/identity.h"
+#include "daemon/storage/open_store.h"
 
 namespace zephon::checkpoint {
 namespace {
@@ -80,12 +81,13 @@ std::string CheckpointPath(const std::string& aggregate_dir, const std::string& 
 }
 
 absl::StatusOr<std::unique_ptr<AggregateDir>> AggregateDir::Open(
-    const std::string& aggregate_dir, absl::Duration budget, Env* env) {
+    const std::string& aggregate_dir, const storage::S3Options& s3, absl::Duration budget,
+    Env* env) {
   if (aggregate_dir.empty()) {
     return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
   }
   absl::StatusOr<std::unique_ptr<storage::ObjectStore>> store =
-      storage::OpenStore(aggregate_dir, budget);
+      storage::OpenStore(aggregate_dir, s3, budget);
   if (!store.ok()) {
     return WithContext(store.status(), absl::StrCat("aggregate_dir '", aggregate_dir, "'"));
   }
@@ -223,7 +225,8 @@ absl::StatusOr<std::vector<RunEntry>> AggregateDir::ListRuns() {
   return out;
 }
 
-absl::StatusOr<LocatedObject> ReadLocation(const std::string& location, Env* env) {
+absl::StatusOr<LocatedObject> ReadLocation(const std::string& location,
+                                           const storage::S3Options& s3, Env* env) {
   std::string root;
   std::string key;
   ASSIGN_OR_RETURN(storage::Location where, storage::ClassifyLocation(location));
@@ -245,7 +248,7 @@ absl::StatusOr<LocatedObject> ReadLocation(const std::string& location, Env* env
     root = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
     key = slash == std::string::npos ? path : path.substr(slash + 1);
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<storage::ObjectStore> store, storage::OpenStore(root));
+  ASSIGN_OR_RETURN(std::unique_ptr<storage::ObjectStore> store, storage::OpenStore(root, s3));
   LocatedObject out;
   // HEAD, then a GET of that version: bytes and metadata describe one object even if it
   // is being replaced. A missing object is reported by the GET, whose error names S3's

@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "daemon/storage/object_store.h"
+#include "daemon/storage/s3_store.h"
 
 namespace zephon::checkpoint {
 
@@ -69,11 +70,12 @@ class AggregateDir {
   // with "aggregate_dir '<location>'". Does not contact a remote store.
   // `budget` bounds each call on an s3:// store, retries included (its per-attempt
   // timeout shrinks to budget / attempts, at least 1 s): callers with a deadline pass
-  // what is left of it. Local directories ignore it. `env` writes a local directory's
-  // files and must outlive the AggregateDir.
+  // what is left of it. Local directories ignore it. `s3` is where an s3:// location
+  // connects (the owner's --s3-* settings; storage::OpenStore). `env` writes a local
+  // directory's files and must outlive the AggregateDir.
   static absl::StatusOr<std::unique_ptr<AggregateDir>> Open(
-      const std::string& aggregate_dir, absl::Duration budget = absl::InfiniteDuration(),
-      Env* env = Env::Default());
+      const std::string& aggregate_dir, const storage::S3Options& s3,
+      absl::Duration budget = absl::InfiniteDuration(), Env* env = Env::Default());
 
   // Over an already-open store (tests; `location` names it in results and errors). Every
   // write goes to `store`.
@@ -133,8 +135,10 @@ struct LocatedObject {
   std::string bytes;
   storage::ObjectInfo info;
 };
-// `env` checks that a local path is a regular file.
+// `s3` is where an s3:// location connects; `env` checks that a local path is a
+// regular file.
 absl::StatusOr<LocatedObject> ReadLocation(const std::string& location,
+                                           const storage::S3Options& s3,
                                            Env* env = Env::Default());
 
 }  // namespace zephon::checkpoint

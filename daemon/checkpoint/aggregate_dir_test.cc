@@ -18,7 +18,7 @@ namespace {
 std::string MakeTempDir() { return testing::MakeTempDir("agg"); }
 
 std::unique_ptr<AggregateDir> OpenDir(const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<AggregateDir>> agg = AggregateDir::Open(dir);
+  absl::StatusOr<std::unique_ptr<AggregateDir>> agg = AggregateDir::Open(dir, storage::S3Options());
   EXPECT_TRUE(agg.ok()) << agg.status();
   return agg.ok() ? *std::move(agg) : nullptr;
 }
@@ -84,8 +84,9 @@ TEST(AggregateDirTest, UnsafeRunIdsAndAddressesAreRejected) {
   }
   EXPECT_EQ(agg->WriteLeader("run", "h:1\n", "n").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(agg->WriteLeader("run", "h:1", "a\nb").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(AggregateDir::Open("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(AggregateDir::Open("gs://bucket/x").status().code(),
+  EXPECT_EQ(AggregateDir::Open("", storage::S3Options()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AggregateDir::Open("gs://bucket/x", storage::S3Options()).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -156,19 +157,20 @@ TEST(AggregateDirTest, ListRunsFindsLeadersAndCheckpoints) {
 }
 
 TEST(AggregateDirTest, ReadLocationReadsPathsAndRejectsOthers) {
+  const storage::S3Options s3;  // s3:// locations connect as the environment says
   const std::string dir = MakeTempDir();
   ASSERT_TRUE(WriteFileAtomically(dir + "/r/checkpoint-00000001.zckpt", "abc").ok());
-  auto got = ReadLocation(dir + "/r/checkpoint-00000001.zckpt");
+  auto got = ReadLocation(dir + "/r/checkpoint-00000001.zckpt", s3);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->bytes, "abc");
   EXPECT_EQ(got->info.size, 3u);
-  EXPECT_EQ(ReadLocation(dir + "/r/none").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadLocation(dir + "/r/none", s3).status().code(), absl::StatusCode::kNotFound);
   // A missing parent directory is reported, not created.
-  EXPECT_EQ(ReadLocation(dir + "/nodir/x").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReadLocation(dir + "/nodir/x", s3).status().code(), absl::StatusCode::kNotFound);
   struct stat st {};
   EXPECT_NE(::stat((dir + "/nodir").c_str(), &st), 0);
-  EXPECT_EQ(ReadLocation(dir + "/r").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(ReadLocation("s3://bucket/prefix/").status().code(),
+  EXPECT_EQ(ReadLocation(dir + "/r", s3).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadLocation("s3://bucket/prefix/", s3).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -144,7 +144,7 @@ void RoundAggregator::Complete(Round* round) {
     // Other rounds proceed while this one writes; its submitters keep waiting.
     mu_.Unlock();
     absl::StatusOr<std::unique_ptr<AggregateDir>> agg =
-        AggregateDir::Open(dir, absl::InfiniteDuration(), options_.env);
+        AggregateDir::Open(dir, options_.s3, absl::InfiniteDuration(), options_.env);
     path = agg.ok() ? (*agg)->WriteCheckpoint(round->run_id, round->number, bytes)
                     : absl::StatusOr<std::string>(agg.status());
     mu_.Lock();

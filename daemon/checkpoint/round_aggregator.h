@@ -41,6 +41,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/storage/s3_store.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
@@ -58,6 +59,9 @@ struct RoundAggregatorOptions {
   absl::Duration min_failed_retention = absl::Minutes(1);
   // How often a waiting Submit re-checks its `cancelled` callback.
   absl::Duration poll_interval = absl::Milliseconds(100);
+  // Where an s3:// aggregate_dir connects (zephond's --s3-* flags); fields left empty
+  // come from the environment.
+  storage::S3Options s3;
   // Clock and files (the merged checkpoint's write); must outlive the aggregator.
   Env* env = Env::Default();
 };

@@ -54,6 +54,7 @@
 #include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline/shard_reader.h"
 #include "daemon/storage/object_store.h"
+#include "daemon/storage/s3_store.h"
 #include "daemon/storage/shard_cache.h"
 #include "proto/spec.pb.h"
 
@@ -71,9 +72,11 @@ struct OpenOptions {
   // (zephond's --shard-cache-bytes). Null: each s3:// dataset gets a private
   // memory-only cache.
   std::shared_ptr<storage::ShardCache> shard_cache;
-  // Opens the store of "s3://bucket" (tests inject fakes). Null: S3Store::OpenUrl, so
-  // the process's S3 defaults (storage::SetS3Defaults: zephond's --s3-* flags), then
-  // endpoint, region and credentials from the AWS_* environment and shared files.
+  // Where s3:// datasets connect (zephond's --s3-* flags); fields left empty come from
+  // the AWS_* environment and shared files.
+  storage::S3Options s3;
+  // Opens the store of "s3://bucket" (tests inject fakes). Null: S3Store::OpenUrl with
+  // `s3`.
   std::function<absl::StatusOr<std::shared_ptr<storage::ObjectStore>>(
       const std::string& bucket_url)>
       open_store;

@@ -46,10 +46,8 @@ absl::StatusOr<std::unique_ptr<RemoteDatasetFiles>> RemoteDatasetFiles::Open(
   if (options.open_store) {
     ASSIGN_OR_RETURN(store, options.open_store(bucket_url));
   } else {
-    // Endpoint, region, timeouts and attempts: the process's S3 defaults (zephond's
-    // --s3-* flags), then the AWS_* environment and shared files.
     ASSIGN_OR_RETURN(std::unique_ptr<storage::S3Store> s3_store,
-                     storage::S3Store::OpenUrl(bucket_url));
+                     storage::S3Store::OpenUrl(bucket_url, options.s3));
     store_id = absl::StrCat(bucket_url, "@", s3_store->options().endpoint);
     store = std::move(s3_store);
   }

@@ -34,8 +34,8 @@ class RemoteDatasetFiles final : public DatasetFiles {
  public:
   // The files of the bucket `url` ("s3://bucket/key", a location that
   // storage::ClassifyLocation calls kS3) names. Opens its store (options.open_store,
-  // else S3Store::OpenUrl with the process's S3 defaults: storage::S3Defaults, i.e.
-  // zephond's --s3-* flags in s3_flags.h, then the AWS_* environment and shared files;
+  // else S3Store::OpenUrl with options.s3 (zephond's --s3-* flags), then the AWS_*
+  // environment and shared files;
   // INVALID_ARGUMENT for a malformed URL, FAILED_PRECONDITION without credentials) and
   // uses options.shard_cache (or a private memory-only cache). Contacts nothing yet.
   static absl::StatusOr<std::unique_ptr<RemoteDatasetFiles>> Open(const std::string& url,

@@ -34,6 +34,20 @@ TEST(ParseAwsIni, ToleratesCommentsWhitespaceKeyCaseColonsAndCrlf) {
   EXPECT_EQ(p->at("spaced").at("region"), "eu-west-1 # not a comment");  // as configparser
 }
 
+// Why this reader and not Debian's libinih (issue 13): libinih 55 is built with
+// INI_MAX_LINE 200 and no realloc, so it cuts an STS session token (typically 600-1300
+// characters on one line) after 199 bytes, and it strips " ;..." from values as an
+// inline comment, which the AWS CLI (configparser without inline comments) keeps.
+TEST(ParseAwsIni, KeepsLongSessionTokensAndSemicolonsInValuesWhole) {
+  const std::string token(1300, 'T');
+  auto p = ParseAwsIni("[default]\naws_session_token = " + token +
+                           "\naws_secret_access_key = abc ;def\n",
+                       "creds", AwsIniKind::kCredentials);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->at("default").at("aws_session_token"), token);
+  EXPECT_EQ(p->at("default").at("aws_secret_access_key"), "abc ;def");
+}
+
 TEST(ParseAwsIni, ConfigFileUsesProfilePrefixAndSkipsOtherSections) {
   const char* text =
       "[default]\nregion = us-west-2\n"

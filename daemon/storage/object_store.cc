@@ -7,9 +7,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/status_macros.h"
-#include "daemon/storage/local_store.h"
-#include "daemon/storage/s3_store.h"
 
 namespace zephon::storage {
 namespace {
@@ -137,18 +134,6 @@ absl::StatusOr<Location> ClassifyLocation(const std::string& location) {
   return absl::InvalidArgumentError(absl::StrCat("'", location, "': unsupported scheme '",
                                                  scheme, "://'", hint, " (supported: ",
                                                  kSupported, ")"));
-}
-
-absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(const std::string& url,
-                                                       absl::Duration call_budget) {
-  ASSIGN_OR_RETURN(Location location, ClassifyLocation(url));
-  if (location.kind == LocationKind::kS3) {
-    ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store,
-                     S3Store::OpenUrl(location.path_or_url, call_budget));
-    return std::unique_ptr<ObjectStore>(std::move(store));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<LocalStore> store, LocalStore::Open(location.path_or_url));
-  return std::unique_ptr<ObjectStore>(std::move(store));
 }
 
 }  // namespace zephon::storage

@@ -4,7 +4,7 @@
 // readers see either the old or the new bytes, never a mix.
 //
 // Implementations: LocalStore (local_store.h) for plain paths and file:// URLs, S3Store
-// (s3_store.h) for s3:// URLs.
+// (s3_store.h) for s3:// URLs; OpenStore (open_store.h) picks one for a location.
 //
 // Keys are '/'-separated, relative (no leading '/'), with no empty, "." or ".."
 // segments; every method rejects other keys with INVALID_ARGUMENT.
@@ -122,18 +122,6 @@ struct Location {
 // other scheme ("gs://", "http://", "S3://": schemes are matched in lowercase only) and
 // a file:// URL without an absolute path ("file://rel", "file://host/x").
 absl::StatusOr<Location> ClassifyLocation(const std::string& location);
-
-// Opens the store rooted at `url` (classified by ClassifyLocation):
-//   "/abs/dir", "rel/dir", "file:///abs/dir" -> LocalStore (the directory is created if
-//                                               missing)
-//   "s3://bucket[/prefix]"                    -> S3Store::OpenUrl (endpoint, region and
-//                                               credentials from the environment;
-//                                               FAILED_PRECONDITION without credentials)
-// Any other "scheme://" is INVALID_ARGUMENT, as is "" (ClassifyLocation's errors).
-// `call_budget` bounds each call of an S3 store, retries included (S3Store::OpenUrl);
-// a LocalStore ignores it.
-absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(
-    const std::string& url, absl::Duration call_budget = absl::InfiniteDuration());
 
 struct S3Location {
   std::string bucket;

@@ -5,6 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/storage/local_store.h"
+#include "daemon/storage/open_store.h"
+#include "daemon/storage/s3_store.h"
 #include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
@@ -35,23 +37,52 @@ TEST(ParseS3Url, RejectsBadUrlsWithClearErrors) {
 TEST(OpenStore, S3UrlOpensAnS3StoreWhenCredentialsAreSet) {
   setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
   setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
-  auto store = OpenStore("s3://bucket/prefix");
+  auto store = OpenStore("s3://bucket/prefix", S3Options());
   EXPECT_TRUE(store.ok()) << store.status();
   unsetenv("AWS_ACCESS_KEY_ID");
   unsetenv("AWS_SECRET_ACCESS_KEY");
-  auto no_creds = OpenStore("s3://bucket/prefix");
+  auto no_creds = OpenStore("s3://bucket/prefix", S3Options());
   EXPECT_EQ(no_creds.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(no_creds.status().message(), "AWS_ACCESS_KEY_ID"));
-  EXPECT_EQ(OpenStore("s3://B/x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("s3://B/x", S3Options()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The S3 settings come from the caller (its owner's --s3-* flags), not from a process
+// global: two stores opened with different defaults keep their own.
+TEST(OpenStore, S3StoresStartFromTheDefaultsTheyAreGiven) {
+  setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+  S3Options minio;
+  minio.endpoint = "http://minio:9000";
+  minio.max_attempts = 2;
+  S3Options other;
+  other.endpoint = "http://10.0.0.1:4568";
+  auto a = OpenStore("s3://bucket/a", minio);
+  auto b = OpenStore("s3://bucket/b", other, absl::Seconds(10));
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  const auto* sa = dynamic_cast<const S3Store*>(a->get());
+  const auto* sb = dynamic_cast<const S3Store*>(b->get());
+  ASSERT_NE(sa, nullptr);
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(sa->options().endpoint, "http://minio:9000");
+  EXPECT_EQ(sa->options().max_attempts, 2);
+  EXPECT_EQ(sa->options().prefix, "a");
+  EXPECT_EQ(sb->options().endpoint, "http://10.0.0.1:4568");
+  EXPECT_EQ(sb->options().max_attempts, 4);
+  EXPECT_EQ(sb->options().request_timeout, absl::Milliseconds(2500));  // 10 s / 4 attempts
 }
 
 TEST(OpenStore, PlainPathAndFileUrlOpenTheSameLocalStore) {
   const std::string dir = TempDir();
   ASSERT_FALSE(dir.empty());
-  auto by_path = OpenStore(dir + "/agg");
+  auto by_path = OpenStore(dir + "/agg", S3Options());
   ASSERT_TRUE(by_path.ok()) << by_path.status();
   ASSERT_TRUE((*by_path)->Put("x/y", "v").ok());
-  auto by_url = OpenStore("file://" + dir + "/agg/");
+  auto by_url = OpenStore("file://" + dir + "/agg/", S3Options());
   ASSERT_TRUE(by_url.ok()) << by_url.status();
   EXPECT_EQ(*(*by_url)->Get("x/y"), "v");
 }
@@ -106,11 +137,13 @@ TEST(ClassifyLocation, MistypedUrlsAreNotRelativeDirectories) {
 }
 
 TEST(OpenStore, RejectsEmptyAndUnknownSchemes) {
-  EXPECT_EQ(OpenStore("").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenStore("gs://bucket/x").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenStore("file://relative").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("", S3Options()).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("gs://bucket/x", S3Options()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenStore("file://relative", S3Options()).status().code(),
+            absl::StatusCode::kInvalidArgument);
   // Not a local directory named "S3:" (a plain path would be created and succeed).
-  const absl::Status upper = OpenStore("S3://bucket/x").status();
+  const absl::Status upper = OpenStore("S3://bucket/x", S3Options()).status();
   EXPECT_EQ(upper.code(), absl::StatusCode::kInvalidArgument) << upper;
   EXPECT_TRUE(absl::StrContains(upper.message(), "lowercase")) << upper;
 }

@@ -39,7 +39,7 @@ void AddS3Flags(CLI::App& app, S3Flags* flags) {
       ->group(group);
 }
 
-absl::Status ApplyS3Flags(const S3Flags& flags) {
+absl::StatusOr<S3Options> S3OptionsFromFlags(const S3Flags& flags) {
   if (!flags.endpoint.empty()) {
     absl::string_view rest = flags.endpoint;
     const bool scheme =
@@ -60,8 +60,7 @@ absl::Status ApplyS3Flags(const S3Flags& flags) {
   defaults.request_timeout = absl::Milliseconds(flags.timeout_ms);
   defaults.connect_timeout = std::min(defaults.connect_timeout, defaults.request_timeout);
   defaults.max_attempts = static_cast<int>(flags.attempts);
-  SetS3Defaults(defaults);
-  return absl::OkStatus();
+  return defaults;
 }
 
 }  // namespace zephon::storage

@@ -1,7 +1,8 @@
 // The --s3-* command-line flags shared by zephond and zephonctl: where the process's
 // s3:// stores (aggregate_dir, datasets) connect and how patiently. They become the
-// process-wide S3 defaults (SetS3Defaults, s3_store.h); a flag left unset falls back to
-// the AWS_* environment and the shared files, as the AWS CLI does.
+// S3Options that the process passes to whatever opens its stores (S3Store::OpenUrl,
+// OpenStore); a flag left unset falls back to the AWS_* environment and the shared
+// files, as the AWS CLI does.
 //
 //   --s3-endpoint URL        instead of AWS_ENDPOINT_URL (MinIO, Ceph RGW, s3rver, ...)
 //   --s3-region NAME         instead of AWS_REGION / AWS_DEFAULT_REGION / ~/.aws/config
@@ -9,8 +10,7 @@
 //   --s3-timeout-ms N        per attempt, whole transfer (default 60000)
 //   --s3-attempts N          attempts per request, exponential backoff (default 4)
 //
-// Not thread-safe: call AddS3Flags before parsing and ApplyS3Flags once after, at
-// startup, before any store is opened.
+// Thread-safety: AddS3Flags as CLI::App (not thread-safe); S3OptionsFromFlags is pure.
 #ifndef ZEPHON_DAEMON_STORAGE_S3_FLAGS_H_
 #define ZEPHON_DAEMON_STORAGE_S3_FLAGS_H_
 
@@ -19,7 +19,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "daemon/storage/s3_store.h"
 
 namespace zephon::storage {
 
@@ -34,9 +35,9 @@ struct S3Flags {
 // Registers the flags on `app` (in an "S3" group), writing into *flags.
 void AddS3Flags(CLI::App& app, S3Flags* flags);
 
-// Validates the values and installs them as the process's S3 defaults.
+// The S3 defaults the flags ask for (no bucket, prefix or credentials).
 // INVALID_ARGUMENT naming the flag for an endpoint that is not http(s)://host[:port].
-absl::Status ApplyS3Flags(const S3Flags& flags);
+absl::StatusOr<S3Options> S3OptionsFromFlags(const S3Flags& flags);
 
 }  // namespace zephon::storage
 

@@ -19,22 +19,24 @@ S3Flags Parse(std::vector<std::string> args) {
   return flags;
 }
 
-TEST(S3FlagsTest, FlagsBecomeTheProcessDefaults) {
+TEST(S3FlagsTest, FlagsBecomeS3Options) {
   const S3Flags flags = Parse({"--s3-endpoint", "http://minio:9000", "--s3-region", "eu-1",
                                "--s3-addressing", "virtual", "--s3-timeout-ms", "2500",
                                "--s3-attempts", "3"});
-  ASSERT_TRUE(ApplyS3Flags(flags).ok());
-  const S3Options d = S3Defaults();
+  absl::StatusOr<S3Options> options = S3OptionsFromFlags(flags);
+  ASSERT_TRUE(options.ok()) << options.status();
+  const S3Options& d = *options;
   EXPECT_EQ(d.endpoint, "http://minio:9000");
   EXPECT_EQ(d.region, "eu-1");
   EXPECT_EQ(d.path_style, false);
   EXPECT_EQ(d.request_timeout, absl::Milliseconds(2500));
   EXPECT_LE(d.connect_timeout, d.request_timeout);
   EXPECT_EQ(d.max_attempts, 3);
-  ASSERT_TRUE(ApplyS3Flags(Parse({})).ok());  // unset flags: environment decides
-  EXPECT_EQ(S3Defaults().endpoint, "");
-  EXPECT_FALSE(S3Defaults().path_style.has_value());
-  EXPECT_EQ(S3Defaults().max_attempts, 4);
+  absl::StatusOr<S3Options> unset = S3OptionsFromFlags(Parse({}));  // environment decides
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->endpoint, "");
+  EXPECT_FALSE(unset->path_style.has_value());
+  EXPECT_EQ(unset->max_attempts, 4);
 }
 
 TEST(S3FlagsTest, BadEndpointsAndValuesAreRejectedNamingTheFlag) {
@@ -42,14 +44,13 @@ TEST(S3FlagsTest, BadEndpointsAndValuesAreRejectedNamingTheFlag) {
                           "https://user@h"}) {
     S3Flags flags;
     flags.endpoint = bad;
-    const absl::Status s = ApplyS3Flags(flags);
+    const absl::Status s = S3OptionsFromFlags(flags).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("--s3-endpoint"), absl::string_view::npos) << s;
   }
   S3Flags ok;
   ok.endpoint = "https://s3.example.com:443/";
-  EXPECT_TRUE(ApplyS3Flags(ok).ok());
-  ApplyS3Flags(S3Flags()).IgnoreError();
+  EXPECT_TRUE(S3OptionsFromFlags(ok).ok());
   EXPECT_THROW(Parse({"--s3-addressing", "sideways"}), CLI::ValidationError);
   EXPECT_THROW(Parse({"--s3-attempts", "0"}), CLI::ValidationError);
 }

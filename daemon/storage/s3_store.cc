@@ -155,34 +155,12 @@ absl::StatusOr<std::unique_ptr<S3Store>> S3Store::Open(S3Options o) {
   return std::unique_ptr<S3Store>(new S3Store(std::move(o), std::move(scheme), std::move(host)));
 }
 
-namespace {
-
-ABSL_CONST_INIT absl::Mutex defaults_mu(absl::kConstInit);
-S3Options& DefaultsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(defaults_mu) {
-  static S3Options* defaults = new S3Options();
-  return *defaults;
-}
-
-}  // namespace
-
-void SetS3Defaults(const S3Options& defaults) {
-  absl::MutexLock lock(&defaults_mu);
-  S3Options& d = DefaultsLocked();
-  d = defaults;
-  d.bucket.clear();
-  d.prefix.clear();
-  d.credentials = {};
-}
-
-S3Options S3Defaults() {
-  absl::MutexLock lock(&defaults_mu);
-  return DefaultsLocked();
-}
-
 absl::StatusOr<std::unique_ptr<S3Store>> S3Store::OpenUrl(const std::string& url,
+                                                          const S3Options& defaults,
                                                           absl::Duration call_budget) {
   ASSIGN_OR_RETURN(S3Location loc, ParseS3Url(url));
-  S3Options options = S3Defaults();
+  S3Options options = defaults;
+  options.credentials = {};
   options.bucket = std::move(loc.bucket);
   options.prefix = std::move(loc.key);
   if (call_budget != absl::InfiniteDuration()) {
@@ -208,44 +186,26 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
   std::string path = path_style ? absl::StrCat("/", options_.bucket) : "";
   if (!req.full_key.empty() || !path_style) absl::StrAppend(&path, "/", req.full_key);
 
-  SigV4Request sreq;
-  sreq.method = req.op;
-  sreq.path = path;
-  sreq.query = req.query;
-  sreq.payload_sha256_hex = Sha256Hex(absl::string_view(req.body.data(), req.body.size()));
-  sreq.headers = req.headers;
-  if (req.op == "PUT") {
-    sreq.headers.emplace_back(
-        "content-md5", ContentMd5Base64(absl::string_view(req.body.data(), req.body.size())));
-  }
-  sreq.headers.emplace_back("host", host);
-  sreq.headers.emplace_back("x-amz-content-sha256", sreq.payload_sha256_hex);
-  const std::string now =
-      absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone());
-  ASSIGN_OR_RETURN(SigV4Signature sig,
-                   SignV4(sreq, options_.region, "s3", options_.credentials, now));
-
   std::string url = absl::StrCat(scheme_, "://", host, AwsUriEncode(path, true));
-  std::vector<std::string> params;
-  for (const auto& [k, v] : req.query) {
-    params.push_back(absl::StrCat(AwsUriEncode(k, false), "=", AwsUriEncode(v, false)));
+  if (const std::string query = CanonicalQuery(req.query); !query.empty()) {
+    absl::StrAppend(&url, "?", query);
   }
-  if (!params.empty()) absl::StrAppend(&url, "?", absl::StrJoin(params, "&"));
 
   std::unique_ptr<CURL, CurlDeleter> curl(curl_easy_init());
   if (curl == nullptr) return absl::ResourceExhaustedError("curl_easy_init failed");
+  CURL* c = curl.get();
+  const absl::string_view body(req.body.data(), req.body.size());
+  HeaderList signed_headers = req.headers;
+  if (req.op == "PUT") signed_headers.emplace_back("content-md5", ContentMd5Base64(body));
+  SignWithCurl(c, options_.region, options_.credentials, Sha256Hex(body), &signed_headers);
   std::unique_ptr<curl_slist, SlistDeleter> headers;
-  auto add_header = [&headers](const std::string& line) {
-    headers.reset(curl_slist_append(headers.release(), line.c_str()));
-  };
-  for (const auto& [k, v] : sig.headers) add_header(absl::StrCat(k, ": ", v));
-  add_header(absl::StrCat("Authorization: ", sig.authorization));
-  add_header("Expect:");  // no 100-continue round trip on PUT
+  for (const auto& [k, v] : signed_headers) {
+    headers.reset(curl_slist_append(headers.release(), absl::StrCat(k, ": ", v).c_str()));
+  }
 
   Response resp;
   UploadCursor upload{req.body, 0};
   char curl_error[CURL_ERROR_SIZE] = {0};
-  CURL* c = curl.get();
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_error);
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
@@ -263,6 +223,9 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
     curl_easy_setopt(c, CURLOPT_READFUNCTION, &ReadBody);
     curl_easy_setopt(c, CURLOPT_READDATA, &upload);
     curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    // curl sends "Expect: 100-continue" (removing it with "Expect:" would sign a header
+    // that is not sent, sigv4.h); do not wait for the 100 before the body.
+    curl_easy_setopt(c, CURLOPT_EXPECT_100_TIMEOUT_MS, 0L);
   } else if (req.op == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else if (req.op != "GET") {

@@ -1,62 +1,35 @@
 // S3Store: ObjectStore over the S3 REST API (AWS S3 or a compatible server such as
-// MinIO or s3rver), speaking HTTP(S) through libcurl with AWS Signature V4 (sigv4.h).
+// MinIO or s3rver), speaking HTTP(S) through libcurl, which also signs (SigV4, sigv4.h).
 // One store is one bucket plus an optional key prefix ("s3://bucket/prefix" roots the
 // store at "prefix/"); keys passed to its methods are relative to that root.
 //
-// Configuration (S3Options; empty fields fall back to the environment and the AWS
-// shared files, as the AWS CLI does; see aws_config.h):
+// Configuration: S3Options fields left empty come from the environment and the AWS
+// shared files, as the AWS CLI does (precedence and which files are read: aws_config.h):
 //   endpoint     AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com
-//   region       AWS_REGION, else AWS_DEFAULT_REGION, else the profile's region in the
-//                config file (~/.aws/config), else us-east-1
+//   region       AWS_REGION, AWS_DEFAULT_REGION, the profile's region, else us-east-1
 //   credentials  AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), else
-//                the profile (AWS_PROFILE, default "default") in ~/.aws/credentials,
-//                else in ~/.aws/config; with none, Open fails. Instance metadata, SSO
-//                and assume-role profiles are NOT supported.
-//   addressing   path-style (http://host/bucket/key) or virtual-host style
-//                (http://bucket.host/key); by default path-style when a custom endpoint
-//                is set, or when the bucket name contains '.' and the endpoint is https
-//                (AWS's wildcard certificate *.s3.<region>.amazonaws.com does not cover
-//                "my.bucket.s3...", so TLS peer verification would fail; the AWS SDKs
-//                make the same choice). An explicit path_style is always kept.
-// The shared files are read only when a field above is still unset or AWS_PROFILE is
-// set (a named profile must then exist), and then only the file that can supply it:
-// with AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY set (and no AWS_PROFILE) a malformed
-// ~/.aws/credentials is never read, and ~/.aws/config only for an unset region.
+//                the profile's; none is an error at Open. No instance metadata, SSO or
+//                assume-role.
+//   addressing   path-style by default for a custom endpoint, or a bucket with '.' over
+//                https (AWS's wildcard certificate covers one label); else virtual-host.
 //
-// Semantics: Put is one PUT of the whole object, so readers see the old or the new
-// object, never a mix, and an interrupted upload stores nothing (S3's own atomicity;
-// note that s3rver, the test server, does keep a truncated body). Every request is
-// signed with x-amz-content-sha256 = SHA-256 of the payload, and every PUT carries
-// Content-MD5, so S3 rejects a body corrupted in transit (400 BadDigest /
-// XAmzContentSHA256Mismatch) instead of storing it.
+// Semantics: Put is one PUT of the whole object (readers see the old or the new
+// object). Every request carries x-amz-content-sha256 of its payload and every PUT
+// Content-MD5, so S3 rejects a body corrupted in transit instead of storing it.
+// Each attempt has a connect timeout and a total timeout (request_timeout); retries and
+// their pauses follow s3_retry.h, so one HTTP request blocks at most about
+// max_attempts * request_timeout + (max_attempts - 1) * kS3MaxBackoff. The bound is per
+// request: Head of a missing key sends a second one (HeadBucket), List and
+// ListDirectory one per page.
 //
-// Each attempt has a connect timeout and a total timeout (request_timeout, which
-// includes connecting). Connection errors (including a connection cut mid-body,
-// CURLE_PARTIAL_FILE), timeouts, HTTP 5xx except 501, 429, digest mismatches and 400
-// RequestTimeout are retried up to max_attempts in all. Before retry n the pause is
-// "full jitter": uniformly random in [0, min(5 s, initial_backoff * 2^(n-1))]; a 503 or
-// 429 carrying Retry-After: SECONDS waits that long instead, capped at the same 5 s
-// (kS3MaxBackoff; an HTTP-date Retry-After is ignored). So one HTTP request blocks at
-// most about max_attempts * request_timeout + (max_attempts - 1) * 5 s. The bound is per
-// request: Head of a missing key sends a second one (HeadBucket), and List and
-// ListDirectory send one per page of list_page_size keys, each page with its own bound.
-//
-// Errors name the operation, bucket, key, HTTP status and S3's error Code and Message:
-//   404 NoSuchKey -> NOT_FOUND; NoSuchBucket -> FAILED_PRECONDITION (not NOT_FOUND, so a
-//   missing bucket is never mistaken for a missing key); 403 -> PERMISSION_DENIED;
-//   BadDigest / XAmzContentSHA256Mismatch -> DATA_LOSS (after the last attempt);
-//   412 PreconditionFailed of a conditional read -> FAILED_PRECONDITION
-//   (VersionMismatchError: the object changed); 501 NotImplemented -> UNIMPLEMENTED
-//   naming the operation (never retried); 400 RequestTimeout, other 5xx and connection
-//   errors after the last attempt -> UNAVAILABLE; other 4xx -> INVALID_ARGUMENT /
-//   FAILED_PRECONDITION; timeouts -> DEADLINE_EXCEEDED. A HEAD 404 has no error
-//   document, so Head then sends one HeadBucket: 404 there -> FAILED_PRECONDITION
-//   "bucket ... does not exist (NoSuchBucket)", else NOT_FOUND. Transport errors say
-//   what happened ("the server closed the connection before the whole body arrived")
-//   with curl's own detail, and for a PUT how many body bytes were sent.
-//
-// The retry policy lives in s3_retry.h, the reading of answers (status mapping, the 206
-// and ETag checks, transport-error wording) in s3_response.h.
+// Errors name the operation, bucket, key, HTTP status and S3's error Code and Message
+// (worded by s3_response.h):
+//   404 NoSuchKey -> NOT_FOUND; NoSuchBucket -> FAILED_PRECONDITION (never mistaken for
+//   a missing key); 403 -> PERMISSION_DENIED; BadDigest / XAmzContentSHA256Mismatch ->
+//   DATA_LOSS; 412 of a conditional read -> VersionMismatchError; 501 -> UNIMPLEMENTED
+//   (never retried); 400 RequestTimeout, other 5xx and connection errors after the last
+//   attempt -> UNAVAILABLE; other 4xx -> INVALID_ARGUMENT / FAILED_PRECONDITION;
+//   timeouts -> DEADLINE_EXCEEDED.
 //
 // Thread-safety: thread-safe (immutable after Open; one libcurl easy handle per call).
 #ifndef ZEPHON_DAEMON_STORAGE_S3_STORE_H_
@@ -95,17 +68,6 @@ struct S3Options {
   int list_page_size = 1000;  // ListObjectsV2 max-keys, 1..1000
 };
 
-// Process-wide starting point of S3Store::OpenUrl, and so of OpenStore for every s3://
-// aggregate_dir and dataset: endpoint, region, addressing, timeouts, attempts, backoff.
-// Fields it leaves empty or unset still come from the environment. zephond and zephonctl
-// set it once from their --s3-* flags at startup; bucket, prefix and credentials are
-// ignored (credentials stay in the environment or the shared files). Thread-safe.
-void SetS3Defaults(const S3Options& defaults);
-S3Options S3Defaults();
-
-// kS3MaxBackoff, S3RetryDelay and ParseRetryAfterSeconds (the retry policy above) are
-// declared in s3_retry.h, included here.
-
 class S3Store final : public ObjectStore {
  public:
   // Fills unset options from the environment and the AWS shared files and validates
@@ -114,12 +76,15 @@ class S3Store final : public ObjectStore {
   // names a missing profile. Does not contact the server.
   static absl::StatusOr<std::unique_ptr<S3Store>> Open(S3Options options);
 
-  // Open for "s3://bucket[/prefix]" starting from S3Defaults(), the rest from the
-  // environment. A finite `call_budget` bounds each call, retries included: the
-  // per-attempt timeout shrinks to call_budget / max_attempts (at least 1 s), for
-  // callers that must answer before a deadline.
+  // Open for "s3://bucket[/prefix]" starting from `defaults` (the owner's S3 settings:
+  // zephond's and zephonctl's --s3-* flags, S3OptionsFromFlags in s3_flags.h; its
+  // bucket, prefix and credentials are ignored, credentials stay in the environment or
+  // the shared files), the rest from the environment. A finite `call_budget` bounds
+  // each call, retries included: the per-attempt timeout shrinks to call_budget /
+  // max_attempts (at least 1 s), for callers that must answer before a deadline.
   static absl::StatusOr<std::unique_ptr<S3Store>> OpenUrl(
-      const std::string& url, absl::Duration call_budget = absl::InfiniteDuration());
+      const std::string& url, const S3Options& defaults,
+      absl::Duration call_budget = absl::InfiniteDuration());
 
   S3Store(const S3Store&) = delete;
   S3Store& operator=(const S3Store&) = delete;

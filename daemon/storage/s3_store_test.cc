@@ -59,7 +59,7 @@ TEST_F(S3StoreOpenTest, CredentialsComeFromTheSharedFileWithSessionToken) {
   EXPECT_EQ((*s)->options().credentials.session_token, "FILETOKEN");
 }
 
-TEST_F(S3StoreOpenTest, OpenUrlStartsFromTheProcessDefaults) {
+TEST_F(S3StoreOpenTest, OpenUrlStartsFromTheGivenDefaults) {
   env_.Set("AWS_ACCESS_KEY_ID", "K");
   env_.Set("AWS_SECRET_ACCESS_KEY", "S");
   env_.Set("AWS_REGION", "env-region");
@@ -70,9 +70,7 @@ TEST_F(S3StoreOpenTest, OpenUrlStartsFromTheProcessDefaults) {
   defaults.max_attempts = 7;
   defaults.request_timeout = absl::Seconds(3);
   defaults.credentials.access_key = "IGNORED";
-  SetS3Defaults(defaults);
-  auto s = S3Store::OpenUrl("s3://real-bucket/pre/fix");
-  SetS3Defaults(S3Options());  // back to the built-in defaults for other tests
+  auto s = S3Store::OpenUrl("s3://real-bucket/pre/fix", defaults);
   ASSERT_TRUE(s.ok()) << s.status();
   const S3Options& o = (*s)->options();
   EXPECT_EQ(o.bucket, "real-bucket");
@@ -83,20 +81,21 @@ TEST_F(S3StoreOpenTest, OpenUrlStartsFromTheProcessDefaults) {
   EXPECT_EQ(o.request_timeout, absl::Seconds(3));
   EXPECT_EQ(o.region, "env-region");  // left unset: still from the environment
   EXPECT_EQ(o.credentials.access_key, "K");  // never from the defaults
-  EXPECT_EQ(S3Defaults().max_attempts, 4);
 }
 
 TEST_F(S3StoreOpenTest, ACallBudgetShrinksThePerAttemptTimeout) {
   env_.Set("AWS_ACCESS_KEY_ID", "K");
   env_.Set("AWS_SECRET_ACCESS_KEY", "S");
-  auto unbounded = S3Store::OpenUrl("s3://bkt/p");
+  auto unbounded = S3Store::OpenUrl("s3://bkt/p", S3Options());
   ASSERT_TRUE(unbounded.ok()) << unbounded.status();
   EXPECT_EQ((*unbounded)->options().request_timeout, absl::Seconds(60));
-  auto bounded = S3Store::OpenUrl("s3://bkt/p", absl::Seconds(8));  // 4 attempts
+  auto bounded = S3Store::OpenUrl("s3://bkt/p", S3Options(), absl::Seconds(8));  // 4 attempts
   ASSERT_TRUE(bounded.ok()) << bounded.status();
   EXPECT_EQ((*bounded)->options().request_timeout, absl::Seconds(2));
   EXPECT_LE((*bounded)->options().connect_timeout, absl::Seconds(2));
-  EXPECT_EQ((*S3Store::OpenUrl("s3://bkt", absl::Milliseconds(10)))->options().request_timeout,
+  EXPECT_EQ((*S3Store::OpenUrl("s3://bkt", S3Options(), absl::Milliseconds(10)))
+                ->options()
+                .request_timeout,
             absl::Seconds(1));  // never below 1 s
 }
 
@@ -155,9 +154,7 @@ TEST_F(S3StoreOpenTest, DottedBucketOverHttpsDefaultsToPathStyle) {
   EXPECT_EQ(open("my-bucket", "", true), true);
   S3Options defaults;
   defaults.region = "eu-west-1";
-  SetS3Defaults(defaults);
-  auto s = S3Store::OpenUrl("s3://logs.example.org/run1");
-  SetS3Defaults(S3Options());
+  auto s = S3Store::OpenUrl("s3://logs.example.org/run1", defaults);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ((*s)->options().endpoint, "https://s3.eu-west-1.amazonaws.com");
   EXPECT_EQ((*s)->options().path_style, true);

@@ -2,6 +2,9 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
+
+#include <pugixml.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -48,34 +51,44 @@ bool DecodeEntity(absl::string_view name, std::string* out) {
   return true;
 }
 
-// Each <tag>...</tag> block's inner text (raw, still escaped), in document order.
-std::vector<absl::string_view> Elements(absl::string_view xml, absl::string_view tag) {
-  std::vector<absl::string_view> out;
-  const std::string open = absl::StrCat("<", tag);
-  const std::string close = absl::StrCat("</", tag, ">");
-  size_t pos = 0;
-  while ((pos = xml.find(open, pos)) != absl::string_view::npos) {
-    const size_t after = pos + open.size();
-    if (after >= xml.size()) break;
-    const char next = xml[after];
-    if (next != '>' && next != ' ' && next != '/' && next != '\t' && next != '\n' &&
-        next != '\r') {
-      pos = after;  // a longer tag name with this prefix
-      continue;
-    }
-    const size_t gt = xml.find('>', after);
-    if (gt == absl::string_view::npos) break;
-    if (xml[gt - 1] == '/') {  // <tag/>
-      out.push_back(absl::string_view());
-      pos = gt + 1;
-      continue;
-    }
-    const size_t end = xml.find(close, gt + 1);
-    if (end == absl::string_view::npos) break;
-    out.push_back(xml.substr(gt + 1, end - gt - 1));
-    pos = end + close.size();
+// The unescaped text of `node`: its PCDATA children through XmlUnescape (parsed without
+// pugixml's own entity decoding, which turns &#0; into a NUL that cuts the string), its
+// CDATA children verbatim.
+std::string NodeText(pugi::xml_node node) {
+  std::string out;
+  for (pugi::xml_node child : node.children()) {
+    if (child.type() == pugi::node_pcdata) out += XmlUnescape(child.value());
+    if (child.type() == pugi::node_cdata) out += child.value();
   }
   return out;
+}
+
+// Parses `xml` into *doc; false when it is not well-formed XML.
+bool Parse(absl::string_view xml, pugi::xml_document* doc, std::string* error) {
+  constexpr unsigned kOptions = (pugi::parse_default & ~pugi::parse_escapes);
+  const pugi::xml_parse_result result = doc->load_buffer(xml.data(), xml.size(), kOptions,
+                                                         pugi::encoding_utf8);
+  if (!result) {
+    if (error != nullptr) {
+      *error = absl::StrCat(result.description(), " at byte ", result.offset);
+    }
+    return false;
+  }
+  return true;
+}
+
+// The first element named `tag` in document order, or an empty node.
+pugi::xml_node FindElement(pugi::xml_node root, absl::string_view tag) {
+  return root.find_node([tag](pugi::xml_node n) {
+    return n.type() == pugi::node_element && tag == n.name();
+  });
+}
+
+// `node`'s markup, for error messages (at most 200 bytes).
+std::string Quote(pugi::xml_node node) {
+  std::ostringstream out;
+  node.print(out, "", pugi::format_raw);
+  return out.str().substr(0, 200);
 }
 
 }  // namespace
@@ -98,68 +111,82 @@ std::string XmlUnescape(absl::string_view text) {
 }
 
 std::string XmlElementText(absl::string_view xml, absl::string_view tag, bool* found) {
-  std::vector<absl::string_view> all = Elements(xml, tag);
-  if (found != nullptr) *found = !all.empty();
-  return all.empty() ? std::string() : XmlUnescape(all.front());
+  pugi::xml_document doc;
+  pugi::xml_node node;
+  if (Parse(xml, &doc, nullptr)) node = FindElement(doc, tag);
+  if (found != nullptr) *found = !node.empty();
+  return node.empty() ? std::string() : NodeText(node);
 }
 
 absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml) {
-  if (xml.find("<ListBucketResult") == absl::string_view::npos) {
+  pugi::xml_document doc;
+  std::string error;
+  if (!Parse(xml, &doc, &error)) {
+    return absl::InvalidArgumentError(absl::StrCat("ListBucketResult is not well-formed XML (",
+                                                   error, "): '", xml.substr(0, 200), "'"));
+  }
+  const pugi::xml_node root = doc.document_element();
+  if (absl::string_view(root.name()) != "ListBucketResult") {
     return absl::InvalidArgumentError(
         absl::StrCat("not a ListBucketResult: '", xml.substr(0, 200), "'"));
   }
   ListPage page;
-  for (absl::string_view entry : Elements(xml, "Contents")) {
-    bool has_key = false;
+  for (pugi::xml_node entry : root.children("Contents")) {
+    const pugi::xml_node key = entry.child("Key");
     ObjectInfo info;
-    info.key = XmlElementText(entry, "Key", &has_key);
-    if (!has_key || info.key.empty()) {
+    info.key = NodeText(key);
+    if (key.empty() || info.key.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("ListBucketResult entry without a Key: '", entry, "'"));
+          absl::StrCat("ListBucketResult entry without a Key: '", Quote(entry), "'"));
     }
-    const std::string size = XmlElementText(entry, "Size", nullptr);
+    const std::string size = NodeText(entry.child("Size"));
     if (!absl::SimpleAtoi(size, &info.size)) {
       return absl::InvalidArgumentError(
           absl::StrCat("ListBucketResult: bad Size '", size, "' for key '", info.key, "'"));
     }
-    const std::string mtime = XmlElementText(entry, "LastModified", nullptr);
+    const std::string mtime = NodeText(entry.child("LastModified"));
     std::string err;
     if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", mtime, &info.mtime, &err) &&
         !absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", mtime, &info.mtime, &err)) {
       info.mtime = absl::InfinitePast();
     }
     info.version = std::string(absl::StripSuffix(
-        absl::StripPrefix(XmlElementText(entry, "ETag", nullptr), "\""), "\""));
+        absl::StripPrefix(NodeText(entry.child("ETag")), "\""), "\""));
     page.objects.push_back(std::move(info));
   }
   // <CommonPrefixes><Prefix>a/b/</Prefix></CommonPrefixes>, one element per prefix (a
   // block holding several Prefix elements is read whole, too; an empty block is none).
-  for (absl::string_view entry : Elements(xml, "CommonPrefixes")) {
-    if (absl::StripAsciiWhitespace(entry).empty()) continue;
-    const std::vector<absl::string_view> prefixes = Elements(entry, "Prefix");
-    if (prefixes.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ListBucketResult CommonPrefixes entry without a Prefix: '", entry, "'"));
-    }
-    for (absl::string_view prefix : prefixes) {
-      if (prefix.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ListBucketResult CommonPrefixes entry with an empty Prefix: '", entry,
-                         "'"));
+  for (pugi::xml_node entry : root.children("CommonPrefixes")) {
+    const bool has_element = entry.find_child(
+        [](pugi::xml_node n) { return n.type() == pugi::node_element; });
+    if (!has_element && absl::StripAsciiWhitespace(NodeText(entry)).empty()) continue;
+    bool any = false;
+    for (pugi::xml_node prefix : entry.children("Prefix")) {
+      any = true;
+      std::string text = NodeText(prefix);
+      if (text.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ListBucketResult CommonPrefixes entry with an empty Prefix: '", Quote(entry), "'"));
       }
-      page.common_prefixes.push_back(XmlUnescape(prefix));
+      page.common_prefixes.push_back(std::move(text));
+    }
+    if (!any) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ListBucketResult CommonPrefixes entry without a Prefix: '", Quote(entry), "'"));
     }
   }
-  // IsTruncated and NextContinuationToken appear only at the top level.
-  page.truncated = XmlElementText(xml, "IsTruncated", nullptr) == "true";
-  page.next_continuation_token = XmlElementText(xml, "NextContinuationToken", nullptr);
+  page.truncated = NodeText(root.child("IsTruncated")) == "true";
+  page.next_continuation_token = NodeText(root.child("NextContinuationToken"));
   return page;
 }
 
 std::string ParseS3Error(absl::string_view xml) {
-  if (xml.find("<Error") == absl::string_view::npos) return "";
-  const std::string code = XmlElementText(xml, "Code", nullptr);
-  const std::string message = XmlElementText(xml, "Message", nullptr);
+  pugi::xml_document doc;
+  if (!Parse(xml, &doc, nullptr)) return "";
+  const pugi::xml_node root = doc.document_element();
+  if (absl::string_view(root.name()) != "Error") return "";
+  const std::string code = NodeText(root.child("Code"));
+  const std::string message = NodeText(root.child("Message"));
   if (code.empty() && message.empty()) return "";
   return message.empty() ? code : absl::StrCat(code, ": ", message);
 }

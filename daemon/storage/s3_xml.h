@@ -1,8 +1,7 @@
-// Minimal readers for the XML bodies S3 sends back: ListObjectsV2 results and error
-// documents. Not a general XML parser: it finds elements by name, which is enough for
-// these flat, machine-written documents (S3 escapes '<' and '&' inside text, so element
-// text never contains markup). Entities (&amp; &lt; &gt; &quot; &apos; &#N; &#xN;) are
-// unescaped.
+// Readers for the XML bodies S3 sends back: ListObjectsV2 results and error documents,
+// parsed with pugixml. Element text is PCDATA with entities decoded by XmlUnescape (so
+// a reference to a non-XML character stays verbatim) plus CDATA verbatim. Names are
+// matched literally (a prefixed "s3:Key" is not "Key"; S3 uses a default namespace).
 //
 // Thread-safety: thread-safe (pure functions).
 #ifndef ZEPHON_DAEMON_STORAGE_S3_XML_H_
@@ -23,8 +22,9 @@ namespace zephon::storage {
 // lone surrogate.
 std::string XmlUnescape(absl::string_view text);
 
-// The unescaped text of the first <tag>...</tag> in `xml` ("" for <tag/>); "" with
-// *found = false when there is none. `found` may be null.
+// The text of the first element named `tag` in `xml`, in document order ("" for
+// <tag/>); "" with *found = false when there is none or `xml` is not well-formed (an
+// HTML error page from a proxy). `found` may be null.
 std::string XmlElementText(absl::string_view xml, absl::string_view tag, bool* found);
 
 struct ListPage {
@@ -37,12 +37,12 @@ struct ListPage {
 };
 
 // Parses a ListBucketResult (ListObjectsV2). INVALID_ARGUMENT (quoting the bad value)
-// when it is not one, a Contents entry lacks a Key or has a non-numeric Size, or a
+// when it is not well-formed XML or not a ListBucketResult, a Contents entry lacks a Key or has a non-numeric Size, or a
 // CommonPrefixes entry has no (or an empty) Prefix; an unparseable LastModified gives
 // mtime = absl::InfinitePast().
 absl::StatusOr<ListPage> ParseListObjectsV2(absl::string_view xml);
 
-// "Code: Message" of an S3 <Error> document; "" when `xml` is not one.
+// "Code: Message" of an S3 <Error> document; "" when `xml` is not one (or is malformed).
 std::string ParseS3Error(absl::string_view xml);
 
 }  // namespace zephon::storage

@@ -97,6 +97,32 @@ TEST(ParseListObjectsV2, RejectsOtherDocumentsAndBadSizes) {
   EXPECT_FALSE(empty->truncated);
 }
 
+// The hand-written reader took CDATA sections as text with their markup, matched
+// "<Key" inside comments, and read a truncated document as far as it went.
+TEST(ParseListObjectsV2, ReadsCdataSkipsCommentsAndRejectsMalformedXml) {
+  auto page = ParseListObjectsV2(
+      "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+      "<!-- <Contents><Key>ghost</Key><Size>1</Size></Contents> -->"
+      "<Contents><Key><![CDATA[a<&>b]]>&amp;c</Key><Size>5</Size></Contents>"
+      "</ListBucketResult>");
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->objects.size(), 1u);
+  EXPECT_EQ(page->objects[0].key, "a<&>b&c");
+
+  auto truncated = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>k</Key><Size>1</Size></Contents><Contents><Key>k2");
+  EXPECT_EQ(truncated.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(truncated.status().message().find("not well-formed"), std::string::npos)
+      << truncated.status();
+
+  bool found = true;
+  EXPECT_EQ(XmlElementText("<html><body>502 Bad Gateway", "Code", &found), "");
+  EXPECT_FALSE(found);
+  EXPECT_EQ(XmlElementText("<Error><Code><![CDATA[Slow]]>Down</Code></Error>", "Code", &found),
+            "SlowDown");
+  EXPECT_TRUE(found);
+}
+
 TEST(ParseS3Error, JoinsCodeAndMessage) {
   EXPECT_EQ(ParseS3Error("<Error><Code>NoSuchBucket</Code><Message>The specified bucket "
                          "does not exist</Message><BucketName>b</BucketName></Error>"),

@@ -1,39 +1,32 @@
-// AWS Signature Version 4 (header-based auth, AWS4-HMAC-SHA256) as a pure function: no
-// clock, no I/O, no credentials lookup. The s3:// ObjectStore (issue 8) will feed it
-// each request it sends over libcurl; tests pin it to AWS's published vectors.
+// How S3Store signs its requests: AWS Signature Version 4 computed by libcurl
+// (CURLOPT_AWS_SIGV4, curl 7.88), plus the pieces of a request that curl 7.88 signs as
+// given and so must already be canonical. Each condition below is pinned by
+// sigv4_test.cc against AWS's published S3 signatures.
+//   - The URL path is AwsUriEncode(path, keep_slash=true) and has no "." or ".."
+//     segments (ValidateKey rejects them; curl would fold them after signing).
+//   - The URL query is CanonicalQuery(): curl 7.88 signs the query string verbatim,
+//     unsorted, and a valueless "?name" as "name" where AWS expects "name=".
+//   - x-amz-content-sha256 is sent by us: curl 7.88 hashes only CURLOPT_POSTFIELDS, so
+//     an upload would be signed as an empty body.
+//   - Every entry of CURLOPT_HTTPHEADER is signed, so it holds no removal entries such
+//     as "Expect:" (curl 7.88 would sign a header it does not send).
+// Hashes and MACs come from common/digest.h.
 //
-// Canonicalization follows the S3 rules: the path is URI-encoded once, segment by
-// segment ('/' kept), and not normalized (no "./", "../" or "//" folding); query names
-// and values are encoded with '/' encoded too. Unreserved characters (A-Za-z0-9-._~)
-// are never encoded; every other byte becomes %XX (uppercase hex).
-//
-// Thread-safety: thread-safe (pure functions).
+// Thread-safety: thread-safe (pure functions; SignWithCurl touches only its handle).
 #ifndef ZEPHON_DAEMON_STORAGE_SIGV4_H_
 #define ZEPHON_DAEMON_STORAGE_SIGV4_H_
 
+#include <curl/curl.h>
+
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
-#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace zephon::storage {
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
-
-struct SigV4Request {
-  std::string method;  // "GET", "PUT", ...
-  // The unencoded path, starting with '/' ("/my key.txt"); it is encoded here.
-  std::string path = "/";
-  // Unencoded query parameters, any order; a parameter without a value has "".
-  HeaderList query;
-  // Headers to sign, any order and case. Must contain "host". "x-amz-date" is added
-  // (= timestamp) when missing; a session token adds "x-amz-security-token".
-  HeaderList headers;
-  // Lowercase hex SHA-256 of the body (Sha256Hex("") for none), or "UNSIGNED-PAYLOAD".
-  std::string payload_sha256_hex;
-};
 
 struct SigV4Credentials {
   std::string access_key;
@@ -41,28 +34,21 @@ struct SigV4Credentials {
   std::string session_token;  // "" when not using temporary credentials
 };
 
-struct SigV4Signature {
-  std::string canonical_request;
-  std::string string_to_sign;
-  std::string signed_headers;  // "host;range;x-amz-date"
-  std::string signature;       // 64 lowercase hex chars
-  std::string authorization;   // the Authorization header's value
-  // Every header that was signed, lowercase names, sorted, with trimmed values: the
-  // caller sends exactly these plus Authorization (including any added x-amz-date and
-  // x-amz-security-token).
-  HeaderList headers;
-};
+// Makes `curl` sign the request it sends next for `region` and service "s3" with
+// `credentials`, and appends to *headers what that signature needs from the caller:
+// x-amz-content-sha256 = `payload_sha256_hex` (lowercase hex SHA-256 of the body) and,
+// with a session token, x-amz-security-token. The caller sends exactly *headers (all of
+// them are signed) and must not set Host, Authorization or x-amz-date (curl does).
+void SignWithCurl(CURL* curl, absl::string_view region, const SigV4Credentials& credentials,
+                  absl::string_view payload_sha256_hex, HeaderList* headers);
 
-// Signs `request` for `region`/`service` at `timestamp` ("yyyymmddThhmmssZ", UTC).
-// INVALID_ARGUMENT (naming the field) if the timestamp is malformed, the host header,
-// method, region, service or keys are missing, the path does not start with '/', or
-// x-amz-date disagrees with the timestamp.
-absl::StatusOr<SigV4Signature> SignV4(const SigV4Request& request, absl::string_view region,
-                                      absl::string_view service,
-                                      const SigV4Credentials& credentials,
-                                      absl::string_view timestamp);
+// The query string in SigV4 canonical form, to put in the URL as is: names and values
+// AwsUriEncode'd ('/' encoded too), sorted by name then value, each as "name=value"
+// (also when the value is ""), joined with '&'. "" for no parameters.
+std::string CanonicalQuery(const HeaderList& query);
 
-// AWS URI encoding (see the file comment); '/' is kept iff `keep_slash`.
+// AWS URI encoding: unreserved characters (A-Za-z0-9-._~) are kept, '/' is kept iff
+// `keep_slash`, every other byte becomes %XX (uppercase hex).
 std::string AwsUriEncode(absl::string_view in, bool keep_slash);
 
 // The Content-MD5 header value for a body: base64 of its raw 16-byte MD5 (RFC 1864;

@@ -41,7 +41,7 @@ LIBS[megatron_idx]=""
 SRCS[json_scan]="daemon/pipeline/json_scan.cc"
 LIBS[json_scan]="-lsimdjson"
 SRCS[s3_xml]="daemon/storage/s3_xml.cc"
-LIBS[s3_xml]=""
+LIBS[s3_xml]="-lpugixml"
 
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml)
