@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
-#include "daemon/logging.h"
+#include "common/logging.h"
 #include "daemon/pipeline/group_stream.h"
 #include "daemon/pipeline/lanes.h"
 #include "daemon/checkpoint/checkpoint_file.h"

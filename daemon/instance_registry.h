@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/checkpoint/led_run.h"
+#include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/pipeline/line_reader.h"
@@ -90,7 +91,7 @@ struct Attachment {
   proto::AttachReply reply;
 };
 
-class InstanceRegistry {
+class InstanceRegistry final : public checkpoint::RunRoster {
  public:
   explicit InstanceRegistry(RegistryOptions options);
   ~InstanceRegistry();
@@ -107,7 +108,8 @@ class InstanceRegistry {
   absl::StatusOr<std::shared_ptr<PipelineInstance>> FindInstance(const std::string& instance_id)
       const ABSL_LOCKS_EXCLUDED(mu_);
   // Global ranks attached now to instances of the run `run_key` (run_id or local-N).
-  std::set<uint32_t> LocalRanksOfRun(const std::string& run_key) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::set<uint32_t> LocalRanksOfRun(const std::string& run_key) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The run `run_id` as this daemon leads it (global_rank 0 of the run attached here): its
   // world_size, canonical_replicas, spec hash and aggregate_dir as its ranks attached
   // them. nullopt when this daemon does not lead the run. What the peer service holds

@@ -34,18 +34,18 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/owned_path.h"
 #include "common/paths.h"
 #include "common/rpc_limits.h"
+#include "daemon/checkpoint/checkpoint_router.h"
+#include "daemon/checkpoint/local_rounds.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/peer_credentials.h"
 #include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
-#include "daemon/checkpoint_router.h"
 #include "daemon/daemon_lock.h"
-#include "daemon/local_rounds.h"
 #include "daemon/log_file_sink.h"
-#include "daemon/logging.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/http_server.h"
@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
     }
     sink = *std::move(file_sink);
   }
-  zephon::daemon::InstallLoggers(sink, spdlog::level::from_str(log_level));
+  zephon::InstallLoggers(sink, spdlog::level::from_str(log_level));
   if (shm_prefix.empty()) shm_prefix = zephon::DefaultShmPrefix(socket_path);
 
   auto lock = zephon::daemon::DaemonLock::Acquire(zephon::LockPathFor(socket_path));
@@ -442,23 +442,13 @@ int main(int argc, char** argv) {
     spdlog::get("metrics")->info("metrics on http://{}/metrics (/healthz, /readyz)",
                                  metrics_server->address());
   }
-  zephon::daemon::CheckpointRouter router(&aggregator, *channel_credentials, peer_auth);
-  zephon::daemon::LocalRounds::Hooks hooks;
-  hooks.daemon_label = socket_path;
-  hooks.local_ranks = [&registry](const std::string& run_key) {
-    return registry.LocalRanksOfRun(run_key);
-  };
-  hooks.submit = [&router](const zephon::proto::CheckpointReport& report,
-                           const zephon::daemon::RankIdentity& identity, bool leads,
-                           absl::Time deadline) {
-    const absl::Time begun = absl::Now();
-    absl::StatusOr<zephon::proto::CheckpointResult> result =
-        router.Submit(report, identity, leads, deadline);
-    zephon::metrics::DaemonCounters::Get().CountCheckpointRound(
-        result.ok() && report.failure().empty(), absl::ToDoubleSeconds(absl::Now() - begun));
-    return result;
-  };
-  zephon::daemon::LocalRounds rounds(std::move(hooks));
+  zephon::checkpoint::CheckpointRouter router(&aggregator, *channel_credentials, peer_auth);
+  zephon::checkpoint::LocalRoundsOptions rounds_options;
+  rounds_options.daemon_label = socket_path;
+  rounds_options.roster = &registry;
+  rounds_options.reporter = &router;
+  rounds_options.counters = &zephon::metrics::DaemonCounters::Get();
+  zephon::checkpoint::LocalRounds rounds(std::move(rounds_options));
   zephon::daemon::FdHandoffOptions handoff_options;
   handoff_options.socket_path = zephon::shm::HandoffSocketPath(socket_path);
   handoff_options.group = shm_group_id;

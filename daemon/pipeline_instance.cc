@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "daemon/logging.h"
+#include "common/logging.h"
 #include "daemon/metrics/counters.h"
 
 namespace zephon::daemon {
@@ -123,7 +123,7 @@ PipelineInstance::PipelineInstance(InstanceConfig config,
       created_(absl::Now()),
       writer_(std::move(writer)),
       // Seeded with where the stream starts: zeros, or the restored checkpoint's lanes.
-      progress_(std::make_unique<checkpoint::ProgressLog>(batches->stream().Progress())),
+      progress_(std::make_unique<ProgressLog>(batches->stream().Progress())),
       batches_(std::move(batches)) {}
 
 PipelineInstance::~PipelineInstance() {

@@ -10,11 +10,11 @@
 #include <atomic>
 #include <memory>
 
+#include "daemon/checkpoint/local_rounds.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/refusal_log.h"
 #include "daemon/fd_handoff.h"
 #include "daemon/instance_registry.h"
-#include "daemon/local_rounds.h"
 #include "proto/zephon.grpc.pb.h"
 
 namespace zephon::daemon {
@@ -25,7 +25,8 @@ class ZephonService final : public proto::Zephon::Service {
  public:
   // `registry`, `rounds` and `handoff` must outlive the service. `handoff` hands each
   // attached reader its ring descriptors; null only in tests that never map a ring.
-  ZephonService(InstanceRegistry* registry, LocalRounds* rounds, FdHandoff* handoff = nullptr)
+  ZephonService(InstanceRegistry* registry, checkpoint::LocalRounds* rounds,
+                FdHandoff* handoff = nullptr)
       : registry_(registry), rounds_(rounds), handoff_(handoff) {}
 
   grpc::Status Attach(
@@ -45,7 +46,7 @@ class ZephonService final : public proto::Zephon::Service {
                                         const proto::AttachRequest& request);
 
   InstanceRegistry* const registry_;
-  LocalRounds* const rounds_;
+  checkpoint::LocalRounds* const rounds_;
   FdHandoff* const handoff_;
 };
 

@@ -27,6 +27,9 @@ const char* ErrorKindName(ErrorKind kind);
 class DaemonCounters {
  public:
   static DaemonCounters& Get();
+  DaemonCounters();
+  DaemonCounters(const DaemonCounters&) = delete;
+  DaemonCounters& operator=(const DaemonCounters&) = delete;
 
   void CountAttach(bool ok) { (ok ? attach_ok_ : attach_refused_).fetch_add(1, kRelaxed); }
   void CountError(ErrorKind kind) { errors_[static_cast<int>(kind)].fetch_add(1, kRelaxed); }
@@ -40,7 +43,6 @@ class DaemonCounters {
   const Histogram& round_seconds() const { return round_seconds_; }
 
  private:
-  DaemonCounters();
   static constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
 
   std::atomic<uint64_t> attach_ok_{0};
