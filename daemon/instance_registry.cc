@@ -437,7 +437,8 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.materialize.parallelism = limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism
   config.spec = std::move(resolved);
-  return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool);
+  return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool,
+                                  options_.counters);
 }
 
 void InstanceRegistry::Detach(const Attachment& attachment, bool died) {

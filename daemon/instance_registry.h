@@ -28,6 +28,7 @@
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
+#include "daemon/metrics/counters.h"
 #include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline_instance.h"
 #include "daemon/storage/shard_cache.h"
@@ -64,6 +65,10 @@ struct RegistryOptions {
   // The daemon's one worker pool, shared by every instance (the node-wide thread
   // budget, --worker-threads). Null: every instance materializes inline.
   std::shared_ptr<exec::WorkerPool> worker_pool;
+  // Event counters of the daemon (attach/ring/pipeline errors); each registry gets its
+  // own unless the daemon shares one.
+  std::shared_ptr<metrics::DaemonCounters> counters =
+      std::make_shared<metrics::DaemonCounters>();
 };
 
 // How a new instance starts: fresh, or from a decoded checkpoint.

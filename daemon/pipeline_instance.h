@@ -38,6 +38,7 @@
 #include "daemon/exec/parallel_batches.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/identity.h"
+#include "daemon/metrics/counters.h"
 #include "daemon/progress_log.h"
 #include "daemon/pipeline/group_stream.h"
 #include "proto/zephon.pb.h"
@@ -74,10 +75,12 @@ struct InstanceConfig {
 class PipelineInstance final : public checkpoint::ProgressSource {
  public:
   // `pool` is the daemon's shared worker pool; null materializes inline on the
-  // producer thread. Errors: those of RingWriter::Create and OrderedStage::Create.
+  // producer thread. `counters` (null: private ones) counts ring and pipeline errors.
+  // Errors: those of RingWriter::Create and OrderedStage::Create.
   static absl::StatusOr<std::unique_ptr<PipelineInstance>> Create(
       InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
-      std::shared_ptr<exec::WorkerPool> pool = nullptr);
+      std::shared_ptr<exec::WorkerPool> pool = nullptr,
+      std::shared_ptr<metrics::DaemonCounters> counters = nullptr);
   // Stops the producer (within one 100 ms poll) and closes the ring; its memory is freed
   // when the last reader unmaps it.
   // Materializations still in the pool finish on their own and are discarded.
@@ -124,7 +127,8 @@ class PipelineInstance final : public checkpoint::ProgressSource {
 
  private:
   PipelineInstance(InstanceConfig config, std::unique_ptr<exec::ParallelBatches> batches,
-                   std::unique_ptr<shm::RingWriter> writer);
+                   std::unique_ptr<shm::RingWriter> writer,
+                   std::shared_ptr<metrics::DaemonCounters> counters);
   void ProduceLoop();
   // Batches every attached reader released (min released cursor); `published` when
   // no reader is attached.
@@ -135,6 +139,7 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   // Constant after construction.
   const InstanceConfig config_;
   const absl::Time created_;
+  const std::shared_ptr<metrics::DaemonCounters> counters_;  // thread-safe itself
   std::unique_ptr<shm::RingWriter> writer_;  // thread-safe itself
   // Which lane position each published batch ends at (thread-safe itself).
   std::unique_ptr<ProgressLog> progress_;

@@ -57,8 +57,8 @@ grpc::Status ZephonService::Attach(
     Log()->warn("attach refused (pid {}, rank {}, run '{}'): {}", first.attach().client_pid(),
                 first.attach().rank().global_rank(), first.attach().rank().run_id(),
                 attachment.status().ToString());
-    metrics::DaemonCounters::Get().CountAttach(false);
-    metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kAttach);
+    counters_->CountAttach(false);
+    counters_->CountError(metrics::ErrorKind::kAttach);
     return ToGrpcStatus(attachment.status());
   }
   proto::AttachServerMessage reply;
@@ -73,15 +73,15 @@ grpc::Status ZephonService::Attach(
                    first.attach().client_pid(), attachment->reply.instance_id(),
                    offered.status().ToString());
       registry_->Detach(*attachment, /*died=*/false);
-      metrics::DaemonCounters::Get().CountAttach(false);
-      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kAttach);
+      counters_->CountAttach(false);
+      counters_->CountError(metrics::ErrorKind::kAttach);
       return ToGrpcStatus(offered.status());
     }
     token = *std::move(offered);
     reply.mutable_attached()->set_fd_socket(handoff_->socket_path());
     reply.mutable_attached()->set_fd_token(token);
   }
-  metrics::DaemonCounters::Get().CountAttach(true);
+  counters_->CountAttach(true);
   // A client that gave up before it got the reply never read a batch: detach it
   // cleanly rather than blame it on its peers.
   bool clean = true;

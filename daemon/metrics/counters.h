@@ -1,8 +1,8 @@
 // Process-wide event counters of zephond that no status snapshot can reconstruct:
 // attaches, checkpoint rounds (count and duration), errors by kind.
 //
-// One instance per process (DaemonCounters::Get()); incremented from gRPC threads,
-// producer threads and the checkpoint path, read by the metrics scrape.
+// zephond's Daemon owns one and hands it (through options) to those who count: the
+// gRPC service, pipeline instances, checkpoint rounds; the metrics scrape reads it.
 // Thread-safety: thread-safe (relaxed atomics: counters only, no ordering promise).
 #ifndef ZEPHON_DAEMON_METRICS_COUNTERS_H_
 #define ZEPHON_DAEMON_METRICS_COUNTERS_H_
@@ -26,7 +26,6 @@ const char* ErrorKindName(ErrorKind kind);
 
 class DaemonCounters {
  public:
-  static DaemonCounters& Get();
   DaemonCounters();
   DaemonCounters(const DaemonCounters&) = delete;
   DaemonCounters& operator=(const DaemonCounters&) = delete;
