@@ -16,7 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/logging.h"
+#include "common/logging.h"
 #include "shm/fd_passing.h"
 
 namespace zephon::daemon {

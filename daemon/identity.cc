@@ -6,17 +6,6 @@
 
 namespace zephon::daemon {
 
-bool IsValidRunId(const std::string& run_id) {
-  // "." and ".." would name aggregate_dir itself or its parent.
-  if (run_id.empty() || run_id.size() > 128 || run_id == "." || run_id == "..") return false;
-  for (char c : run_id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
                                              std::optional<int64_t> spec_canonical_replicas) {
   const int64_t world_size = options.has_world_size() ? options.world_size() : 1;

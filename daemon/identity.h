@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/run_id.h"
 #include "proto/spec.pb.h"
 
 namespace zephon::daemon {
@@ -42,9 +43,6 @@ struct RankIdentity {
 // canonical_replicas against common/run_limits.h, before it is narrowed to uint32.
 absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
                                              std::optional<int64_t> spec_canonical_replicas);
-
-// True when `run_id` matches [A-Za-z0-9._-]{1,128} and is not "." or "..".
-bool IsValidRunId(const std::string& run_id);
 
 }  // namespace zephon::daemon
 

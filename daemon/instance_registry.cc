@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
-#include "daemon/logging.h"
+#include "common/logging.h"
 #include "daemon/pipeline/group_stream.h"
 #include "daemon/pipeline/lanes.h"
 #include "daemon/checkpoint/checkpoint_file.h"
@@ -439,7 +439,8 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.materialize.parallelism = limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism
   config.spec = std::move(resolved);
-  return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool);
+  return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool,
+                                  options_.counters);
 }
 
 void InstanceRegistry::Detach(const Attachment& attachment, bool died) {

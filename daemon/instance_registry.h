@@ -25,8 +25,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/checkpoint/led_run.h"
+#include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
+#include "daemon/metrics/counters.h"
 #include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline_instance.h"
 #include "daemon/storage/s3_store.h"
@@ -67,6 +69,10 @@ struct RegistryOptions {
   // The daemon's one worker pool, shared by every instance (the node-wide thread
   // budget, --worker-threads). Null: every instance materializes inline.
   std::shared_ptr<exec::WorkerPool> worker_pool;
+  // Event counters of the daemon (attach/ring/pipeline errors); each registry gets its
+  // own unless the daemon shares one.
+  std::shared_ptr<metrics::DaemonCounters> counters =
+      std::make_shared<metrics::DaemonCounters>();
 };
 
 // How a new instance starts: fresh, or from a decoded checkpoint.
@@ -94,7 +100,7 @@ struct Attachment {
   proto::AttachReply reply;
 };
 
-class InstanceRegistry {
+class InstanceRegistry final : public checkpoint::RunRoster {
  public:
   explicit InstanceRegistry(RegistryOptions options);
   ~InstanceRegistry();
@@ -111,7 +117,8 @@ class InstanceRegistry {
   absl::StatusOr<std::shared_ptr<PipelineInstance>> FindInstance(const std::string& instance_id)
       const ABSL_LOCKS_EXCLUDED(mu_);
   // Global ranks attached now to instances of the run `run_key` (run_id or local-N).
-  std::set<uint32_t> LocalRanksOfRun(const std::string& run_key) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::set<uint32_t> LocalRanksOfRun(const std::string& run_key) const override
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The run `run_id` as this daemon leads it (global_rank 0 of the run attached here): its
   // world_size, canonical_replicas, spec hash and aggregate_dir as its ranks attached
   // them. nullopt when this daemon does not lead the run. What the peer service holds

@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "daemon/logging.h"
+#include "common/logging.h"
 #include "daemon/metrics/counters.h"
 
 namespace zephon::daemon {
@@ -86,7 +86,8 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, bool emit_positions,
 
 absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
     InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
-    std::shared_ptr<exec::WorkerPool> pool) {
+    std::shared_ptr<exec::WorkerPool> pool, std::shared_ptr<metrics::DaemonCounters> counters) {
+  if (counters == nullptr) counters = std::make_shared<metrics::DaemonCounters>();
   ASSIGN_OR_RETURN(std::unique_ptr<exec::ParallelBatches> batches,
                    exec::ParallelBatches::Create(std::move(stream), std::move(pool),
                                                  config.materialize));
@@ -94,7 +95,8 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
                    shm::RingWriter::Create(config.shm_name, config.geometry,
                                            config.instance_id));
   std::unique_ptr<PipelineInstance> instance(
-      new PipelineInstance(std::move(config), std::move(batches), std::move(writer)));
+      new PipelineInstance(std::move(config), std::move(batches), std::move(writer),
+                           std::move(counters)));
   {
     absl::MutexLock lock(&instance->mu_);
     for (uint32_t i = 0; i < instance->config_.reserved_readers; ++i) {
@@ -118,12 +120,14 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
 
 PipelineInstance::PipelineInstance(InstanceConfig config,
                                    std::unique_ptr<exec::ParallelBatches> batches,
-                                   std::unique_ptr<shm::RingWriter> writer)
+                                   std::unique_ptr<shm::RingWriter> writer,
+                                   std::shared_ptr<metrics::DaemonCounters> counters)
     : config_(std::move(config)),
       created_(absl::Now()),
+      counters_(std::move(counters)),
       writer_(std::move(writer)),
       // Seeded with where the stream starts: zeros, or the restored checkpoint's lanes.
-      progress_(std::make_unique<checkpoint::ProgressLog>(batches->stream().Progress())),
+      progress_(std::make_unique<ProgressLog>(batches->stream().Progress())),
       batches_(std::move(batches)) {}
 
 PipelineInstance::~PipelineInstance() {
@@ -170,7 +174,7 @@ void PipelineInstance::ProduceLoop() {
     if (stop_.load()) return;
     if (!failed.ok()) {
       Log()->error("{}: pipeline failed: {}", Where(), failed.ToString());
-      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kPipeline);
+      counters_->CountError(metrics::ErrorKind::kPipeline);
       writer_->Poison(-1, absl::StrCat("pipeline error in zephond: ", failed.message()));
       return;
     }
@@ -194,7 +198,7 @@ void PipelineInstance::ProduceLoop() {
     if (!slot.ok()) {
       if (!absl::IsCancelled(slot.status())) {
         RingLog()->error("{}: loan failed: {}", Where(), slot.status().ToString());
-        metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kRing);
+        counters_->CountError(metrics::ErrorKind::kRing);
       }
       return;
     }
@@ -203,7 +207,7 @@ void PipelineInstance::ProduceLoop() {
              : WriteBatch(*batch, emit_positions, &*slot);
     if (!written.ok()) {
       RingLog()->error("{}: batch write failed: {}", Where(), written.ToString());
-      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kRing);
+      counters_->CountError(metrics::ErrorKind::kRing);
       writer_->Poison(-1, absl::StrCat("zephond could not write a batch: ", written.message()));
       return;
     }
@@ -215,7 +219,7 @@ void PipelineInstance::ProduceLoop() {
              : progress_->Record(seq, batch->lane, batch->lane_batch_index, batch->end);
     if (!recorded.ok()) {  // an engine invariant broke: checkpoints would be wrong
       Log()->error("{}: {}", Where(), recorded.ToString());
-      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kPipeline);
+      counters_->CountError(metrics::ErrorKind::kPipeline);
       writer_->Poison(-1, absl::StrCat("zephond lost track of lane progress: ",
                                        recorded.message()));
       return;
@@ -223,7 +227,7 @@ void PipelineInstance::ProduceLoop() {
     if (absl::Status published = writer_->Publish(std::move(*slot)); !published.ok()) {
       if (!absl::IsCancelled(published)) {
         RingLog()->error("{}: publish failed: {}", Where(), published.ToString());
-        metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kRing);
+        counters_->CountError(metrics::ErrorKind::kRing);
       }
       return;
     }
@@ -267,7 +271,7 @@ void PipelineInstance::DetachReader(uint32_t reader_index, bool died) {
   if (died) {
     Log()->warn("{} rank={}: reader {} lost its connection without detaching; poisoning "
                 "the ring", Where(), rank, reader_index);
-    metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kReaderDied);
+    counters_->CountError(metrics::ErrorKind::kReaderDied);
     writer_->MarkReaderDead(reader_index, static_cast<int32_t>(rank),
                             absl::StrCat("rank ", rank, " of instance ", config_.instance_id,
                                          " died (its connection to zephond closed without "

@@ -33,11 +33,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/parallel_batches.h"
 #include "daemon/exec/worker_pool.h"
-#include "daemon/checkpoint/progress_log.h"
 #include "daemon/identity.h"
+#include "daemon/metrics/counters.h"
+#include "daemon/progress_log.h"
 #include "daemon/pipeline/group_stream.h"
 #include "proto/zephon.pb.h"
 #include "shm/ring_writer.h"
@@ -70,13 +72,15 @@ struct InstanceConfig {
   exec::OrderedStageOptions materialize;
 };
 
-class PipelineInstance {
+class PipelineInstance final : public checkpoint::ProgressSource {
  public:
   // `pool` is the daemon's shared worker pool; null materializes inline on the
-  // producer thread. Errors: those of RingWriter::Create and OrderedStage::Create.
+  // producer thread. `counters` (null: private ones) counts ring and pipeline errors.
+  // Errors: those of RingWriter::Create and OrderedStage::Create.
   static absl::StatusOr<std::unique_ptr<PipelineInstance>> Create(
       InstanceConfig config, std::unique_ptr<pipeline::GroupStream> stream,
-      std::shared_ptr<exec::WorkerPool> pool = nullptr);
+      std::shared_ptr<exec::WorkerPool> pool = nullptr,
+      std::shared_ptr<metrics::DaemonCounters> counters = nullptr);
   // Stops the producer (within one 100 ms poll) and closes the ring; its memory is freed
   // when the last reader unmaps it.
   // Materializations still in the pool finish on their own and are discarded.
@@ -95,7 +99,7 @@ class PipelineInstance {
   // Per-lane progress of the owned lanes after the group delivered its first `n` batches
   // (n = what every reader took from its iterator). FAILED_PRECONDITION when n exceeds
   // what was produced or was already folded away.
-  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(uint64_t n) const;
+  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(uint64_t n) const override;
 
   // True once the ring was poisoned (a reader died or the pipeline failed): the
   // instance can no longer serve new readers.
@@ -123,7 +127,8 @@ class PipelineInstance {
 
  private:
   PipelineInstance(InstanceConfig config, std::unique_ptr<exec::ParallelBatches> batches,
-                   std::unique_ptr<shm::RingWriter> writer);
+                   std::unique_ptr<shm::RingWriter> writer,
+                   std::shared_ptr<metrics::DaemonCounters> counters);
   void ProduceLoop();
   // Batches every attached reader released (min released cursor); `published` when
   // no reader is attached.
@@ -134,9 +139,10 @@ class PipelineInstance {
   // Constant after construction.
   const InstanceConfig config_;
   const absl::Time created_;
+  const std::shared_ptr<metrics::DaemonCounters> counters_;  // thread-safe itself
   std::unique_ptr<shm::RingWriter> writer_;  // thread-safe itself
   // Which lane position each published batch ends at (thread-safe itself).
-  std::unique_ptr<checkpoint::ProgressLog> progress_;
+  std::unique_ptr<ProgressLog> progress_;
 
   // Only the producer thread calls Next(); Cancel/Explain/stats are thread-safe.
   const std::unique_ptr<exec::ParallelBatches> batches_;

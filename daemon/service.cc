@@ -1,17 +1,40 @@
 #include "daemon/service.h"
 
 #include <algorithm>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/logging.h"
+#include "common/logging.h"
 #include "daemon/metrics/counters.h"
 
 namespace zephon::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("rpc"); }
+
+// The instance as a checkpoint round reports it (the identity is its first rank's).
+std::shared_ptr<const checkpoint::RoundInstance> RoundInstanceOf(
+    std::shared_ptr<PipelineInstance> instance) {
+  const InstanceConfig& config = instance->config();
+  auto out = std::make_shared<checkpoint::RoundInstance>();
+  out->instance_id = config.instance_id;
+  out->spec_hash = config.spec_hash;
+  out->spec = config.spec;
+  out->datasets = config.datasets;
+  out->world_size = config.identity.world_size;
+  out->canonical_replicas = config.identity.canonical_replicas;
+  out->dp_degree = config.identity.dp_degree;
+  out->dp_group_id = config.identity.dp_group_id;
+  out->aggregate_timeout_s = config.identity.aggregate_timeout_s;
+  out->route.run_id = config.identity.run_id;
+  out->route.aggregate_dir = config.identity.aggregate_dir;
+  out->route.leader_address = config.identity.leader_address;
+  out->route.global_rank = config.identity.global_rank;
+  out->progress = std::move(instance);
+  return out;
+}
 
 }  // namespace
 
@@ -34,8 +57,8 @@ grpc::Status ZephonService::Attach(
     Log()->warn("attach refused (pid {}, rank {}, run '{}'): {}", first.attach().client_pid(),
                 first.attach().rank().global_rank(), first.attach().rank().run_id(),
                 attachment.status().ToString());
-    metrics::DaemonCounters::Get().CountAttach(false);
-    metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kAttach);
+    counters_->CountAttach(false);
+    counters_->CountError(metrics::ErrorKind::kAttach);
     return ToGrpcStatus(attachment.status());
   }
   proto::AttachServerMessage reply;
@@ -50,15 +73,15 @@ grpc::Status ZephonService::Attach(
                    first.attach().client_pid(), attachment->reply.instance_id(),
                    offered.status().ToString());
       registry_->Detach(*attachment, /*died=*/false);
-      metrics::DaemonCounters::Get().CountAttach(false);
-      metrics::DaemonCounters::Get().CountError(metrics::ErrorKind::kAttach);
+      counters_->CountAttach(false);
+      counters_->CountError(metrics::ErrorKind::kAttach);
       return ToGrpcStatus(offered.status());
     }
     token = *std::move(offered);
     reply.mutable_attached()->set_fd_socket(handoff_->socket_path());
     reply.mutable_attached()->set_fd_token(token);
   }
-  metrics::DaemonCounters::Get().CountAttach(true);
+  counters_->CountAttach(true);
   // A client that gave up before it got the reply never read a batch: detach it
   // cleanly rather than blame it on its peers.
   bool clean = true;
@@ -101,13 +124,13 @@ grpc::Status ZephonService::Checkpoint(grpc::ServerContext*,
                                      request->instance_id()));
   }
   const InstanceConfig& config = (*instance)->config();
-  RoundCall call;
+  checkpoint::RoundCall call;
   call.run_id = config.run_key;
   call.round = request->round();
   call.global_rank = request->global_rank();
   call.delivered = request->delivered();
   const std::shared_ptr<PipelineInstance> call_instance = *instance;
-  call.instance = *std::move(instance);
+  call.instance = RoundInstanceOf(*std::move(instance));
   const absl::Time deadline =
       absl::Now() + absl::Seconds(config.identity.aggregate_timeout_s);
   absl::StatusOr<proto::CheckpointResult> result = rounds_->Participate(std::move(call), deadline);

@@ -10,11 +10,12 @@
 #include <atomic>
 #include <memory>
 
+#include "daemon/checkpoint/local_rounds.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/refusal_log.h"
 #include "daemon/fd_handoff.h"
 #include "daemon/instance_registry.h"
-#include "daemon/local_rounds.h"
+#include "daemon/metrics/counters.h"
 #include "proto/zephon.grpc.pb.h"
 
 namespace zephon::daemon {
@@ -23,10 +24,12 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 class ZephonService final : public proto::Zephon::Service {
  public:
-  // `registry`, `rounds` and `handoff` must outlive the service. `handoff` hands each
-  // attached reader its ring descriptors; null only in tests that never map a ring.
-  ZephonService(InstanceRegistry* registry, LocalRounds* rounds, FdHandoff* handoff = nullptr)
-      : registry_(registry), rounds_(rounds), handoff_(handoff) {}
+  // `registry`, `rounds`, `handoff` and `counters` must outlive the service. `handoff`
+  // hands each attached reader its ring descriptors; null only in tests that never map a
+  // ring. `counters` (not null) counts attaches.
+  ZephonService(InstanceRegistry* registry, checkpoint::LocalRounds* rounds,
+                FdHandoff* handoff, metrics::DaemonCounters* counters)
+      : registry_(registry), rounds_(rounds), handoff_(handoff), counters_(counters) {}
 
   grpc::Status Attach(
       grpc::ServerContext* context,
@@ -45,8 +48,9 @@ class ZephonService final : public proto::Zephon::Service {
                                         const proto::AttachRequest& request);
 
   InstanceRegistry* const registry_;
-  LocalRounds* const rounds_;
+  checkpoint::LocalRounds* const rounds_;
   FdHandoff* const handoff_;
+  metrics::DaemonCounters* const counters_;
 };
 
 // The Status RPC alone, for the TCP peer server: `zephonctl status --address host:port`

@@ -19,9 +19,9 @@
 #include "client/daemon_queries.h"
 #include "client/zephonctl/exit_codes.h"
 #include "client/zephonctl/output.h"
+#include "common/file_io.h"
 #include "common/paths.h"
 #include "common/rpc_limits.h"
-#include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -52,7 +52,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> DialTcp(const DaemonTarget& targe
     grpc::SslCredentialsOptions ssl;
     auto read = [](const std::string& path, std::string* out) -> absl::Status {
       if (path.empty()) return absl::OkStatus();
-      absl::StatusOr<std::string> bytes = checkpoint::ReadFile(path);
+      absl::StatusOr<std::string> bytes = ReadFile(path);
       if (!bytes.ok()) return bytes.status();
       *out = *std::move(bytes);
       return absl::OkStatus();

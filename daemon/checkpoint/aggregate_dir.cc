@@ -13,8 +13,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
-#include "daemon/identity.h"
 #include "daemon/storage/open_store.h"
+#include "common/run_id.h"
 
 namespace zephon::checkpoint {
 namespace {
@@ -59,7 +59,7 @@ absl::Status ValidateRunLocation(const std::string& aggregate_dir, const std::st
   if (aggregate_dir.empty()) {
     return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
   }
-  if (!daemon::IsValidRunId(run_id) || run_id == "." || run_id == "..") {
+  if (!IsValidRunId(run_id)) {
     return absl::InvalidArgumentError(
         absl::StrCat("run_id='", run_id,
                      "' cannot name a directory: expected 1 to 128 characters from "

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_io.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/round_testing.h"
 #include "daemon/storage/local_store.h"

@@ -1,14 +1,8 @@
 #include "daemon/checkpoint/checkpoint_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -51,10 +45,6 @@ absl::Status NewerVersionError(uint32_t version) {
   return absl::FailedPreconditionError(
       absl::StrCat("checkpoint format version ", version, " is newer than this zephond (",
                    kCheckpointFormatVersion, "): upgrade zephond to restore it"));
-}
-
-absl::Status ErrnoError(int err, const char* what, const std::string& path) {
-  return absl::ErrnoToStatus(err, absl::StrCat(what, " ", path));
 }
 
 }  // namespace
@@ -131,26 +121,6 @@ absl::StatusOr<proto::CheckpointState> DecodeCheckpoint(std::string_view bytes) 
                      " but the payload says ", state.format_version()));
   }
   return state;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "cannot open", path);
-  std::string out;
-  char buf[64 * 1024];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "cannot read", path);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
 }
 
 }  // namespace zephon::checkpoint

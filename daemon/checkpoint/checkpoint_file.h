@@ -48,9 +48,6 @@ absl::StatusOr<proto::CheckpointState> DecodeCheckpoint(std::string_view bytes);
 // Checkpoint and rendezvous files are written with the shared atomic writer.
 using ::zephon::WriteFileAtomically;
 
-// Whole-file read. NOT_FOUND / PERMISSION_DENIED / ... naming the path.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
-
 }  // namespace zephon::checkpoint
 
 #endif  // ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_FILE_H_

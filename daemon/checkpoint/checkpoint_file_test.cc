@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/file_io.h"
 #include "daemon/checkpoint/round_testing.h"
 #include "gtest/gtest.h"
 
@@ -218,13 +219,6 @@ TEST(WriteFileAtomicallyTest, ReadOnlyDirectoryIsPermissionDenied) {
   ::chmod(dir.c_str(), 0755);
   EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(ListDir(dir).empty());
-}
-
-TEST(ReadFileTest, MissingFileIsNotFoundNamingThePath) {
-  const std::string path = MakeTempDir() + "/nope";
-  absl::StatusOr<std::string> read = ReadFile(path);
-  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(MessageHas(read.status(), path));
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_io.h"
 #include "common/status_macros.h"
-#include "daemon/checkpoint/checkpoint_file.h"
 
 namespace zephon::checkpoint {
 namespace {

@@ -2,7 +2,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/logging.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
 
 namespace zephon::checkpoint {
 
@@ -27,7 +28,7 @@ bool RefusalLog::Warn(absl::string_view what, absl::string_view peer,
     suppressed = suppressed_;
     suppressed_ = 0;
   }
-  daemon::SubsystemLogger("peer")->warn(
+  SubsystemLogger("peer")->warn(
       "refused {} from {}: {}{}", std::string(what), Printable(peer), Printable(detail),
       suppressed == 0 ? std::string()
                       : absl::StrCat(" (", suppressed, " more refusals not logged)"));

@@ -1,4 +1,3 @@
-#include "daemon/logging.h"
 #include "daemon/checkpoint/round_aggregator.h"
 
 #include <algorithm>
@@ -8,13 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/logging.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_state.h"
 
 namespace zephon::checkpoint {
 
-using ::zephon::daemon::SubsystemLogger;
 namespace {
 
 std::string DescribeRound(const std::string& run_id, uint64_t round) {

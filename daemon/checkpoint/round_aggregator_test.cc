@@ -11,6 +11,7 @@
 
 #include "absl/time/clock.h"
 #include "common/fake_env.h"
+#include "common/file_io.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/round_testing.h"

@@ -14,11 +14,6 @@ const char* ErrorKindName(ErrorKind kind) {
   return "unknown";
 }
 
-DaemonCounters& DaemonCounters::Get() {
-  static DaemonCounters* counters = new DaemonCounters();  // never destroyed
-  return *counters;
-}
-
 DaemonCounters::DaemonCounters() : round_seconds_({0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120}) {}
 
 void DaemonCounters::CountCheckpointRound(bool ok, double seconds) {

@@ -1,8 +1,8 @@
 // Process-wide event counters of zephond that no status snapshot can reconstruct:
 // attaches, checkpoint rounds (count and duration), errors by kind.
 //
-// One instance per process (DaemonCounters::Get()); incremented from gRPC threads,
-// producer threads and the checkpoint path, read by the metrics scrape.
+// zephond's Daemon owns one and hands it (through options) to those who count: the
+// gRPC service, pipeline instances, checkpoint rounds; the metrics scrape reads it.
 // Thread-safety: thread-safe (relaxed atomics: counters only, no ordering promise).
 #ifndef ZEPHON_DAEMON_METRICS_COUNTERS_H_
 #define ZEPHON_DAEMON_METRICS_COUNTERS_H_
@@ -26,7 +26,9 @@ const char* ErrorKindName(ErrorKind kind);
 
 class DaemonCounters {
  public:
-  static DaemonCounters& Get();
+  DaemonCounters();
+  DaemonCounters(const DaemonCounters&) = delete;
+  DaemonCounters& operator=(const DaemonCounters&) = delete;
 
   void CountAttach(bool ok) { (ok ? attach_ok_ : attach_refused_).fetch_add(1, kRelaxed); }
   void CountError(ErrorKind kind) { errors_[static_cast<int>(kind)].fetch_add(1, kRelaxed); }
@@ -40,7 +42,6 @@ class DaemonCounters {
   const Histogram& round_seconds() const { return round_seconds_; }
 
  private:
-  DaemonCounters();
   static constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
 
   std::atomic<uint64_t> attach_ok_{0};

@@ -1,6 +1,6 @@
 // The metric families zephond exports: per-instance ring and reader figures and the
 // shard cache's (zephon_shard_cache_*) taken from a StatusReply snapshot, the
-// process-wide DaemonCounters, and process/node figures.
+// daemon's DaemonCounters, and process/node figures.
 //
 // Thread-safety: thread-safe (pure functions; ReadProcessStats reads /proc and statvfs).
 #ifndef ZEPHON_DAEMON_METRICS_DAEMON_METRICS_H_

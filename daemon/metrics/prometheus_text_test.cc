@@ -77,7 +77,7 @@ TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
   ProcessStats process;
   process.shm_free_bytes = 4096;
   const std::string text =
-      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters::Get(), process));
+      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), process));
   const std::string labels = "{instance=\"r1/dp1/g0/abcd#1\",run=\"r1\",dp_group=\"0\"";
   EXPECT_NE(text.find("zephon_batches_produced_total" + labels + "} 10\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_batches_delivered_total" + labels + "} 7\n"), std::string::npos);
@@ -100,7 +100,7 @@ TEST(DaemonMetricsTest, ShardCacheFiguresComeFromTheStatus) {
   c->set_resident_bytes(4096);
   c->set_limit_bytes(1 << 30);
   const std::string text =
-      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters::Get(), ProcessStats()));
+      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), ProcessStats()));
   EXPECT_NE(text.find("# TYPE zephon_shard_cache_hits_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_shard_cache_hits_total 12\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_shard_cache_misses_total 3\n"), std::string::npos);

@@ -1,7 +1,7 @@
 // Property test of elastic resume (DESIGN.md "Checkpoint contract", the guide's
 // "Planning For Elasticity"): checkpoint D groups after k steps (a step is C batches
 // in total, C/D from each group), merge every group's delivered progress
-// (checkpoint::ProgressLog) into C topology-free lane progresses, restore on every D'
+// (daemon::ProgressLog) into C topology-free lane progresses, restore on every D'
 // dividing C, and the following steps hold exactly the multiset of (lane,
 // lane_batch_index, tokens, positions, sample ids) of an uninterrupted D = 1 run; again
 // after a second checkpoint/restore; a checkpoint at the end of data restores to
@@ -18,7 +18,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/checkpoint/progress_log.h"
+#include "daemon/progress_log.h"
 #include "daemon/pipeline/group_stream.h"
 #include "daemon/pipeline/lanes.h"
 #include "daemon/pipeline/spec.h"
@@ -78,7 +78,7 @@ class Topology {
       auto stream = GroupStream::Create(spec, Corpus(), owned.value(), restore);
       EXPECT_TRUE(stream.ok()) << stream.status();
       groups_[d].stream = *std::move(stream);
-      groups_[d].log = checkpoint::ProgressLog::Create(groups_[d].stream->Progress()).value();
+      groups_[d].log = daemon::ProgressLog::Create(groups_[d].stream->Progress()).value();
     }
   }
 
@@ -134,7 +134,7 @@ class Topology {
  private:
   struct Group {
     std::unique_ptr<GroupStream> stream;
-    std::unique_ptr<checkpoint::ProgressLog> log;
+    std::unique_ptr<daemon::ProgressLog> log;
     std::deque<Batch> queue;
     uint64_t produced = 0;
     uint64_t delivered = 0;

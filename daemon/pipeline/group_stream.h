@@ -14,7 +14,7 @@
 // again takes one batch from every lane.
 // The order advances on each Next()/NextPlan(); the daemon calls them as it fills its
 // ring, and delivery order equals production order (what was *delivered* is tracked
-// separately, by daemon/checkpoint/progress_log.h).
+// separately, by daemon/progress_log.h).
 // NextPlan() is Next() without reading tokens: the daemon plans in order on its
 // producer thread and materializes the plans in parallel (pipeline::Materialize over
 // datasets(), daemon/exec/ordered_stage.h), re-ordered by sequence number, so the
@@ -72,7 +72,7 @@ class GroupStream {
   // Each owned lane's progress (ascending lanes) after the batches this stream has
   // returned so far: right after Create, the starting progress (all zeros, or the
   // restored entries). This is production progress; a checkpoint records delivery
-  // progress (checkpoint::ProgressLog, seeded with this value before the first batch).
+  // progress (daemon::ProgressLog, seeded with this value before the first batch).
   const std::vector<proto::LaneProgress>& Progress() const { return progress_; }
 
   // The work source's datasets, to Materialize plans with; immutable, thread-safe.

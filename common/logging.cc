@@ -1,6 +1,6 @@
-#include "daemon/logging.h"
+#include "common/logging.h"
 
-namespace zephon::daemon {
+namespace zephon {
 
 void InstallLoggers(spdlog::sink_ptr sink, spdlog::level::level_enum level) {
   for (const char* name : kLoggerNames) {
@@ -22,4 +22,4 @@ std::shared_ptr<spdlog::logger> SubsystemLogger(const char* name) {
   return logger != nullptr ? logger : spdlog::default_logger();
 }
 
-}  // namespace zephon::daemon
+}  // namespace zephon

@@ -1,4 +1,4 @@
-#include "daemon/checkpoint/progress_log.h"
+#include "daemon/progress_log.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "daemon/pipeline/spec.h"
 #include "daemon/pipeline/testing_corpus.h"
 
-namespace zephon::checkpoint {
+namespace zephon::daemon {
 namespace {
 
 using pipeline::Batch;
@@ -173,4 +173,4 @@ TEST(ProgressLogTest, RecordReadAndFoldMayRunConcurrently) {
 }
 
 }  // namespace
-}  // namespace zephon::checkpoint
+}  // namespace zephon::daemon

@@ -1,11 +1,11 @@
-#include "daemon/checkpoint/progress_log.h"
+#include "daemon/progress_log.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
-namespace zephon::checkpoint {
+namespace zephon::daemon {
 namespace {
 
 std::vector<uint32_t> LanesOf(const std::vector<proto::LaneProgress>& progress) {
@@ -117,4 +117,4 @@ uint64_t ProgressLog::base() const {
   return base_seq_;
 }
 
-}  // namespace zephon::checkpoint
+}  // namespace zephon::daemon

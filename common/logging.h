@@ -1,19 +1,19 @@
 // Named spdlog loggers, one per zephond subsystem, sharing one sink (rule 24).
 //
-// main() installs them once ("zephond", "rpc", "instance", "ring", "checkpoint", "peer",
+// zephond installs them once ("zephond", "rpc", "instance", "ring", "checkpoint", "peer",
 // "metrics"); code asks for its subsystem's logger by name. Unregistered names (unit
 // tests, which install nothing) fall back to spdlog's default logger.
 //
 // Thread-safety: thread-safe (spdlog's registry is).
-#ifndef ZEPHON_DAEMON_LOGGING_H_
-#define ZEPHON_DAEMON_LOGGING_H_
+#ifndef ZEPHON_COMMON_LOGGING_H_
+#define ZEPHON_COMMON_LOGGING_H_
 
 #include <memory>
 #include <string>
 
 #include <spdlog/spdlog.h>
 
-namespace zephon::daemon {
+namespace zephon {
 
 // The subsystems' logger names, in the order InstallLoggers creates them.
 inline constexpr const char* kLoggerNames[] = {"zephond", "rpc",  "instance", "ring",
@@ -26,6 +26,6 @@ void InstallLoggers(spdlog::sink_ptr sink, spdlog::level::level_enum level);
 // The logger named `name`, or the default logger when it is not installed.
 std::shared_ptr<spdlog::logger> SubsystemLogger(const char* name);
 
-}  // namespace zephon::daemon
+}  // namespace zephon
 
-#endif  // ZEPHON_DAEMON_LOGGING_H_
+#endif  // ZEPHON_COMMON_LOGGING_H_

@@ -1,16 +1,16 @@
-#include "daemon/logging.h"
-#include "daemon/checkpoint_router.h"
+#include "daemon/checkpoint/checkpoint_router.h"
 
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
-#include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/aggregate_dir.h"
+#include "daemon/checkpoint/peer_service.h"
 
-namespace zephon::daemon {
+namespace zephon::checkpoint {
 namespace {
 
 // A leader found dead may be replaced (a restarted rank 0 rewrites the rendezvous file):
@@ -32,16 +32,16 @@ bool WorthPolling(const absl::Status& s) {
 
 }  // namespace
 
-absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& identity,
+absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& route,
                                                          absl::Time deadline,
                                                          const std::string& not_this) const {
-  if (!identity.leader_address.empty()) return identity.leader_address;
-  if (identity.aggregate_dir.empty()) {
+  if (!route.leader_address.empty()) return route.leader_address;
+  if (route.aggregate_dir.empty()) {
     return absl::FailedPreconditionError(
         "this run has no aggregate_dir and no leader_address: the daemon of global_rank 0 "
         "cannot be found");
   }
-  const std::string cache_key = absl::StrCat(identity.aggregate_dir, "\n", identity.run_id);
+  const std::string cache_key = absl::StrCat(route.aggregate_dir, "\n", route.run_id);
   bool known = false;
   {
     absl::MutexLock lock(&mu_);
@@ -54,9 +54,9 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& ide
     // on, by kKnownLeaderReadBudget, so a hanging store leaves time for the report.
     absl::Duration budget = std::max(deadline - absl::Now(), absl::Seconds(1));
     if (known) budget = std::min(budget, kKnownLeaderReadBudget);
-    ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
-                     checkpoint::AggregateDir::Open(identity.aggregate_dir, s3_, budget));
-    absl::StatusOr<std::string> address = aggregate->ReadLeader(identity.run_id);
+    ASSIGN_OR_RETURN(std::unique_ptr<AggregateDir> aggregate,
+                     AggregateDir::Open(route.aggregate_dir, s3_, budget));
+    absl::StatusOr<std::string> address = aggregate->ReadLeader(route.run_id);
     if (address.ok() && *address != not_this) {
       absl::MutexLock lock(&mu_);
       if (known_leaders_.size() >= kMaxKnownLeaders) known_leaders_.clear();
@@ -73,13 +73,13 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& ide
         SubsystemLogger("checkpoint")->warn(
             "run={} rank={}: cannot read the rendezvous file ({}); using the last known "
             "leader {}",
-            identity.run_id, identity.global_rank, address.status().ToString(), it->second);
+            route.run_id, route.global_rank, address.status().ToString(), it->second);
         return it->second;
       }
     }
     if (!address.ok() && !WorthPolling(address.status())) {
       return absl::Status(address.status().code(),
-                          absl::StrCat("cannot find the leader of run ", identity.run_id,
+                          absl::StrCat("cannot find the leader of run ", route.run_id,
                                        ": ", address.status().message()));
     }
     last = address.ok() ? absl::UnavailableError(absl::StrCat(
@@ -90,32 +90,32 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const RankIdentity& ide
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(kRendezvousPoll));
   }
   return absl::DeadlineExceededError(absl::StrCat(
-      "cannot reach the leader of run ", identity.run_id, " (the zephond hosting global_rank "
+      "cannot reach the leader of run ", route.run_id, " (the zephond hosting global_rank "
       "0): ", last.message()));
 }
 
-absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> CheckpointRouter::ClientFor(
+absl::StatusOr<std::shared_ptr<const PeerClient>> CheckpointRouter::ClientFor(
     const std::string& address) const {
   absl::MutexLock lock(&mu_);
   auto it = clients_.find(address);
   if (it != clients_.end()) return it->second;
-  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::PeerClient> client,
-                   checkpoint::PeerClient::Connect(address, credentials_, auth_));
+  ASSIGN_OR_RETURN(std::unique_ptr<PeerClient> client,
+                   PeerClient::Connect(address, credentials_, auth_));
   // A run has one leader at a time; a handful of past ones is plenty to remember.
   if (clients_.size() >= kMaxCachedClients) clients_.clear();
-  std::shared_ptr<const checkpoint::PeerClient> shared = std::move(client);
+  std::shared_ptr<const PeerClient> shared = std::move(client);
   clients_.emplace(address, shared);
   return shared;
 }
 
 absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
-    const proto::CheckpointReport& report, const RankIdentity& identity, bool leads,
+    const proto::CheckpointReport& report, const LeaderRoute& route, bool leads,
     absl::Time deadline) const {
   if (leads) return aggregator_->Submit(report, deadline);
   std::string dead;
   while (true) {
     const absl::Time find_by = dead.empty() ? deadline : std::min(deadline, absl::Now() + kNewLeaderGrace);
-    absl::StatusOr<std::string> address = FindLeader(identity, find_by, dead);
+    absl::StatusOr<std::string> address = FindLeader(route, find_by, dead);
     if (!address.ok()) {
       if (!dead.empty()) {
         return absl::UnavailableError(absl::StrCat(
@@ -124,7 +124,7 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
       }
       return address.status();
     }
-    absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> client = ClientFor(*address);
+    absl::StatusOr<std::shared_ptr<const PeerClient>> client = ClientFor(*address);
     if (!client.ok()) return client.status();
     // A brief connection failure is not a dead leader: retry the same address a few
     // times before looking for another one.
@@ -135,12 +135,12 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
       std::this_thread::sleep_for(absl::ToChronoMilliseconds(kRetryPause));
       result = (*client)->Report(report, deadline);
     }
-    if (result.ok() || !absl::IsUnavailable(result.status()) || !identity.leader_address.empty()) {
+    if (result.ok() || !absl::IsUnavailable(result.status()) || !route.leader_address.empty()) {
       return result;
     }
     SubsystemLogger("checkpoint")->warn(
         "run={} rank={} round {}: leader {} unreachable (trying the rendezvous again): {}",
-        report.run_id(), identity.global_rank, report.round(), *address,
+        report.run_id(), route.global_rank, report.round(), *address,
         result.status().ToString());
     dead = *address;
     // Its channel may sit in gRPC's reconnect backoff for minutes: a leader that comes
@@ -150,4 +150,4 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
   }
 }
 
-}  // namespace zephon::daemon
+}  // namespace zephon::checkpoint

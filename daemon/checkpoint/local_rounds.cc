@@ -1,13 +1,13 @@
-#include "daemon/local_rounds.h"
+#include "daemon/checkpoint/local_rounds.h"
 
-#include <spdlog/spdlog.h>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "daemon/checkpoint/dataset_content.h"
 
-namespace zephon::daemon {
+namespace zephon::checkpoint {
 
 std::string FormatRanks(const std::set<uint32_t>& ranks) {
   std::vector<std::string> parts;
@@ -21,17 +21,25 @@ std::string FormatRanks(const std::set<uint32_t>& ranks) {
   return absl::StrJoin(parts, ",");
 }
 
+LocalRounds::LocalRounds(LocalRoundsOptions options) : options_(std::move(options)) {
+  if (options_.roster == nullptr || options_.reporter == nullptr ||
+      options_.counters == nullptr) {
+    std::abort();  // a programming error: see LocalRoundsOptions
+  }
+}
+
 absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
     const std::map<uint32_t, RoundCall>& calls, const std::string& run_id,
     uint64_t round) const {
   proto::CheckpointReport report;
   report.set_run_id(run_id);
   report.set_round(round);
-  report.set_daemon(hooks_.daemon_label);
+  report.set_daemon(options_.daemon_label);
   // Readers of one instance are peers of one DP group: they must have delivered alike.
-  std::map<PipelineInstance*, std::vector<const RoundCall*>> by_instance;
-  for (const auto& [rank, call] : calls) by_instance[call.instance.get()].push_back(&call);
-  for (const auto& [instance, members] : by_instance) {
+  std::map<std::string, std::vector<const RoundCall*>> by_instance;
+  for (const auto& [rank, call] : calls) by_instance[call.instance->instance_id].push_back(&call);
+  for (const auto& [instance_id, members] : by_instance) {
+    const RoundInstance& instance = *members.front()->instance;
     const uint64_t n = members.front()->delivered;
     for (const RoundCall* c : members) {
       if (c->delivered != n) {
@@ -41,36 +49,36 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
         }
         return absl::FailedPreconditionError(absl::StrCat(
             "checkpoint round ", round, " of run ", run_id, ": DP group ",
-            instance->config().identity.dp_group_id, " peers disagree (",
+            instance.dp_group_id, " peers disagree (",
             absl::StrJoin(counts, ", "),
             " batches) — did every rank call checkpoint() at the same step?"));
       }
     }
-    ASSIGN_OR_RETURN(std::vector<proto::LaneProgress> lanes, instance->ProgressAfter(n));
+    ASSIGN_OR_RETURN(std::vector<proto::LaneProgress> lanes,
+                     instance.progress->ProgressAfter(n));
     for (auto& lane : lanes) *report.add_lanes() = std::move(lane);
-    const InstanceConfig& config = instance->config();
-    report.set_world_size(config.identity.world_size);
-    report.set_canonical_replicas(config.identity.canonical_replicas);
-    report.set_spec_hash(config.spec_hash);
-    report.set_seed(config.spec.work_source().seed());
-    *report.mutable_spec() = config.spec;
+    report.set_world_size(instance.world_size);
+    report.set_canonical_replicas(instance.canonical_replicas);
+    report.set_spec_hash(instance.spec_hash);
+    report.set_seed(instance.spec.work_source().seed());
+    *report.mutable_spec() = instance.spec;
     if (report.datasets_size() == 0) {
       // Every instance of the run has the same spec hash, hence the same files: one
       // description serves the report (cached per dataset after the first round).
       ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
-                       checkpoint::DescribeDatasets(config.datasets));
+                       DescribeDatasets(instance.datasets));
       for (auto& d : contents) *report.add_datasets() = std::move(d);
     }
-    report.set_aggregate_dir(config.identity.aggregate_dir);
-    report.set_aggregate_timeout_s(config.identity.aggregate_timeout_s);
+    report.set_aggregate_dir(instance.route.aggregate_dir);
+    report.set_aggregate_timeout_s(instance.aggregate_timeout_s);
     for (const RoundCall* c : members) {
       proto::RankProgress* rp = report.add_ranks();
       rp->set_global_rank(c->global_rank);
-      rp->set_dp_degree(config.identity.dp_degree);
-      rp->set_dp_group_id(config.identity.dp_group_id);
+      rp->set_dp_degree(instance.dp_degree);
+      rp->set_dp_group_id(instance.dp_group_id);
       rp->set_delivered(c->delivered);
-      rp->set_instance_id(config.instance_id);
-      rp->set_daemon(hooks_.daemon_label);
+      rp->set_instance_id(instance.instance_id);
+      rp->set_daemon(options_.daemon_label);
     }
   }
   return report;
@@ -83,7 +91,7 @@ void LocalRounds::Shutdown() {
     if (!round.submitting && !round.result.has_value()) {
       round.result = absl::UnavailableError(absl::StrCat(
           "checkpoint round ", key.second, " of run ", key.first, ": zephond (",
-          hooks_.daemon_label, ") is shutting down"));
+          options_.daemon_label, ") is shutting down"));
     }
   }
 }
@@ -94,12 +102,12 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
   const uint32_t rank = call.global_rank;
   absl::MutexLock lock(&mu_);
   if (shut_down_) {
-    return absl::UnavailableError(absl::StrCat("zephond (", hooks_.daemon_label,
+    return absl::UnavailableError(absl::StrCat("zephond (", options_.daemon_label,
                                                ") is shutting down"));
   }
   Round& round = rounds_[key];
   if (round.calls.empty() && !round.result.has_value()) {
-    round.expected = hooks_.local_ranks(call.run_id);
+    round.expected = options_.roster->LocalRanksOfRun(call.run_id);
     round.deadline = deadline;
   }
   round.expected.insert(rank);
@@ -136,7 +144,7 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     }
     round.result = absl::DeadlineExceededError(absl::StrCat(
         "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
-        FormatRanks(missing), "] attached to this zephond (", hooks_.daemon_label,
+        FormatRanks(missing), "] attached to this zephond (", options_.daemon_label,
         ") did not call checkpoint() in time — did every rank call checkpoint() at the "
         "same step?"));
   }
@@ -158,21 +166,34 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
 
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(
     const std::map<uint32_t, RoundCall>& calls, const Key& key, absl::Time deadline) const {
-  const RankIdentity& identity = calls.begin()->second.instance->config().identity;
+  const RoundInstance& instance = *calls.begin()->second.instance;
   const bool leads = calls.count(0) > 0;
   absl::StatusOr<proto::CheckpointReport> report = PreMerge(calls, key.first, key.second);
-  if (report.ok()) return hooks_.submit(*report, identity, leads, deadline);
+  if (report.ok()) return Report(*report, instance.route, leads, deadline);
   // Broken here (e.g. peers' counts differ): tell the leader, so that ranks on other
   // nodes get the real cause now instead of a timeout later.
   proto::CheckpointReport failure;
   failure.set_run_id(key.first);
   failure.set_round(key.second);
-  failure.set_daemon(hooks_.daemon_label);
-  failure.set_aggregate_dir(identity.aggregate_dir);
-  failure.set_aggregate_timeout_s(identity.aggregate_timeout_s);
+  failure.set_daemon(options_.daemon_label);
+  failure.set_aggregate_dir(instance.route.aggregate_dir);
+  failure.set_aggregate_timeout_s(instance.aggregate_timeout_s);
   failure.set_failure(std::string(report.status().message()));
-  (void)hooks_.submit(failure, identity, leads, std::min(deadline, absl::Now() + absl::Seconds(5)));
+  (void)Report(failure, instance.route, leads,
+               std::min(deadline, absl::Now() + absl::Seconds(5)));
   return report.status();
 }
 
-}  // namespace zephon::daemon
+absl::StatusOr<proto::CheckpointResult> LocalRounds::Report(
+    const proto::CheckpointReport& report, const LeaderRoute& route, bool leads,
+    absl::Time deadline) const {
+  const absl::Time begun = absl::Now();
+  absl::StatusOr<proto::CheckpointResult> result =
+      options_.reporter->Submit(report, route, leads, deadline);
+  // A failure report is an error round even when the leader acknowledges it.
+  options_.counters->CountCheckpointRound(result.ok() && report.failure().empty(),
+                                          absl::ToDoubleSeconds(absl::Now() - begun));
+  return result;
+}
+
+}  // namespace zephon::checkpoint

@@ -1,4 +1,5 @@
-// CheckpointRouter: delivers a daemon's pre-merged report to its run's leader.
+// CheckpointRouter: zephond's LeaderReporter; delivers a daemon's pre-merged report to
+// its run's leader.
 //
 // The daemon hosting global_rank 0 leads: its report goes straight to the in-process
 // RoundAggregator. Every other daemon finds the leader through the rank option
@@ -6,8 +7,8 @@
 // to appear until the deadline; aggregate_dir may be a directory or s3://), and reports
 // over the peer gRPC service. One gRPC channel per leader address is kept and reused, so a
 // round costs one RPC, not a connection setup. Thread-safe.
-#ifndef ZEPHON_DAEMON_CHECKPOINT_ROUTER_H_
-#define ZEPHON_DAEMON_CHECKPOINT_ROUTER_H_
+#ifndef ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_ROUTER_H_
+#define ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_ROUTER_H_
 
 #include <map>
 #include <memory>
@@ -19,31 +20,30 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/checkpoint/leader_reporter.h"
 #include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
-#include "daemon/identity.h"
 #include "daemon/storage/s3_store.h"
 #include "proto/checkpoint.pb.h"
 
-namespace zephon::daemon {
+namespace zephon::checkpoint {
 
-class CheckpointRouter {
+class CheckpointRouter final : public LeaderReporter {
  public:
   // `aggregator` must outlive the router. `s3` is where s3:// aggregate_dirs connect
   // (--s3-* flags). `auth` (null: unsigned) signs every report to a remote leader with
   // the cluster's --peer-secret-file.
-  CheckpointRouter(checkpoint::RoundAggregator* aggregator,
+  CheckpointRouter(RoundAggregator* aggregator,
                    std::shared_ptr<grpc::ChannelCredentials> peer_credentials,
-                   storage::S3Options s3,
-                   std::shared_ptr<const checkpoint::PeerAuthenticator> auth = nullptr)
+                   storage::S3Options s3, std::shared_ptr<const PeerAuthenticator> auth = nullptr)
       : aggregator_(aggregator),
         credentials_(std::move(peer_credentials)),
         s3_(std::move(s3)),
         auth_(std::move(auth)) {}
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
-                                                 const RankIdentity& identity, bool leads,
-                                                 absl::Time deadline) const
+                                                 const LeaderRoute& route, bool leads,
+                                                 absl::Time deadline) const override
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -51,26 +51,26 @@ class CheckpointRouter {
   // exists or the deadline; a store error that waiting cannot fix is returned at once;
   // while the store is unreachable, the address last read for the run).
   // `not_this` skips an address already found dead.
-  absl::StatusOr<std::string> FindLeader(const RankIdentity& identity, absl::Time deadline,
+  absl::StatusOr<std::string> FindLeader(const LeaderRoute& route, absl::Time deadline,
                                          const std::string& not_this) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The cached client for `address` (created on first use).
-  absl::StatusOr<std::shared_ptr<const checkpoint::PeerClient>> ClientFor(
+  absl::StatusOr<std::shared_ptr<const PeerClient>> ClientFor(
       const std::string& address) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  checkpoint::RoundAggregator* const aggregator_;
+  RoundAggregator* const aggregator_;
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const storage::S3Options s3_;
-  const std::shared_ptr<const checkpoint::PeerAuthenticator> auth_;
+  const std::shared_ptr<const PeerAuthenticator> auth_;
   mutable absl::Mutex mu_;
-  mutable std::map<std::string, std::shared_ptr<const checkpoint::PeerClient>> clients_
+  mutable std::map<std::string, std::shared_ptr<const PeerClient>> clients_
       ABSL_GUARDED_BY(mu_);
   // aggregate_dir + "\n" + run_id -> the leader address last read from its rendezvous
   // file; used only while the store cannot be read.
   mutable std::map<std::string, std::string> known_leaders_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace zephon::daemon
+}  // namespace zephon::checkpoint
 
-#endif  // ZEPHON_DAEMON_CHECKPOINT_ROUTER_H_
+#endif  // ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_ROUTER_H_

@@ -20,8 +20,8 @@
 //
 // Thread-safe: Record (producer thread), ProgressAfter (checkpoint path) and FoldBelow
 // (the daemon's release path) may run concurrently.
-#ifndef ZEPHON_DAEMON_CHECKPOINT_PROGRESS_LOG_H_
-#define ZEPHON_DAEMON_CHECKPOINT_PROGRESS_LOG_H_
+#ifndef ZEPHON_DAEMON_PROGRESS_LOG_H_
+#define ZEPHON_DAEMON_PROGRESS_LOG_H_
 
 #include <cstdint>
 #include <deque>
@@ -35,7 +35,7 @@
 #include "daemon/pipeline/batch.h"
 #include "proto/checkpoint.pb.h"
 
-namespace zephon::checkpoint {
+namespace zephon::daemon {
 
 class ProgressLog {
  public:
@@ -100,6 +100,6 @@ class ProgressLog {
   std::vector<uint64_t> next_index_ ABSL_GUARDED_BY(mu_);  // Per lane, after all entries.
 };
 
-}  // namespace zephon::checkpoint
+}  // namespace zephon::daemon
 
-#endif  // ZEPHON_DAEMON_CHECKPOINT_PROGRESS_LOG_H_
+#endif  // ZEPHON_DAEMON_PROGRESS_LOG_H_

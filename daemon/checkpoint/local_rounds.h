@@ -1,0 +1,139 @@
+// LocalRounds: the node-local half of a checkpoint round.
+//
+// Every rank of a run calls checkpoint() on its node's zephond at the same training
+// step. The daemon waits until every rank of that run attached here has called (the
+// local participants, from the RunRoster), checks that the readers of each instance
+// delivered the same number of batches, turns the delivered counts into per-lane
+// progress, and sends ONE pre-merged CheckpointReport to the run's leader (through the
+// LeaderReporter). Every local caller then gets the leader's answer: the same merged
+// bytes, or the same error. Each round is counted in DaemonCounters.
+//
+// Thread-safety: thread-safe; each Participate call blocks its own (gRPC) thread until
+// the round is done or `deadline` passes.
+#ifndef ZEPHON_DAEMON_CHECKPOINT_LOCAL_ROUNDS_H_
+#define ZEPHON_DAEMON_CHECKPOINT_LOCAL_ROUNDS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/checkpoint/leader_reporter.h"
+#include "daemon/metrics/counters.h"
+#include "daemon/pipeline/dataset.h"
+#include "proto/checkpoint.pb.h"
+#include "proto/spec.pb.h"
+
+namespace zephon::checkpoint {
+
+// Per-lane progress of an instance (PipelineInstance in zephond). Thread-safe.
+class ProgressSource {
+ public:
+  virtual ~ProgressSource() = default;
+  // The instance's lane progress once each of its readers has taken `delivered` batches.
+  virtual absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(
+      uint64_t delivered) const = 0;
+};
+
+// Which ranks of a run are attached to this daemon (InstanceRegistry in zephond).
+// Thread-safe.
+class RunRoster {
+ public:
+  virtual ~RunRoster() = default;
+  virtual std::set<uint32_t> LocalRanksOfRun(const std::string& run_key) const = 0;
+};
+
+// What a report says of the instance a rank reads from; fixed when it was created.
+struct RoundInstance {
+  std::string instance_id;  // groups the calls of one instance's readers
+  std::string spec_hash;
+  proto::PipelineSpec spec;  // resolved
+  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
+  uint32_t world_size = 1;
+  uint32_t canonical_replicas = 1;
+  uint32_t dp_degree = 1;
+  uint32_t dp_group_id = 0;
+  double aggregate_timeout_s = 180;
+  LeaderRoute route;
+  std::shared_ptr<const ProgressSource> progress;  // not null
+};
+
+// One rank's checkpoint() call as the daemon sees it.
+struct RoundCall {
+  std::string run_id;  // the run key: run_id, or "local-N" for an unnamed run
+  uint64_t round = 0;
+  uint32_t global_rank = 0;
+  uint64_t delivered = 0;  // batches the rank had taken from its iterator
+  std::shared_ptr<const RoundInstance> instance;  // not null
+};
+
+struct LocalRoundsOptions {
+  // Name of this daemon in reports and errors (e.g. its socket).
+  std::string daemon_label;
+  // Not owned; each must outlive the LocalRounds.
+  const RunRoster* roster = nullptr;
+  const LeaderReporter* reporter = nullptr;
+  metrics::DaemonCounters* counters = nullptr;
+};
+
+class LocalRounds {
+ public:
+  // REQUIRES: roster, reporter and counters are set.
+  explicit LocalRounds(LocalRoundsOptions options);
+
+  // Fails every round still open (daemon shutdown); later calls fail at once.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until the round is complete everywhere; see the class comment. Errors:
+  // DEADLINE_EXCEEDED naming the local ranks that never called, FAILED_PRECONDITION
+  // for unequal counts of peers or a rank calling twice, UNAVAILABLE while shutting
+  // down, or the leader's error.
+  absl::StatusOr<proto::CheckpointResult> Participate(RoundCall call, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  using Key = std::pair<std::string, uint64_t>;  // (run_id, round)
+
+  struct Round {
+    // One deadline for the whole local round, from its first caller: every local rank
+    // gets the same outcome whatever the order they arrived in.
+    absl::Time deadline;
+    std::set<uint32_t> expected;
+    std::map<uint32_t, RoundCall> calls;  // by global rank
+    bool submitting = false;
+    std::optional<absl::StatusOr<proto::CheckpointResult>> result;
+    int waiters = 0;
+  };
+
+  // Pre-merges and reports to the leader; on a local failure, tells the leader too.
+  absl::StatusOr<proto::CheckpointResult> Submit(const std::map<uint32_t, RoundCall>& calls,
+                                                 const Key& key, absl::Time deadline) const;
+  // One report to the leader, counted in the round metrics.
+  absl::StatusOr<proto::CheckpointResult> Report(const proto::CheckpointReport& report,
+                                                 const LeaderRoute& route, bool leads,
+                                                 absl::Time deadline) const;
+  // Checks the local calls and builds the report (no lock held: reads instances).
+  absl::StatusOr<proto::CheckpointReport> PreMerge(const std::map<uint32_t, RoundCall>& calls,
+                                                   const std::string& run_id,
+                                                   uint64_t round) const;
+
+  const LocalRoundsOptions options_;
+  absl::Mutex mu_;
+  std::map<Key, Round> rounds_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// "0-3,5,9-10": a compact, sorted rendering of a rank set for error messages.
+std::string FormatRanks(const std::set<uint32_t>& ranks);
+
+}  // namespace zephon::checkpoint
+
+#endif  // ZEPHON_DAEMON_CHECKPOINT_LOCAL_ROUNDS_H_

@@ -1,0 +1,185 @@
+#include "daemon/checkpoint/local_rounds.h"
+
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "daemon/checkpoint/leader_reporter.h"
+#include "daemon/metrics/counters.h"
+#include "gtest/gtest.h"
+
+namespace zephon::checkpoint {
+namespace {
+
+// A leader that records every report and answers with a fixed checkpoint.
+class FakeLeader final : public LeaderReporter {
+ public:
+  absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
+                                                 const LeaderRoute& route, bool leads,
+                                                 absl::Time) const override {
+    absl::MutexLock lock(&mu_);
+    reports_.push_back(report);
+    routes_.push_back(route);
+    leads_.push_back(leads);
+    if (!report.failure().empty()) return absl::AbortedError(report.failure());
+    proto::CheckpointResult result;
+    result.set_checkpoint("merged");
+    return result;
+  }
+  std::vector<proto::CheckpointReport> reports() const {
+    absl::MutexLock lock(&mu_);
+    return reports_;
+  }
+  std::vector<LeaderRoute> routes() const {
+    absl::MutexLock lock(&mu_);
+    return routes_;
+  }
+  std::vector<bool> leads() const {
+    absl::MutexLock lock(&mu_);
+    return leads_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable std::vector<proto::CheckpointReport> reports_ ABSL_GUARDED_BY(mu_);
+  mutable std::vector<LeaderRoute> routes_ ABSL_GUARDED_BY(mu_);
+  mutable std::vector<bool> leads_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakeRoster final : public RunRoster {
+ public:
+  explicit FakeRoster(std::set<uint32_t> ranks) : ranks_(std::move(ranks)) {}
+  std::set<uint32_t> LocalRanksOfRun(const std::string&) const override { return ranks_; }
+
+ private:
+  const std::set<uint32_t> ranks_;
+};
+
+// One lane whose position is the number of batches delivered.
+class FakeProgress final : public ProgressSource {
+ public:
+  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(
+      uint64_t delivered) const override {
+    proto::LaneProgress lane;
+    lane.set_lane(0);
+    lane.set_next_batch_index(delivered);
+    return std::vector<proto::LaneProgress>{lane};
+  }
+};
+
+std::shared_ptr<const RoundInstance> Instance(const std::string& id, uint32_t dp_group_id) {
+  auto instance = std::make_shared<RoundInstance>();
+  instance->instance_id = id;
+  instance->spec_hash = "hash";
+  instance->world_size = 2;
+  instance->canonical_replicas = 1;
+  instance->dp_degree = 1;
+  instance->dp_group_id = dp_group_id;
+  instance->route.run_id = "run";
+  instance->route.aggregate_dir = "/agg";
+  instance->progress = std::make_shared<FakeProgress>();
+  return instance;
+}
+
+RoundCall Call(uint32_t rank, uint64_t delivered, std::shared_ptr<const RoundInstance> instance) {
+  RoundCall call;
+  call.run_id = "run";
+  call.round = 3;
+  call.global_rank = rank;
+  call.delivered = delivered;
+  call.instance = std::move(instance);
+  return call;
+}
+
+class LocalRoundsTest : public ::testing::Test {
+ protected:
+  LocalRounds MakeRounds(const RunRoster* roster) {
+    LocalRoundsOptions options;
+    options.daemon_label = "node-a";
+    options.roster = roster;
+    options.reporter = &leader_;
+    options.counters = &counters_;
+    return LocalRounds(std::move(options));
+  }
+  FakeLeader leader_;
+  metrics::DaemonCounters counters_;
+};
+
+TEST_F(LocalRoundsTest, LocalRanksShareOnePreMergedReportToTheLeader) {
+  FakeRoster roster({0, 1});
+  LocalRounds rounds = MakeRounds(&roster);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<proto::CheckpointResult> first;
+  std::thread other([&] { first = rounds.Participate(Call(1, 5, Instance("i1", 1)), deadline); });
+  absl::StatusOr<proto::CheckpointResult> second =
+      rounds.Participate(Call(0, 5, Instance("i0", 0)), deadline);
+  other.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->checkpoint(), "merged");
+  EXPECT_EQ(second->checkpoint(), "merged");
+
+  const std::vector<proto::CheckpointReport> reports = leader_.reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].daemon(), "node-a");
+  EXPECT_EQ(reports[0].round(), 3u);
+  EXPECT_EQ(reports[0].ranks_size(), 2);
+  EXPECT_EQ(reports[0].lanes_size(), 2);  // one per instance
+  EXPECT_EQ(reports[0].aggregate_dir(), "/agg");
+  EXPECT_EQ(leader_.routes()[0].run_id, "run");
+  EXPECT_TRUE(leader_.leads()[0]);  // global_rank 0 is local
+  EXPECT_EQ(counters_.rounds_ok(), 1u);
+  EXPECT_EQ(counters_.rounds_error(), 0u);
+}
+
+TEST_F(LocalRoundsTest, PeersThatDisagreeFailLocallyAndTellTheLeader) {
+  FakeRoster roster({2, 3});
+  LocalRounds rounds = MakeRounds(&roster);
+  const std::shared_ptr<const RoundInstance> shared = Instance("i", 1);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<proto::CheckpointResult> first;
+  std::thread other([&] { first = rounds.Participate(Call(3, 7, shared), deadline); });
+  absl::StatusOr<proto::CheckpointResult> second = rounds.Participate(Call(2, 6, shared), deadline);
+  other.join();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(first.status(), second.status());
+  EXPECT_NE(second.status().message().find("peers disagree"), std::string::npos)
+      << second.status();
+
+  const std::vector<proto::CheckpointReport> reports = leader_.reports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_FALSE(reports[0].failure().empty());
+  EXPECT_FALSE(leader_.leads()[0]);  // global_rank 0 is elsewhere
+  EXPECT_EQ(counters_.rounds_error(), 1u);
+}
+
+TEST_F(LocalRoundsTest, MissingLocalRankTimesOutNamingIt) {
+  FakeRoster roster({0, 4});
+  LocalRounds rounds = MakeRounds(&roster);
+  absl::StatusOr<proto::CheckpointResult> result =
+      rounds.Participate(Call(0, 1, Instance("i", 0)), absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(result.status().message().find("ranks [4]"), std::string::npos) << result.status();
+  EXPECT_TRUE(leader_.reports().empty());
+}
+
+TEST_F(LocalRoundsTest, ShutdownRefusesLaterCalls) {
+  FakeRoster roster({0});
+  LocalRounds rounds = MakeRounds(&roster);
+  rounds.Shutdown();
+  absl::StatusOr<proto::CheckpointResult> result =
+      rounds.Participate(Call(0, 1, Instance("i", 0)), absl::Now() + absl::Seconds(1));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(FormatRanks, CompactsRuns) {
+  EXPECT_EQ(FormatRanks({0, 1, 2, 3, 5, 9, 10}), "0-3,5,9-10");
+  EXPECT_EQ(FormatRanks({}), "");
+}
+
+}  // namespace
+}  // namespace zephon::checkpoint
