@@ -119,6 +119,7 @@ TEST_F(FdHandoffTest, TokenExpiryIsDecidedByTheEnvClock) {
   const absl::Status status = Claim(lapsed).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
   EXPECT_EQ(handoff_->pending(), 0u);
+  handoff_.reset();  // its serving thread reads `env`'s clock: stop it before `env` dies
 }
 
 TEST_F(FdHandoffTest, SocketIsOwnerOnlyAndRemovedOnShutdown) {
