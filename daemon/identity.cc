@@ -6,8 +6,7 @@
 
 namespace zephon::daemon {
 
-absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
-                                             std::optional<int64_t> spec_canonical_replicas) {
+absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options) {
   const int64_t world_size = options.has_world_size() ? options.world_size() : 1;
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -40,27 +39,6 @@ absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
         ": expected 0 <= dp_group_id < dp_degree",
         options.has_dp_group_id() ? "" : " (dp_group_id defaults to global_rank; set it "
                                          "from the data-parallel sub-mesh)"));
-  }
-  // Checked as int64, before any narrowing: 2^32 + 2 must fail, not become 2. An explicit
-  // 0 is an error too (unset means "the initial dp_degree"; 0 lanes means nothing).
-  if (spec_canonical_replicas.has_value() &&
-      (*spec_canonical_replicas < 1 || *spec_canonical_replicas > kMaxCanonicalReplicas)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "canonical_replicas=", *spec_canonical_replicas,
-        " is invalid: expected 1 <= canonical_replicas <= ", kMaxCanonicalReplicas,
-        " (leave it unset to use the initial dp_degree)"));
-  }
-  const int64_t canonical = spec_canonical_replicas.value_or(dp_degree);
-  if (dp_degree > canonical) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dp_degree=", dp_degree, " exceeds canonical_replicas=", canonical,
-        ": a run has at most canonical_replicas data streams (lanes). canonical_replicas is "
-        "fixed for the life of a run; choose it for the largest dp_degree you expect"));
-  }
-  if (canonical > kMaxCanonicalReplicas) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dp_degree=", dp_degree, " exceeds zephond's bound of ", kMaxCanonicalReplicas,
-        " data streams (canonical_replicas, which defaults to dp_degree)"));
   }
   if (world_size > 1 && options.aggregate_dir().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -102,18 +80,11 @@ absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
   id.global_rank = static_cast<uint32_t>(global_rank);
   id.dp_degree = static_cast<uint32_t>(dp_degree);
   id.dp_group_id = static_cast<uint32_t>(dp_group_id);
-  id.canonical_replicas = static_cast<uint32_t>(canonical);
   id.run_id = options.run_id();
   id.aggregate_dir = options.aggregate_dir();
   const uint32_t peers_per_group = id.world_size / id.dp_degree;
   id.local_peers = options.local_peers() == 0 ? peers_per_group
                                               : std::min(options.local_peers(), peers_per_group);
-  if (canonical % dp_degree != 0) {
-    id.warnings.push_back(absl::StrCat(
-        "canonical_replicas=", canonical, " is not divisible by dp_degree=", dp_degree,
-        ": data-parallel groups own unequal numbers of lanes, which unbalances their load; "
-        "use a dp_degree that divides canonical_replicas"));
-  }
   return id;
 }
 

@@ -2,14 +2,14 @@
 //
 // A rank presents RankOptions (coordination identity world_size/global_rank, data
 // identity dp_degree/dp_group_id, run_id, aggregate_dir). ResolveIdentity applies the
-// guide's defaults (dp_degree = world_size, dp_group_id = global_rank,
-// canonical_replicas = dp_degree) and every check of DESIGN.md "Validation"; each error
-// names the option, the values and the fix. Pure functions; thread-safe.
+// guide's defaults (dp_degree = world_size, dp_group_id = global_rank) and every check
+// of the rank's options; each error names the option, the values and the fix. The lane
+// count (canonical_replicas) belongs to the spec: ResolveAttach (resolve_attach.h) sets
+// it here once the spec is resolved. Pure functions; thread-safe.
 #ifndef ZEPHON_DAEMON_IDENTITY_H_
 #define ZEPHON_DAEMON_IDENTITY_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +24,7 @@ struct RankIdentity {
   uint32_t global_rank = 0;
   uint32_t dp_degree = 1;
   uint32_t dp_group_id = 0;
+  // The resolved spec's lane count; set by ResolveAttach, not by ResolveIdentity.
   uint32_t canonical_replicas = 1;
   // Empty only for a single-rank run that did not name itself (never shared).
   std::string run_id;
@@ -38,11 +39,9 @@ struct RankIdentity {
   std::vector<std::string> warnings;
 };
 
-// `spec_canonical_replicas` is the spec's value, nullopt when the user left it unset.
-// Every integer option is validated as int64 against its range, world_size and
-// canonical_replicas against common/run_limits.h, before it is narrowed to uint32.
-absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options,
-                                             std::optional<int64_t> spec_canonical_replicas);
+// Every integer option is validated as int64 against its range (world_size against
+// common/run_limits.h) before it is narrowed to uint32.
+absl::StatusOr<RankIdentity> ResolveIdentity(const proto::RankOptions& options);
 
 }  // namespace zephon::daemon
 

@@ -16,7 +16,6 @@
 #include "common/status_macros.h"
 #include "common/logging.h"
 #include "daemon/pipeline/group_stream.h"
-#include "daemon/pipeline/lanes.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/dataset_content.h"
@@ -40,64 +39,27 @@ std::string InstanceKey(const std::string& run_key, const RankIdentity& identity
   return absl::StrCat(run_key, "/dp", identity.dp_degree, "/g", identity.dp_group_id);
 }
 
-uint32_t RoundUpToPowerOfTwo(uint32_t v) {
-  uint32_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-// Bounds of the execution knobs a client may ask for.
-constexpr uint32_t kMaxPrefetchBatches = 1024;
-constexpr double kMinDaemonTimeoutS = 0.5;  // >= 5 heartbeats of 0.1 s
-constexpr double kMaxDaemonTimeoutS = 3600;
-
-// Worst-case payload of one batch: int32 tokens and positions [rows, cols] plus one
-// (dataset, shard, index) int64 triple per contributing sample (at most one per token
-// plus one per row when documents are split), plus the tensor table and alignment.
-absl::StatusOr<uint64_t> SlotPayloadBytes(const proto::PipelineSpec& spec) {
-  uint64_t rows = 0, cols = 0;
-  for (const proto::OperatorSpec& op : spec.operators()) {
-    if (op.has_pack_flat()) cols = op.pack_flat().max_length();
-    if (op.has_batch()) rows = op.batch().microbatch_size();
+// Stage 3's check when resuming: the files and the spec hash must be those the
+// checkpoint was taken with. Before the hash: it cannot see bytes rewritten at the same
+// size, and a mismatch here names the file and the property that changed.
+absl::Status CheckResumedData(const proto::CheckpointState& resume,
+                              const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
+                              const std::string& spec_hash) {
+  if (resume.datasets_size() > 0) {
+    ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
+                     checkpoint::DescribeDatasets(datasets));
+    RETURN_IF_ERROR(checkpoint::CompareDatasets(resume.datasets(), contents));
   }
-  if (rows == 0 || cols == 0) {
-    return absl::InvalidArgumentError(
-        "the pipeline needs pack_flat(max_length=...) and batch(microbatch_size=...)");
+  if (resume.spec_hash() != spec_hash) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",
+        resume.spec_hash(), ": to resume, the datasets (and their files), work source, "
+        "operators, seeds, canonical_replicas and mapping must be identical"));
   }
-  const uint64_t cells = rows * cols;
-  return cells * 2 * sizeof(int32_t) + (cells + rows) * 3 * sizeof(int64_t) + 4096;
+  return absl::OkStatus();
 }
 
 }  // namespace
-
-absl::StatusOr<ExecutionLimits> ValidateExecution(const proto::ExecutionOptions& execution) {
-  if (execution.prefetch_batches() > kMaxPrefetchBatches) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prefetch_batches=", execution.prefetch_batches(), " is too large: at most ",
-        kMaxPrefetchBatches, " ring slots per instance"));
-  }
-  const double timeout_s = execution.daemon_timeout_s() == 0 ? 5 : execution.daemon_timeout_s();
-  if (!(timeout_s >= kMinDaemonTimeoutS && timeout_s <= kMaxDaemonTimeoutS)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "daemon_timeout_s=", execution.daemon_timeout_s(), " is invalid: expected ",
-        kMinDaemonTimeoutS, " to ", kMaxDaemonTimeoutS,
-        " seconds (zephond heartbeats every 0.1 s)"));
-  }
-  if (execution.join_timeout_s() < 0 || !(execution.join_timeout_s() <= kMaxDaemonTimeoutS)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "join_timeout_s=", execution.join_timeout_s(), " is invalid: expected 0 to ",
-        kMaxDaemonTimeoutS, " seconds"));
-  }
-  if (execution.num_threads() > exec::kMaxWorkerThreads) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_threads=", execution.num_threads(), " is too large: at most ",
-        exec::kMaxWorkerThreads, " (and zephond caps it at its --worker-threads)"));
-  }
-  ExecutionLimits limits;
-  limits.producer_timeout_ms = static_cast<uint32_t>(timeout_s * 1000);
-  if (execution.num_threads() > 0) limits.parallelism = execution.num_threads();
-  return limits;
-}
 
 InstanceRegistry::InstanceRegistry(RegistryOptions options)
     : options_(std::move(options)), started_(absl::Now()), idle_since_(absl::Now()) {}
@@ -119,84 +81,52 @@ absl::StatusOr<Attachment> InstanceRegistry::Attach(const proto::AttachRequest& 
 }
 
 absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachRequest& request) {
-  if (request.ring_abi_major() != shm::kLayoutMajor) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this client speaks ring ABI major version ", request.ring_abi_major(),
-        " but zephond speaks ", shm::kLayoutMajor,
-        "; install the zephon client and zephond from the same release"));
-  }
-  ASSIGN_OR_RETURN(const ExecutionLimits limits, ValidateExecution(request.execution()));
-  // A restore fixes canonical_replicas (taken from the checkpoint when left unset) and
-  // must match the run and the spec it was taken with.
-  std::optional<proto::CheckpointState> restored;
-  std::string restore_key;
-  proto::PipelineSpec spec = request.spec();
+  std::optional<Resume> resume;
   if (!request.restore_checkpoint().empty()) {
-    ASSIGN_OR_RETURN(restored, checkpoint::DecodeCheckpoint(request.restore_checkpoint()));
-    if (!spec.has_canonical_replicas()) {
-      spec.set_canonical_replicas(restored->canonical_replicas());
-    } else if (spec.canonical_replicas() != restored->canonical_replicas()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "canonical_replicas=", spec.canonical_replicas(), " but the checkpoint was taken "
-          "with canonical_replicas=", restored->canonical_replicas(),
-          ": the number of lanes is fixed for the life of a run (leave it unset to take it "
-          "from the checkpoint)"));
-    }
-    restore_key = absl::StrFormat("%016x", HashBytes(request.restore_checkpoint()));
+    resume.emplace();
+    ASSIGN_OR_RETURN(resume->state, checkpoint::DecodeCheckpoint(request.restore_checkpoint()));
+    resume->key = absl::StrFormat("%016x", HashBytes(request.restore_checkpoint()));
   }
-  ASSIGN_OR_RETURN(RankIdentity identity,
-                   ResolveIdentity(request.rank(),
-                                   spec.has_canonical_replicas()
-                                       ? std::optional<int64_t>(spec.canonical_replicas())
-                                       : std::nullopt));
-  if (restored && !identity.run_id.empty() && identity.run_id != restored->run_id()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this checkpoint belongs to run_id='", restored->run_id(), "' but this Pipeline is "
-        "run_id='", identity.run_id, "': restore the checkpoint of this run, or resume with "
-        "run_id='", restored->run_id(), "'"));
-  }
-  if (identity.local_peers > options_.reader_capacity) {
-    if (request.rank().local_peers() > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "local_peers=", request.rank().local_peers(), " exceeds this zephond's ",
-          options_.reader_capacity, " readers per instance"));
-    }
-    identity.local_peers = options_.reader_capacity;
-  }
-  if (identity.global_rank == 0 && identity.world_size > 1 && !identity.aggregate_dir.empty()) {
-    // This daemon hosts rank 0: it leads the run's checkpoint rounds, and followers find
-    // it through the rendezvous file (which says so when this daemon serves no peers). Written first and outside the registry lock (it
-    // may sit on a slow shared filesystem or object store); a stale file naming us is
-    // harmless. A store that refuses the write (bad credentials, missing bucket) fails
-    // the attach here, naming the object, instead of stalling the first checkpoint.
-    ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
-                     checkpoint::AggregateDir::Open(identity.aggregate_dir, options_.s3,
-                                                    kLeaderWriteBudget));
-    RETURN_IF_ERROR(aggregate->WriteLeader(identity.run_id, options_.peer_address,
-                                           options_.daemon_label));
-  }
-  ASSIGN_OR_RETURN(proto::PipelineSpec resolved,
-                   pipeline::ResolveSpec(spec, identity.dp_degree));
-  ASSIGN_OR_RETURN(OpenedDatasets opened, DatasetsFor(identity, resolved));
-  // The open this rank led stays visible to its peers until the instance is registered
-  // (or this attach fails): the guard runs after the registry lock below is released.
+  // 1. Validate: every option defaulted and checked once.
+  ASSIGN_OR_RETURN(const ResolvedAttach attach,
+                   ResolveAttach(request, resume ? &resume->state : nullptr,
+                                 AttachDefaults{options_.reader_capacity,
+                                                options_.default_prefetch_batches}));
+  // 2. Rendezvous if this daemon leads the run.
+  RETURN_IF_ERROR(RendezvousIfLeader(attach.identity));
+  // 3. The datasets for the spec. The open this rank led stays visible to its peers
+  // until the instance is registered (or this attach fails): the guard runs after
+  // JoinOrCreate released the registry lock.
+  ASSIGN_OR_RETURN(const OpenedDatasets opened, DatasetsFor(attach.identity, attach.spec));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
-  std::vector<std::shared_ptr<const pipeline::Dataset>> datasets = opened.datasets;
-  const std::string spec_hash = opened.spec_hash;
-  if (restored && restored->datasets_size() > 0) {
-    // Before the hash: the hash cannot see bytes rewritten at the same size, and a
-    // mismatch here names the file and the property that changed.
-    ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
-                     checkpoint::DescribeDatasets(datasets));
-    RETURN_IF_ERROR(checkpoint::CompareDatasets(restored->datasets(), contents));
-  }
-  if (restored && restored->spec_hash() != spec_hash) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",
-        restored->spec_hash(), ": to resume, the datasets (and their files), work source, "
-        "operators, seeds, canonical_replicas and mapping must be identical"));
-  }
+  if (resume) RETURN_IF_ERROR(CheckResumedData(resume->state, opened.datasets, opened.spec_hash));
+  // 4. Join or create.
+  return JoinOrCreate(request, attach, resume ? &*resume : nullptr, opened);
+}
 
+absl::Status InstanceRegistry::RendezvousIfLeader(const RankIdentity& identity) const {
+  if (identity.global_rank != 0 || identity.world_size <= 1 || identity.aggregate_dir.empty()) {
+    return absl::OkStatus();
+  }
+  // This daemon hosts rank 0: it leads the run's checkpoint rounds, and followers find
+  // it through the rendezvous file (which says so when this daemon serves no peers).
+  // Written outside the registry lock (it may sit on a slow shared filesystem or object
+  // store); a stale file naming us is harmless. A store that refuses the write (bad
+  // credentials, missing bucket) fails the attach here, naming the object, instead of
+  // stalling the first checkpoint.
+  ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
+                   checkpoint::AggregateDir::Open(identity.aggregate_dir, options_.s3,
+                                                    kLeaderWriteBudget));
+  return aggregate->WriteLeader(identity.run_id, options_.peer_address, options_.daemon_label);
+}
+
+absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachRequest& request,
+                                                          const ResolvedAttach& attach,
+                                                          const Resume* resume,
+                                                          const OpenedDatasets& opened) {
+  const RankIdentity& identity = attach.identity;
+  const std::string restore_key = resume != nullptr ? resume->key : "";
+  const std::string& spec_hash = opened.spec_hash;
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("zephond is shutting down");
   std::string run_key = identity.run_id;
@@ -256,20 +186,15 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
           identity.dp_group_id, " failed while this rank attached (see zephond's log and "
           "its other ranks' errors); restart the job or retry the attach"));
     }
-    InstanceStart start;
-    start.restored = restored ? &*restored : nullptr;
-    start.restore_key = restore_key;
-    start.run_key = run_key;
-    ASSIGN_OR_RETURN(out.instance, CreateInstance(request, identity, resolved, spec_hash,
-                                                  std::move(datasets), key, reserve, limits,
-                                                  start));
+    ASSIGN_OR_RETURN(out.instance,
+                     CreateInstance(request, attach, opened, resume, key, run_key, reserve));
     RETURN_IF_ERROR(
         out.instance->AttachReader(identity.global_rank, request.client_pid(), &out.reply));
     instances_[key].push_back(out.instance);
   }
   out.reader_index = out.reply.reader_index();
   out.reply.set_next_round(out.instance->config().next_round);
-  out.reply.set_producer_timeout_ms(limits.producer_timeout_ms);
+  out.reply.set_producer_timeout_ms(attach.limits.producer_timeout_ms);
   out.reply.set_ring_slots(out.instance->config().geometry.slot_count);
   for (const std::string& w : identity.warnings) {
     out.reply.add_warnings(w);
@@ -366,50 +291,24 @@ void InstanceRegistry::ForgetPendingOpenLocked(const OpenedDatasets& opened) {
 }
 
 absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstance(
-    const proto::AttachRequest& request, const RankIdentity& identity,
-    proto::PipelineSpec resolved, const std::string& spec_hash,
-    std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
-    uint32_t reserve, const ExecutionLimits& limits, const InstanceStart& start) {
-  ASSIGN_OR_RETURN(pipeline::Mapping mapping, pipeline::ParseMapping(resolved.mapping()));
-  ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
-                   pipeline::OwnedLanes(identity.canonical_replicas, identity.dp_degree,
-                                        identity.dp_group_id, mapping));
-  ASSIGN_OR_RETURN(uint64_t payload_bytes, SlotPayloadBytes(resolved));
-  // Where each owned lane starts: the checkpoint's progress, or the beginning.
-  std::vector<proto::LaneProgress> lane_starts;
-  for (uint32_t lane : lanes) {
-    proto::LaneProgress p;
-    p.set_lane(lane);
-    if (start.restored != nullptr) {
-      const auto& saved = start.restored->lanes();
-      if (lane >= static_cast<uint32_t>(saved.size()) || saved[lane].lane() != lane) {
-        return absl::DataLossError(absl::StrCat(
-            "the checkpoint has no progress for lane ", lane, " (it lists ", saved.size(),
-            " lanes); it is damaged or from another run"));
-      }
-      p = saved[lane];
-    }
-    lane_starts.push_back(p);
-  }
-  std::vector<std::shared_ptr<const pipeline::Dataset>> kept = datasets;
+    const proto::AttachRequest& request, const ResolvedAttach& attach,
+    const OpenedDatasets& opened, const Resume* resume, const std::string& key,
+    const std::string& run_key, uint32_t reserve) {
   ASSIGN_OR_RETURN(std::unique_ptr<pipeline::GroupStream> stream,
-                   pipeline::GroupStream::Create(resolved, std::move(datasets), lanes,
-                                                 start.restored ? &lane_starts : nullptr));
+                   pipeline::GroupStream::Create(attach.spec, opened.datasets,
+                                                 attach.owned_lanes,
+                                                 resume ? &attach.lane_starts : nullptr));
   const uint64_t serial = ++created_total_;
 
   InstanceConfig config;
-  config.instance_id = absl::StrCat(key, "/", spec_hash.substr(0, 8), "#", serial);
-  config.spec_hash = spec_hash;
-  config.datasets = std::move(kept);
-  config.identity = identity;
-  config.owned_lanes = lanes;
+  config.instance_id = absl::StrCat(key, "/", opened.spec_hash.substr(0, 8), "#", serial);
+  config.spec_hash = opened.spec_hash;
+  config.datasets = opened.datasets;
+  config.identity = attach.identity;
+  config.owned_lanes = attach.owned_lanes;
+  config.schema = attach.schema;
   config.shm_name = absl::StrCat(options_.shm_prefix, ".", getpid(), ".", serial);
-  const uint32_t prefetch = request.execution().prefetch_batches() > 0
-                                ? request.execution().prefetch_batches()
-                                : options_.default_prefetch_batches;
-  config.geometry.slot_count = RoundUpToPowerOfTwo(std::max<uint32_t>(2, prefetch));
-  config.geometry.slot_payload_bytes = payload_bytes;
-  config.geometry.reader_capacity = options_.reader_capacity;
+  config.geometry = attach.geometry;
   if (options_.max_ring_bytes > 0) {
     const shm::RingSections sections = shm::ComputeSections(
         config.geometry.slot_count, config.geometry.reader_capacity,
@@ -432,13 +331,13 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
     config.join_timeout = absl::Seconds(request.execution().join_timeout_s());
   }
   config.reserved_readers = reserve;
-  config.restore_key = start.restore_key;
-  config.run_key = start.run_key;
-  config.next_round = start.restored ? start.restored->round() + 1 : 0;
+  config.restore_key = resume != nullptr ? resume->key : "";
+  config.run_key = run_key;
+  config.next_round = resume != nullptr ? resume->state.round() + 1 : 0;
   config.explain_stream = stream->Explain();
-  config.materialize.parallelism = limits.parallelism;
+  config.materialize.parallelism = attach.limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism
-  config.spec = std::move(resolved);
+  config.spec = attach.spec;
   return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool,
                                   options_.counters);
 }

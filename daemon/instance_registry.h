@@ -1,8 +1,9 @@
 // The daemon's table of PipelineInstances, keyed by data identity.
 //
-// Attach resolves the rank's identity and the spec, opens the datasets, computes the
-// spec hash and either joins the running instance of that (run_id, dp_degree,
-// dp_group_id) or creates one. The seed's first rule is enforced here: a rank whose
+// Attach runs in named stages: validate (ResolveAttach, resolve_attach.h: every option
+// defaulted and checked once), rendezvous if this daemon hosts the run's rank 0, the
+// datasets for the spec (opened once per DP group and spec hash), then join the running
+// instance of that (run_id, dp_degree, dp_group_id) or create one. The seed's first rule is enforced here: a rank whose
 // spec hash differs from the one its DP group already runs with is refused, naming
 // both hashes. An instance is destroyed when its last reader leaves.
 //
@@ -32,6 +33,7 @@
 #include "daemon/pipeline/line_reader.h"
 #include "daemon/pipeline_instance.h"
 #include "daemon/storage/s3_store.h"
+#include "daemon/resolve_attach.h"
 #include "daemon/storage/shard_cache.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/zephon.pb.h"
@@ -75,23 +77,11 @@ struct RegistryOptions {
       std::make_shared<metrics::DaemonCounters>();
 };
 
-// How a new instance starts: fresh, or from a decoded checkpoint.
-struct InstanceStart {
-  const proto::CheckpointState* restored = nullptr;  // null = fresh
-  std::string restore_key;  // hash of the checkpoint bytes; empty = fresh
-  std::string run_key;      // run_id, or "local-N" for an unnamed single-rank run
+// A decoded checkpoint a rank restores: where a new instance starts.
+struct Resume {
+  proto::CheckpointState state;
+  std::string key;  // hash of the checkpoint bytes: ranks of a group must agree on it
 };
-
-// Validated execution knobs of one attach.
-struct ExecutionLimits {
-  uint32_t producer_timeout_ms = 5000;
-  // Requested materialize parallelism (num_threads, 0 -> exec::kDefaultParallelism);
-  // the instance caps it at the worker pool's size.
-  uint32_t parallelism = exec::kDefaultParallelism;
-};
-
-// Checks the execution knobs (bounded ring size, threads and timeouts; NaN refused).
-absl::StatusOr<ExecutionLimits> ValidateExecution(const proto::ExecutionOptions& execution);
 
 // What one successful attach hands back to the transport.
 struct Attachment {
@@ -173,14 +163,27 @@ class InstanceRegistry final : public checkpoint::RunRoster {
   // Removes the open `opened` led from opening_ (no-op when it led none).
   void ForgetPendingOpen(const OpenedDatasets& opened) ABSL_LOCKS_EXCLUDED(mu_);
   void ForgetPendingOpenLocked(const OpenedDatasets& opened) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::shared_ptr<PipelineInstance>> CreateInstance(
-      const proto::AttachRequest& request, const RankIdentity& identity,
-      proto::PipelineSpec resolved, const std::string& spec_hash,
-      std::vector<std::shared_ptr<const pipeline::Dataset>> datasets, const std::string& key,
-      uint32_t reserve, const ExecutionLimits& limits, const InstanceStart& start)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attach stages, in order; Attach counts the attach in progress around them.
+  // No stage holds mu_ across I/O except JoinOrCreate (ring creation), as before.
   absl::StatusOr<Attachment> AttachUnlocked(const proto::AttachRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Stage 2: when this daemon hosts global_rank 0 of a multi-rank run, writes the run's
+  // rendezvous (leader) file naming our peer address. Store I/O, no lock; a store that
+  // refuses the write fails the attach naming the object.
+  absl::Status RendezvousIfLeader(const RankIdentity& identity) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Stage 4: under mu_, joins the running instance of the rank's data identity (same
+  // restore key and spec hash, else FAILED_PRECONDITION naming both) or creates one
+  // (also when the running one's ring moved past sequence 0: regeneration).
+  absl::StatusOr<Attachment> JoinOrCreate(const proto::AttachRequest& request,
+                                          const ResolvedAttach& attach, const Resume* resume,
+                                          const OpenedDatasets& opened)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // A new instance and its ring, within the --max-ring-bytes budget (RESOURCE_EXHAUSTED
+  // naming the sizes otherwise). `reserve` reader slots are held for local peers.
+  absl::StatusOr<std::shared_ptr<PipelineInstance>> CreateInstance(
+      const proto::AttachRequest& request, const ResolvedAttach& attach,
+      const OpenedDatasets& opened, const Resume* resume, const std::string& key,
+      const std::string& run_key, uint32_t reserve) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RegistryOptions options_;
   const absl::Time started_;

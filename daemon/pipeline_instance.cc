@@ -25,45 +25,13 @@ constexpr absl::Duration kRateWindow = absl::Seconds(10);
 // How long one Loan waits before re-checking for shutdown.
 constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
 
-bool EmitsPositions(const proto::PipelineSpec& spec) {
-  for (const proto::OperatorSpec& op : spec.operators()) {
-    if (op.has_pack_flat()) return op.pack_flat().emit_positions();
-  }
-  return true;
-}
-
-// Adds the batch's tensors to `slot`: tokens and (optionally) positions as int32
-// [rows, cols], the contributing sample ids as int64 [n, 3]. Returns the pointers to
-// fill with tokens and positions (null when positions are not emitted).
-absl::StatusOr<std::pair<int32_t*, int32_t*>> AddBatchTensors(
-    uint32_t rows, uint32_t cols, bool emit_positions,
-    const std::vector<pipeline::SampleId>& sample_ids, shm::SlotWriter* slot) {
-  const std::vector<uint64_t> shape = {rows, cols};
-  ASSIGN_OR_RETURN(void* tokens, slot->AddTensor("tokens", shm::DType::kInt32, shape));
-  void* positions = nullptr;
-  if (emit_positions) {
-    ASSIGN_OR_RETURN(positions, slot->AddTensor("positions", shm::DType::kInt32, shape));
-  }
-  ASSIGN_OR_RETURN(void* ids_raw,
-                   slot->AddTensor("sample_ids", shm::DType::kInt64,
-                                   {static_cast<uint64_t>(sample_ids.size()), 3}));
-  auto* ids = static_cast<int64_t*>(ids_raw);
-  for (size_t i = 0; i < sample_ids.size(); ++i) {
-    ids[3 * i] = sample_ids[i].dataset;
-    ids[3 * i + 1] = sample_ids[i].shard;
-    ids[3 * i + 2] = static_cast<int64_t>(sample_ids[i].index);
-  }
-  return std::make_pair(static_cast<int32_t*>(tokens), static_cast<int32_t*>(positions));
-}
-
 // Copies an already materialized batch (parallel path) into `slot`.
-absl::Status WriteBatch(const pipeline::Batch& batch, bool emit_positions,
+absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
                         shm::SlotWriter* slot) {
-  ASSIGN_OR_RETURN(auto dst, AddBatchTensors(batch.rows, batch.cols, emit_positions,
-                                             batch.sample_ids, slot));
-  std::memcpy(dst.first, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
-  if (dst.second != nullptr) {
-    std::memcpy(dst.second, batch.positions.data(), batch.positions.size() * sizeof(int32_t));
+  ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, batch.rows, batch.sample_ids, slot));
+  std::memcpy(dst.tokens, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
+  if (dst.positions != nullptr) {
+    std::memcpy(dst.positions, batch.positions.data(), batch.positions.size() * sizeof(int32_t));
   }
   slot->set_lane(batch.lane);
   slot->set_lane_batch_index(batch.lane_batch_index);
@@ -71,12 +39,11 @@ absl::Status WriteBatch(const pipeline::Batch& batch, bool emit_positions,
 }
 
 // Materializes a plan straight into `slot` (inline path: no intermediate copy).
-absl::Status WritePlan(const pipeline::BatchPlan& plan, bool emit_positions,
+absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schema,
                        const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
                        shm::SlotWriter* slot) {
-  ASSIGN_OR_RETURN(auto dst, AddBatchTensors(plan.rows, plan.cols, emit_positions,
-                                             plan.sample_ids, slot));
-  RETURN_IF_ERROR(pipeline::MaterializeInto(plan, datasets, dst.first, dst.second));
+  ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, plan.rows, plan.sample_ids, slot));
+  RETURN_IF_ERROR(pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions));
   slot->set_lane(plan.lane);
   slot->set_lane_batch_index(plan.lane_batch_index);
   return absl::OkStatus();
@@ -140,7 +107,6 @@ PipelineInstance::~PipelineInstance() {
 }
 
 void PipelineInstance::ProduceLoop() {
-  const bool emit_positions = EmitsPositions(config_.spec);
   const bool inline_path = batches_->is_inline();
   while (!stop_.load()) {
     // The next batch in order: a plan to materialize straight into the slot (inline),
@@ -203,8 +169,8 @@ void PipelineInstance::ProduceLoop() {
       return;
     }
     absl::Status written =
-        plan ? WritePlan(*plan, emit_positions, batches_->datasets(), &*slot)
-             : WriteBatch(*batch, emit_positions, &*slot);
+        plan ? WritePlan(*plan, config_.schema, batches_->datasets(), &*slot)
+             : WriteBatch(*batch, config_.schema, &*slot);
     if (!written.ok()) {
       RingLog()->error("{}: batch write failed: {}", Where(), written.ToString());
       counters_->CountError(metrics::ErrorKind::kRing);

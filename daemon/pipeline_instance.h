@@ -37,6 +37,7 @@
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/parallel_batches.h"
 #include "daemon/exec/worker_pool.h"
+#include "daemon/batch_slot.h"
 #include "daemon/identity.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/progress_log.h"
@@ -55,6 +56,8 @@ struct InstanceConfig {
   std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
   RankIdentity identity;     // of the first rank; data identity is shared by all readers
   std::vector<uint32_t> owned_lanes;
+  // The tensors of every batch; geometry.slot_payload_bytes is its SlotPayloadBytes.
+  BatchSchema schema;
   // Name of the ring's memfds ("<prefix>.<pid>.<serial>"), for /proc/<pid>/fd and logs.
   std::string shm_name;
   shm::RingGeometry geometry;

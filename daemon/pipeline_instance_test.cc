@@ -56,7 +56,8 @@ std::unique_ptr<PipelineInstance> MakeInstance(std::shared_ptr<exec::WorkerPool>
   config.owned_lanes = {0, 1};
   config.shm_name = UniqueShmName();
   config.geometry.slot_count = 4;
-  config.geometry.slot_payload_bytes = 3 * 33 * 8 + (3 * 33 + 3) * 24 + 4096;
+  config.schema = BatchSchema::Of(pipeline::LaneOptions::FromSpec(spec).value());
+  config.geometry.slot_payload_bytes = config.schema.SlotPayloadBytes();
   config.geometry.reader_capacity = 2;
   config.explain_stream = stream->Explain();
   config.materialize.parallelism = parallelism;

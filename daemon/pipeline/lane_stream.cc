@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/mix.h"
-#include "common/run_limits.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/shuffle_buffer.h"
 
@@ -19,15 +18,6 @@ struct SampleIdHash {
 };
 
 }  // namespace
-
-absl::Status CheckCanonicalReplicas(int64_t canonical_replicas) {
-  if (canonical_replicas >= 1 && canonical_replicas <= kMaxCanonicalReplicas) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "canonical_replicas=", canonical_replicas,
-      " is invalid: expected 1 <= canonical_replicas <= ", kMaxCanonicalReplicas));
-}
 
 absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spec) {
   LaneOptions o;
@@ -63,6 +53,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
         "operators[", i, "] pack_flat.algorithm '", pack.algorithm(), "' unknown (wrap)"));
   }
   o.max_length = pack.max_length();
+  o.emit_positions = !pack.has_emit_positions() || pack.emit_positions();
   ++i;
   if (i >= ops.size() || !ops[i].has_batch()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -54,18 +54,16 @@ struct LaneOptions {
   uint64_t max_length = 0;
   uint64_t microbatch_size = 0;
   bool drop_last = false;
+  // pack_flat.emit_positions (unset = true): whether batches publish "positions".
+  bool emit_positions = true;
 
-  // Operators must be [shuffle?, pack_flat, batch]; INVALID_ARGUMENT naming the
-  // operator index and value otherwise (also: max_length >= 2, microbatch_size >= 1,
-  // buffer_size >= 1, algorithm "wrap" or empty, CheckCanonicalReplicas).
+  // The only reader of the operator list. Operators must be [shuffle?, pack_flat,
+  // batch]; INVALID_ARGUMENT naming the operator index and value otherwise (also:
+  // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, algorithm "wrap" or empty,
+  // CheckCanonicalReplicas (lanes.h) on the spec's lane count).
   static absl::StatusOr<LaneOptions> FromSpec(const proto::PipelineSpec& spec);
   std::string Describe() const;
 };
-
-// OK when 1 <= canonical_replicas <= kMaxCanonicalReplicas (common/run_limits.h);
-// INVALID_ARGUMENT naming the value and the bounds otherwise. Checked on the int64 before
-// it is narrowed to the uint32 lane count.
-absl::Status CheckCanonicalReplicas(int64_t canonical_replicas);
 
 class LaneStream {
  public:

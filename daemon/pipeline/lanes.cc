@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/mix.h"
+#include "common/run_limits.h"
+#include "common/status_macros.h"
 #include "daemon/pipeline/permutation.h"
 
 namespace zephon::pipeline {
@@ -14,6 +16,30 @@ Permutation BlockPermutation(uint64_t block, uint32_t num_lanes, uint64_t seed) 
 }
 
 }  // namespace
+
+absl::Status CheckCanonicalReplicas(int64_t canonical_replicas) {
+  // Checked as int64, before any narrowing: 2^32 + 2 must fail, not become 2. An explicit
+  // 0 is an error too (unset means "the initial dp_degree"; 0 lanes means nothing).
+  if (canonical_replicas >= 1 && canonical_replicas <= kMaxCanonicalReplicas) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "canonical_replicas=", canonical_replicas,
+      " is invalid: expected 1 <= canonical_replicas <= ", kMaxCanonicalReplicas,
+      " (leave it unset to use the initial dp_degree)"));
+}
+
+absl::Status CheckDpDegreeFitsLanes(int64_t dp_degree, int64_t canonical_replicas) {
+  if (dp_degree >= 1 && dp_degree <= canonical_replicas) return absl::OkStatus();
+  if (dp_degree < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dp_degree=", dp_degree, " is invalid: expected dp_degree >= 1"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dp_degree=", dp_degree, " exceeds canonical_replicas=", canonical_replicas,
+      ": a run has at most canonical_replicas data streams (lanes). canonical_replicas is "
+      "fixed for the life of a run; choose it for the largest dp_degree you expect"));
+}
 
 absl::StatusOr<Routing> ParseRouting(const std::string& name) {
   if (name == "permute") return Routing::kPermute;
@@ -48,11 +74,7 @@ uint64_t GlobalChunkOfLane(uint32_t lane, uint64_t lane_chunk_index, uint32_t nu
 
 absl::StatusOr<std::vector<uint32_t>> OwnedLanes(uint32_t num_lanes, uint32_t dp_degree,
                                                  uint32_t dp_group_id, Mapping mapping) {
-  if (dp_degree < 1 || dp_degree > num_lanes) {
-    return absl::InvalidArgumentError(absl::StrCat("dp_degree ", dp_degree,
-                                                   " must be in [1, canonical_replicas = ",
-                                                   num_lanes, "]"));
-  }
+  RETURN_IF_ERROR(CheckDpDegreeFitsLanes(dp_degree, num_lanes));
   if (dp_group_id >= dp_degree) {
     return absl::InvalidArgumentError(absl::StrCat("dp_group_id ", dp_group_id,
                                                    " must be < dp_degree ", dp_degree));

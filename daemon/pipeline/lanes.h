@@ -42,7 +42,16 @@ uint32_t LaneOfChunk(uint64_t g, uint32_t num_lanes, Routing routing, uint64_t s
 uint64_t GlobalChunkOfLane(uint32_t lane, uint64_t lane_chunk_index, uint32_t num_lanes,
                            Routing routing, uint64_t seed);
 
-// Lanes owned by group d of D. INVALID_ARGUMENT unless 1 <= D <= C and d < D.
+// The one check of a lane count (common/run_limits.h), on the int64 before it is
+// narrowed: OK when 1 <= canonical_replicas <= kMaxCanonicalReplicas; INVALID_ARGUMENT
+// naming the value, the bounds and the fix otherwise.
+absl::Status CheckCanonicalReplicas(int64_t canonical_replicas);
+// The one check that D groups can share C lanes: OK when 1 <= dp_degree <= C;
+// INVALID_ARGUMENT naming both values and the fix otherwise.
+absl::Status CheckDpDegreeFitsLanes(int64_t dp_degree, int64_t canonical_replicas);
+
+// Lanes owned by group d of D. INVALID_ARGUMENT (CheckDpDegreeFitsLanes) unless
+// 1 <= D <= C, and unless d < D.
 absl::StatusOr<std::vector<uint32_t>> OwnedLanes(uint32_t num_lanes, uint32_t dp_degree,
                                                  uint32_t dp_group_id, Mapping mapping);
 

@@ -1,5 +1,7 @@
 #include "daemon/pipeline/lanes.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
@@ -80,9 +82,25 @@ TEST(OwnedLanesTest, GroupsPartitionTheLanes) {
 TEST(OwnedLanesTest, RejectsBadTopologyNamingTheValues) {
   auto s = OwnedLanes(4, 5, 0, Mapping::kContiguous);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("dp_degree 5"), std::string::npos);
+  EXPECT_NE(s.status().message().find("dp_degree=5 exceeds canonical_replicas=4"),
+            std::string::npos);
   EXPECT_FALSE(OwnedLanes(4, 2, 2, Mapping::kContiguous).ok());
-  EXPECT_FALSE(OwnedLanes(4, 0, 0, Mapping::kContiguous).ok());
+  s = OwnedLanes(4, 0, 0, Mapping::kContiguous);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("dp_degree=0 is invalid"), std::string::npos);
+}
+
+TEST(LanesTest, LaneCountIsCheckedOnTheInt64BeforeNarrowing) {
+  EXPECT_TRUE(CheckCanonicalReplicas(1).ok());
+  EXPECT_TRUE(CheckCanonicalReplicas(65'536).ok());
+  for (int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{65'537}, (int64_t{1} << 32) + 2}) {
+    const absl::Status s = CheckCanonicalReplicas(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(absl::StrCat("canonical_replicas=", bad, " is invalid: expected "
+                                            "1 <= canonical_replicas <= 65536")),
+              std::string::npos)
+        << s.message();
+  }
 }
 
 TEST(LanesTest, ParsersNameTheBadValue) {

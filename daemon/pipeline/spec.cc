@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
+#include "common/run_limits.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/block_shuffle.h"
 #include "daemon/pipeline/jsonl_reader.h"
@@ -71,19 +72,24 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
 
 }  // namespace
 
-absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32_t dp_degree) {
+absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint32_t dp_degree) {
   if (spec.format_version() == 0) spec.set_format_version(kFormatVersion);
   if (spec.format_version() != kFormatVersion) {
     return absl::InvalidArgumentError(absl::StrCat("format_version ", spec.format_version(),
                                                    " unsupported (this engine: ", kFormatVersion, ")"));
   }
-  if (!spec.has_canonical_replicas()) spec.set_canonical_replicas(dp_degree);
-  RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
-  if (dp_degree < 1 || dp_degree > spec.canonical_replicas()) {
-    return absl::InvalidArgumentError(absl::StrCat("dp_degree ", dp_degree,
-                                                   " must be in [1, canonical_replicas = ",
-                                                   spec.canonical_replicas(), "]"));
+  if (!spec.has_canonical_replicas()) {
+    if (dp_degree > kMaxCanonicalReplicas) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dp_degree=", dp_degree, " exceeds zephond's bound of ", kMaxCanonicalReplicas,
+          " data streams (canonical_replicas, which defaults to dp_degree)"));
+    }
+    spec.set_canonical_replicas(dp_degree);
   }
+  // Before the narrowing below and before the other fields: the lane count's error
+  // names it whatever else is wrong.
+  RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
+  RETURN_IF_ERROR(CheckDpDegreeFitsLanes(dp_degree, spec.canonical_replicas()));
   if (spec.mapping().empty()) spec.set_mapping("contiguous");
   RETURN_IF_ERROR(ParseMapping(spec.mapping()).status());
   if (spec.routing().empty()) spec.set_routing("permute");
@@ -117,8 +123,13 @@ absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32
     // The guide's default: never a short batch.
     if (op.has_batch() && !op.batch().has_drop_last()) op.mutable_batch()->set_drop_last(true);
   }
-  RETURN_IF_ERROR(LaneOptions::FromSpec(spec).status());
-  return spec;
+  ASSIGN_OR_RETURN(LaneOptions lanes, LaneOptions::FromSpec(spec));
+  return ResolvedPipeline{std::move(spec), lanes};
+}
+
+absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32_t dp_degree) {
+  ASSIGN_OR_RETURN(ResolvedPipeline resolved, ResolvePipeline(std::move(spec), dp_degree));
+  return std::move(resolved.spec);
 }
 
 std::string SpecHash(const proto::PipelineSpec& resolved,

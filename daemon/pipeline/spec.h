@@ -13,7 +13,9 @@
 // and validates it (INVALID_ARGUMENT naming the option and value): format_version 1,
 // known strings, datasets non-empty with unique non-empty names and paths, weights,
 // shuffle_block_size syntax, max_repeats only with exhausted_policy "repeat", the
-// operator list (LaneOptions::FromSpec), 1 <= dp_degree <= canonical_replicas.
+// operator list and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
+// 1 <= dp_degree <= canonical_replicas (CheckDpDegreeFitsLanes). An unset
+// canonical_replicas with dp_degree over zephond's lane bound names dp_degree.
 //
 // SpecHash = 16 lowercase hex digits of h, where h0 = HashBytes(deterministic
 // protobuf serialization of the resolved spec with every dataset's `path` cleared) and
@@ -31,12 +33,21 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/dataset.h"
+#include "daemon/pipeline/lane_stream.h"
 #include "proto/spec.pb.h"
 
 namespace zephon::pipeline {
 
 inline constexpr uint32_t kFormatVersion = 1;
 
+// A resolved spec and the lane options read from it (one read of the operator list).
+struct ResolvedPipeline {
+  proto::PipelineSpec spec;  // every default filled: what the spec hash covers
+  LaneOptions lanes;
+};
+
+absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint32_t dp_degree);
+// ResolvePipeline(spec, dp_degree)->spec.
 absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32_t dp_degree);
 
 std::string SpecHash(const proto::PipelineSpec& resolved,

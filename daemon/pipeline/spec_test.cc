@@ -57,7 +57,7 @@ TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   ExpectError(s, 1, "never");
   s = Minimal();
   s.set_canonical_replicas(4);
-  ExpectError(s, 8, "dp_degree 8");
+  ExpectError(s, 8, "dp_degree=8 exceeds canonical_replicas=4");
   s = Minimal();
   s.set_format_version(7);
   ExpectError(s, 1, "format_version 7");

@@ -1,0 +1,68 @@
+// How one batch is laid out in a ring slot, and so how big a slot must be.
+//
+// BatchSchema is the single source of both: the producer writes exactly the tensors it
+// lists (AddBatchTensors), and the ring is sized from SlotPayloadBytes of the same
+// schema, so the ring size and the tensor layout cannot drift apart. Tensors, in slot
+// order:
+//   tokens      int32 [rows, cols]
+//   positions   int32 [rows, cols]   only when emit_positions
+//   sample_ids  int64 [n, 3]         (dataset, shard, index) of each contributing sample
+// with rows <= microbatch_size (a short last batch has fewer), cols = max_length and
+// n <= rows * cols (a batch lists each contributing sample once, and each contributed
+// at least one token, i.e. one cell).
+// Value types and pure functions; thread-compatible.
+#ifndef ZEPHON_DAEMON_BATCH_SLOT_H_
+#define ZEPHON_DAEMON_BATCH_SLOT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/sample_id.h"
+#include "shm/ring_layout.h"
+#include "shm/ring_writer.h"
+
+namespace zephon::daemon {
+
+// One tensor of the schema, with its largest shape.
+struct TensorSchema {
+  std::string name;
+  shm::DType dtype;
+  std::vector<uint64_t> max_shape;
+};
+
+struct BatchSchema {
+  uint64_t rows = 0;  // microbatch_size
+  uint64_t cols = 0;  // pack_flat max_length
+  bool emit_positions = true;
+
+  // The schema of the batches a lane with `lanes` options produces.
+  static BatchSchema Of(const pipeline::LaneOptions& lanes);
+
+  // The tensors in slot order, at their largest shapes.
+  std::vector<TensorSchema> Tensors() const;
+  // The slot payload that holds the largest batch, exactly: each tensor at the next
+  // shm::kTensorAlignment boundary, as SlotWriter::AddTensor places them. Saturates at
+  // UINT64_MAX (a ring that large fails to be created, naming its size).
+  uint64_t SlotPayloadBytes() const;
+};
+
+// Where the producer writes a batch's token and position cells.
+struct BatchCells {
+  int32_t* tokens = nullptr;
+  int32_t* positions = nullptr;  // null unless the schema emits positions
+};
+
+// Adds a batch's tensors to `slot` in schema order, at shape [rows, schema.cols], and
+// fills sample_ids. Errors: those of SlotWriter::AddTensor (RESOURCE_EXHAUSTED if the
+// slot is smaller than the schema's SlotPayloadBytes).
+// REQUIRES: rows <= schema.rows; sample_ids.size() <= rows * schema.cols.
+absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t rows,
+                                           const std::vector<pipeline::SampleId>& sample_ids,
+                                           shm::SlotWriter* slot);
+
+}  // namespace zephon::daemon
+
+#endif  // ZEPHON_DAEMON_BATCH_SLOT_H_
