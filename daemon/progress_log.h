@@ -1,6 +1,6 @@
 // ProgressLog: what one PipelineInstance's group has *delivered*, as per-lane progress.
 //
-// A checkpoint records delivered batches, never prefetched ones (DESIGN.md, Checkpoint
+// A checkpoint records delivered batches, never prefetched ones (docs/design.md, Checkpoint
 // contract), but the producer runs ahead of the readers by up to the ring's slots plus
 // the open loans. So the producer Records every batch it publishes (seq 0, 1, ... in
 // stream order, with the lane, lane_batch_index and the lane's position after the

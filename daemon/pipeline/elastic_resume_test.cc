@@ -1,4 +1,4 @@
-// Property test of elastic resume (DESIGN.md "Checkpoint contract", the guide's
+// Property test of elastic resume (docs/design.md "Checkpoint contract", the guide's
 // "Planning For Elasticity"): checkpoint D groups after k steps (a step is C batches
 // in total, C/D from each group), merge every group's delivered progress
 // (daemon::ProgressLog) into C topology-free lane progresses, restore on every D'

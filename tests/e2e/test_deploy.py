@@ -341,10 +341,13 @@ def test_dockerfile():
 
 def test_deploy_doc_quotes_ring_formula():
     doc = DOC.read_text()
-    src = (ROOT / "daemon" / "instance_registry.cc").read_text()
-    # The doc's formula is the one the daemon uses.
-    assert "cells * 2 * sizeof(int32_t) + (cells + rows) * 3 * sizeof(int64_t) + 4096" in src
-    assert "cells * 2 * sizeof(int32_t) + (cells + rows) * 3 * sizeof(int64_t) + 4096" in doc
+    src = (ROOT / "daemon" / "batch_slot.h").read_text()
+    # The doc's tensors are the ones the daemon lays out and sizes its slots from.
+    assert "BatchSchema::SlotPayloadBytes" in doc and "uint64_t SlotPayloadBytes() const;" in src
+    for tensor in ("tokens      int32 [rows, cols]", "positions   int32 [rows, cols]",
+                   "sample_ids  int64 [n, 3]"):
+        assert tensor in src, tensor
+    assert "tokens int32 [rows, cols] + positions int32 [rows, cols] + sample_ids int64 [cells, 3]" in doc
     for needle in ("--shm-size", "--ipc=host", "sizeLimit", "--max-ring-bytes",
                    "--shm-group", "--peer-tls-cert", "SIGTERM", "hostPath"):
         assert needle in doc, needle
