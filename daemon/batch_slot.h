@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/batching/lane_stream.h"
 #include "daemon/pipeline/sample_id.h"
 #include "shm/ring_layout.h"
 #include "shm/ring_writer.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/paths.h"
 #include "daemon/exec/worker_pool.h"
-#include "daemon/pipeline/jsonl_reader.h"
+#include "daemon/pipeline/formats/jsonl_reader.h"
 
 namespace zephon::daemon {
 

@@ -7,7 +7,7 @@
 
 #include "common/paths.h"
 #include "daemon/exec/worker_pool.h"
-#include "daemon/pipeline/jsonl_reader.h"
+#include "daemon/pipeline/formats/jsonl_reader.h"
 #include "gtest/gtest.h"
 
 namespace zephon::daemon {

@@ -15,7 +15,7 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "common/logging.h"
-#include "daemon/pipeline/group_stream.h"
+#include "daemon/pipeline/batching/group_stream.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/dataset_content.h"

@@ -30,7 +30,7 @@
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/metrics/counters.h"
-#include "daemon/pipeline/line_reader.h"
+#include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline_instance.h"
 #include "daemon/storage/s3_store.h"
 #include "daemon/resolve_attach.h"

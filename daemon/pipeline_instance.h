@@ -41,7 +41,7 @@
 #include "daemon/identity.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/progress_log.h"
-#include "daemon/pipeline/group_stream.h"
+#include "daemon/pipeline/batching/group_stream.h"
 #include "proto/zephon.pb.h"
 #include "shm/ring_writer.h"
 

@@ -14,10 +14,10 @@
 #include "absl/time/clock.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/instance_registry.h"
-#include "daemon/pipeline/group_stream.h"
-#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/batching/group_stream.h"
+#include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/spec.h"
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 #include "shm/ring_reader.h"
 
 namespace zephon::daemon {

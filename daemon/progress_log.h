@@ -32,7 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/pipeline/batch.h"
+#include "daemon/pipeline/batching/batch.h"
 #include "proto/checkpoint.pb.h"
 
 namespace zephon::daemon {

@@ -5,10 +5,10 @@
 #include <thread>
 #include <tuple>
 
-#include "daemon/pipeline/group_stream.h"
-#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/batching/group_stream.h"
+#include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/spec.h"
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 
 namespace zephon::daemon {
 namespace {

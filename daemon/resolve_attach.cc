@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "daemon/exec/worker_pool.h"
-#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/spec.h"
 #include "shm/ring_layout.h"
 

@@ -22,7 +22,7 @@
 #include "daemon/batch_slot.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/identity.h"
-#include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/batching/lane_stream.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/zephon.pb.h"
 #include "shm/ring_writer.h"

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/run_limits.h"
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 #include "shm/ring_layout.h"
 
 namespace zephon::daemon {

@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/pipeline/dataset.h"
+#include "daemon/pipeline/formats/dataset.h"
 #include "proto/checkpoint.pb.h"
 
 namespace zephon::checkpoint {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 
 namespace zephon::checkpoint {
 namespace {

@@ -28,7 +28,7 @@
 #include "absl/time/time.h"
 #include "daemon/checkpoint/leader_reporter.h"
 #include "daemon/metrics/counters.h"
-#include "daemon/pipeline/dataset.h"
+#include "daemon/pipeline/formats/dataset.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/spec.pb.h"
 

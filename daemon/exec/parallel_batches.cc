@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/batching/lane_stream.h"
 
 namespace zephon::exec {
 

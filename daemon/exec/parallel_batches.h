@@ -24,8 +24,8 @@
 #include "absl/time/time.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
-#include "daemon/pipeline/batch.h"
-#include "daemon/pipeline/group_stream.h"
+#include "daemon/pipeline/batching/batch.h"
+#include "daemon/pipeline/batching/group_stream.h"
 
 namespace zephon::exec {
 

@@ -12,11 +12,11 @@
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/parallel_batches.h"
 #include "daemon/exec/worker_pool.h"
-#include "daemon/pipeline/group_stream.h"
-#include "daemon/pipeline/lane_stream.h"
-#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/batching/group_stream.h"
+#include "daemon/pipeline/batching/lane_stream.h"
+#include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/spec.h"
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 
 namespace zephon::exec {
 namespace {

@@ -19,10 +19,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/progress_log.h"
-#include "daemon/pipeline/group_stream.h"
-#include "daemon/pipeline/lanes.h"
+#include "daemon/pipeline/batching/group_stream.h"
+#include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/spec.h"
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 
 namespace zephon::pipeline {
 namespace {

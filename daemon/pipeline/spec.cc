@@ -11,11 +11,11 @@
 #include "common/mix.h"
 #include "common/run_limits.h"
 #include "common/status_macros.h"
-#include "daemon/pipeline/block_shuffle.h"
-#include "daemon/pipeline/jsonl_reader.h"
-#include "daemon/pipeline/lane_stream.h"
-#include "daemon/pipeline/lanes.h"
-#include "daemon/pipeline/work_source.h"
+#include "daemon/pipeline/ordering/block_shuffle.h"
+#include "daemon/pipeline/formats/jsonl_reader.h"
+#include "daemon/pipeline/batching/lane_stream.h"
+#include "daemon/pipeline/ordering/lanes.h"
+#include "daemon/pipeline/ordering/work_source.h"
 
 namespace zephon::pipeline {
 namespace {

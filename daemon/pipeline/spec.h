@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/pipeline/dataset.h"
-#include "daemon/pipeline/lane_stream.h"
+#include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/batching/lane_stream.h"
 #include "proto/spec.pb.h"
 
 namespace zephon::pipeline {

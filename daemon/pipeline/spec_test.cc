@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 
 namespace zephon::pipeline {
 namespace {

@@ -1,4 +1,4 @@
-// Fuzz target: the JSONL line scanner (daemon/pipeline/json_scan.cc), which parses
+// Fuzz target: the JSONL line scanner (daemon/pipeline/formats/json_scan.cc), which parses
 // every line of user-supplied .jsonl datasets.
 //
 // Input: one line, scanned for the field "input_ids". Invariants beyond "no crash, no
@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/pipeline/json_scan.h"
+#include "daemon/pipeline/formats/json_scan.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// Fuzz target: the Megatron .idx parser (daemon/pipeline/megatron_reader.cc), which
+// Fuzz target: the Megatron .idx parser (daemon/pipeline/formats/megatron_reader.cc), which
 // reads dataset index files anyone who can write a dataset directory controls.
 //
 // Input: [u32 little-endian .bin size, taken modulo 64 KiB][.idx bytes]. The .bin is an
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/pipeline/megatron_reader.h"
-#include "daemon/pipeline/shard_file.h"
+#include "daemon/pipeline/formats/megatron_reader.h"
+#include "daemon/pipeline/formats/shard_file.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "daemon/checkpoint/checkpoint_file.h"
-#include "daemon/pipeline/testing_corpus.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 #include "shm/ring_reader.h"
 #include "shm/ring_writer.h"
 #include "shm/segment.h"

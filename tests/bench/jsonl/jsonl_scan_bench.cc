@@ -1,4 +1,4 @@
-// jsonl_scan_bench: JSONL line scanning speed, simdjson (daemon/pipeline/json_scan.h)
+// jsonl_scan_bench: JSONL line scanning speed, simdjson (daemon/pipeline/formats/json_scan.h)
 // vs the hand-written scanner it replaced (legacy_json_scan.h), on a generated corpus
 // held in memory, so that only the scanning is timed (no disk, no decompression).
 //
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "daemon/pipeline/json_scan.h"
+#include "daemon/pipeline/formats/json_scan.h"
 #include "tests/bench/jsonl/legacy_json_scan.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// The hand-written JSON line scanner that daemon/pipeline/json_scan.cc replaced with
+// The hand-written JSON line scanner that daemon/pipeline/formats/json_scan.cc replaced with
 // simdjson, kept here only as the benchmark's baseline (jsonl_scan_bench.cc); verbatim
 // but for the names.
 #include "tests/bench/jsonl/legacy_json_scan.h"

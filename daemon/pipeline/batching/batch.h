@@ -1,0 +1,80 @@
+// Batch: one microbatch produced by a lane, plus where the lane stood when it began.
+// BatchPlan: the same microbatch before its tokens are read (see below).
+// Both carry `end`, the lane position right after the batch: a lane restarted at `end`
+// with first_batch_index = lane_batch_index + 1 regenerates the lane's following
+// batches exactly (LaneStream::Create), so (lane_batch_index + 1, end) is the lane's
+// checkpointable progress once this batch has been delivered (proto::LaneProgress).
+//
+// tokens and positions are row-major [rows, cols] (cols = pack_flat max_length).
+// sample_ids lists every sample that contributed >= 1 token, in order of first
+// appearance, without duplicates. Plain value types; thread-compatible.
+#ifndef ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_
+#define ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/pipeline/sample_id.h"
+
+namespace zephon::pipeline {
+
+// A resumable lane position: the lane chunk index where a flush group starts and the
+// number of packed records of that group already consumed. A lane restarted at this
+// position (LaneStream::Create with `start`) reproduces the stream from there, because
+// all operator state is reset at flush-group boundaries.
+// Positions are not unique: {f, N} with N the record count of group f and
+// {f + flush_every_chunks, 0} restart identically.
+struct LanePosition {
+  uint64_t flush_group_chunk = 0;
+  uint64_t records_into_group = 0;
+
+  friend bool operator==(const LanePosition& a, const LanePosition& b) {
+    return a.flush_group_chunk == b.flush_group_chunk &&
+           a.records_into_group == b.records_into_group;
+  }
+};
+
+struct Batch {
+  uint32_t lane = 0;
+  uint64_t lane_batch_index = 0;
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<SampleId> sample_ids;
+  // The lane position just before this batch's first record.
+  LanePosition start;
+  // The lane position right after this batch's last record (see the file comment).
+  LanePosition end;
+};
+
+// A piece of one sample placed in a row: tokens [offset, offset + count) of `id`.
+// Its positions are 0, 1, ..., count - 1 (pack_flat "wrap" restarts them per piece).
+struct Segment {
+  SampleId id;
+  uint64_t offset = 0;
+  uint64_t count = 0;
+
+  friend bool operator==(const Segment& a, const Segment& b) {
+    return a.id == b.id && a.offset == b.offset && a.count == b.count;
+  }
+};
+
+// Everything a Batch is, except its tokens: the packing/batching decisions, which need
+// only sample ids and lengths. Materialize (lane_stream.h) turns it into the Batch.
+// Invariant: `segments` fill the rows in order, row r being cells [r*cols, (r+1)*cols);
+// no segment crosses a row boundary and the counts sum to rows * cols.
+struct BatchPlan {
+  uint32_t lane = 0;
+  uint64_t lane_batch_index = 0;
+  uint32_t rows = 0;
+  uint32_t cols = 0;
+  std::vector<Segment> segments;
+  std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
+  LanePosition start;                // As Batch::start.
+  LanePosition end;                  // As Batch::end.
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_

@@ -1,0 +1,144 @@
+// LaneStream: one lane's operator chain, producing that lane's fixed batch sequence.
+//
+// Contract (determinism; depends only on spec, seed and lane id, never on D):
+//   * Lane l's chunks: lane chunk index c = 0, 1, ... is global chunk
+//     GlobalChunkOfLane(l, c); the lane ends at the first c whose chunk is >= NumChunks.
+//   * Flush groups: lane chunks [f, f + flush_every_chunks) with f a multiple of
+//     flush_every_chunks. All operator state (shuffle buffer, pack leftovers) is reset
+//     at every flush-group boundary.
+//   * Per flush group: its sample ids in chunk order -> optional BufferShuffle
+//     (shuffle_buffer.h) -> pack_flat "wrap": the samples' tokens as one FIFO stream
+//     cut into records of exactly max_length tokens, documents split across records;
+//     positions count 0, 1, ... from the start of each piece of a document inside a
+//     record. Tokens left at the group end that do not fill a record are dropped and
+//     counted in dropped_tokens(). Empty samples contribute nothing.
+//   * batch: consecutive records, microbatch_size per batch; batches may span flush
+//     groups. At lane end a short batch is dropped if drop_last, else emitted.
+//     NOTE: proto3 has no presence for BatchSpec.drop_last, so an unset field means
+//     false (emit the short batch); clients wanting the upstream default send true.
+//   * Plan / materialize split: every decision above needs only sample ids and
+//     lengths, so NextPlan() yields a BatchPlan (cheap, sequential) and Materialize()
+//     reads the tokens (the IO, copy and dtype conversion). Materialize is a pure
+//     function of the plan and the immutable datasets, so plans may be materialized on
+//     any thread, in any order, with identical bytes. Next() == Materialize(NextPlan()).
+// LaneStream: single-owner (not thread-safe); the shared WorkSource is thread-safe.
+// Materialize: thread-safe.
+#ifndef ZEPHON_DAEMON_PIPELINE_BATCHING_LANE_STREAM_H_
+#define ZEPHON_DAEMON_PIPELINE_BATCHING_LANE_STREAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/batching/batch.h"
+#include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/ordering/lanes.h"
+#include "daemon/pipeline/ordering/work_source.h"
+#include "proto/spec.pb.h"
+
+namespace zephon::pipeline {
+
+inline constexpr uint32_t kDefaultFlushEveryChunks = 8;
+
+// The per-lane knobs of a spec, validated.
+struct LaneOptions {
+  uint32_t num_lanes = 1;
+  Routing routing = Routing::kPermute;
+  uint64_t routing_seed = 0;  // work_source.seed
+  uint64_t flush_every_chunks = kDefaultFlushEveryChunks;
+  uint64_t shuffle_buffer_size = 0;  // 0 = no shuffle operator.
+  uint64_t shuffle_seed = 0;
+  uint64_t max_length = 0;
+  uint64_t microbatch_size = 0;
+  bool drop_last = false;
+  // pack_flat.emit_positions (unset = true): whether batches publish "positions".
+  bool emit_positions = true;
+
+  // The only reader of the operator list. Operators must be [shuffle?, pack_flat,
+  // batch]; INVALID_ARGUMENT naming the operator index and value otherwise (also:
+  // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, algorithm "wrap" or empty,
+  // CheckCanonicalReplicas (lanes.h) on the spec's lane count).
+  static absl::StatusOr<LaneOptions> FromSpec(const proto::PipelineSpec& spec);
+  std::string Describe() const;
+};
+
+class LaneStream {
+ public:
+  // Starts lane `lane` at `start` (default: the beginning); the first batch returned
+  // is numbered `first_batch_index`. Restarting at a batch's `end` with
+  // first_batch_index = its lane_batch_index + 1 reproduces every later batch of the
+  // lane byte for byte (a restart at the lane's end yields nullopt). Cost: replays at
+  // most the `start.records_into_group` records of one flush group (sample lengths
+  // only, no token reads), never the lane from its beginning.
+  // Errors (INVALID_ARGUMENT, naming the lane): lane >= num_lanes;
+  // start.flush_group_chunk not a multiple of flush_every_chunks; the flush group has
+  // fewer than start.records_into_group records (not a position of this lane).
+  static absl::StatusOr<std::unique_ptr<LaneStream>> Create(
+      std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
+      LanePosition start = {}, uint64_t first_batch_index = 0);
+
+  // The next batch, or nullopt once the lane is exhausted (and forever after).
+  // Errors: those of Materialize.
+  absl::StatusOr<std::optional<Batch>> Next();
+  // The plan of the next batch (what Next() would return, tokens not yet read), or
+  // nullopt once the lane is exhausted. Calls to Next and NextPlan share one cursor.
+  absl::StatusOr<std::optional<BatchPlan>> NextPlan();
+
+  uint32_t lane() const { return lane_; }
+  // Where the next batch would start (== the `end` of the last batch returned, unless
+  // a NextPlan since then found the lane exhausted).
+  LanePosition position() const { return {group_chunk_, records_in_group_}; }
+  // The lane_batch_index the next batch will carry.
+  uint64_t next_batch_index() const { return next_batch_index_; }
+  uint64_t dropped_tokens() const { return dropped_tokens_; }
+
+ private:
+  struct Record {
+    std::vector<Segment> segments;     // Sum of counts == max_length.
+    std::vector<SampleId> sample_ids;  // Contributors in order, adjacent duplicates removed.
+  };
+
+  LaneStream(std::shared_ptr<const WorkSource> source, const LaneOptions& options,
+             uint32_t lane);
+  // Loads the flush group starting at group_chunk_; false if it has no chunks.
+  bool LoadGroup();
+  // Fills *record with the next full record; false at lane end.
+  bool NextRecord(Record* record);
+
+  const std::shared_ptr<const WorkSource> source_;
+  const LaneOptions options_;
+  const uint32_t lane_;
+
+  uint64_t group_chunk_ = 0;
+  bool group_loaded_ = false;
+  bool ended_ = false;
+  std::vector<SampleId> group_samples_;
+  size_t sample_cursor_ = 0;
+  uint64_t sample_offset_ = 0;
+  uint64_t records_in_group_ = 0;
+  uint64_t next_batch_index_ = 0;
+  uint64_t dropped_tokens_ = 0;
+};
+
+// Reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch
+// with the plan's metadata; positions count 0.. within each segment.
+// Errors: INTERNAL if a segment names a sample or token range the datasets do not
+// have, or the segments do not fill rows * cols cells (a plan from another source);
+// a shard's read error (object-store datasets: a failed download, an object changed
+// since it was opened), with its code, prefixed with the lane, batch and sample.
+absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
+                                  const std::vector<std::shared_ptr<const Dataset>>& datasets);
+
+// The same, written straight into caller memory (e.g. a loaned ring slot), so the
+// inline path makes no intermediate copy. `tokens` holds rows * cols int32; `positions`
+// likewise, or is null when positions are not wanted. Same errors as Materialize.
+absl::Status MaterializeInto(const BatchPlan& plan,
+                             const std::vector<std::shared_ptr<const Dataset>>& datasets,
+                             int32_t* tokens, int32_t* positions);
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_BATCHING_LANE_STREAM_H_

@@ -1,0 +1,255 @@
+#include "daemon/pipeline/batching/lane_stream.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
+
+namespace zephon::pipeline {
+namespace {
+
+using testing::MakeMemoryDataset;
+using testing::MakeSyntheticDataset;
+
+// Documents of lengths 3, 5, 0, 2, 4 with recognisable tokens.
+std::shared_ptr<const Dataset> FiveDocs() {
+  return MakeMemoryDataset(
+      "docs", {{{10, 11, 12}, {20, 21, 22, 23, 24}, {}, {30, 31}, {40, 41, 42, 43}}});
+}
+
+proto::PipelineSpec LaneSpec(uint64_t chunk_size, uint32_t flush_every, uint64_t max_length,
+                             uint64_t microbatch, bool drop_last) {
+  proto::PipelineSpec spec;
+  auto* ws = spec.mutable_work_source();
+  auto* d = ws->add_datasets();
+  d->set_name("docs");
+  d->set_path("/unused");
+  ws->set_chunk_size(chunk_size);
+  spec.set_canonical_replicas(1);
+  spec.set_routing("modulo");
+  spec.set_flush_every_chunks(flush_every);
+  spec.add_operators()->mutable_pack_flat()->set_max_length(max_length);
+  auto* b = spec.add_operators()->mutable_batch();
+  b->set_microbatch_size(microbatch);
+  b->set_drop_last(drop_last);
+  return spec;
+}
+
+std::unique_ptr<LaneStream> MakeLane(const proto::PipelineSpec& spec,
+                                     std::vector<std::shared_ptr<const Dataset>> ds,
+                                     uint32_t lane = 0, LanePosition start = {},
+                                     uint64_t first = 0) {
+  std::shared_ptr<const WorkSource> ws(WorkSource::Create(spec.work_source(), ds).value());
+  return LaneStream::Create(ws, LaneOptions::FromSpec(spec).value(), lane, start, first).value();
+}
+
+TEST(LaneStreamTest, PackFlatWrapsDocumentsIntoExactRecords) {
+  auto lane = MakeLane(LaneSpec(5, 1, 4, 2, /*drop_last=*/false), {FiveDocs()});
+  auto b0 = lane->Next().value();
+  ASSERT_TRUE(b0.has_value());
+  EXPECT_EQ(b0->rows, 2u);
+  EXPECT_EQ(b0->cols, 4u);
+  EXPECT_EQ(b0->tokens, (std::vector<int32_t>{10, 11, 12, 20, 21, 22, 23, 24}));
+  EXPECT_EQ(b0->positions, (std::vector<int32_t>{0, 1, 2, 0, 0, 1, 2, 3}));
+  EXPECT_EQ(b0->sample_ids, (std::vector<SampleId>{{0, 0, 0}, {0, 0, 1}}));
+  auto b1 = lane->Next().value();
+  ASSERT_TRUE(b1.has_value());  // drop_last=false: the short batch is emitted.
+  EXPECT_EQ(b1->rows, 1u);
+  EXPECT_EQ(b1->lane_batch_index, 1u);
+  EXPECT_EQ(b1->tokens, (std::vector<int32_t>{30, 31, 40, 41}));
+  EXPECT_EQ(b1->positions, (std::vector<int32_t>{0, 1, 0, 1}));
+  EXPECT_EQ(b1->sample_ids, (std::vector<SampleId>{{0, 0, 3}, {0, 0, 4}}));
+  EXPECT_FALSE(lane->Next().value().has_value());
+  EXPECT_FALSE(lane->Next().value().has_value());
+  EXPECT_EQ(lane->dropped_tokens(), 2u);  // 42, 43 at the lane end.
+}
+
+TEST(LaneStreamTest, DropLastDropsTheShortFinalBatch) {
+  auto lane = MakeLane(LaneSpec(5, 1, 4, 2, /*drop_last=*/true), {FiveDocs()});
+  EXPECT_TRUE(lane->Next().value().has_value());
+  EXPECT_FALSE(lane->Next().value().has_value());
+}
+
+TEST(LaneStreamTest, LeftoversAreDroppedAtEveryFlushGroupEnd) {
+  // One document per chunk, flush every 2 chunks: groups {d0,d1} (8 tokens),
+  // {d2,d3} (2 tokens, all dropped), {d4} (4 tokens). Batches span groups.
+  auto lane = MakeLane(LaneSpec(1, 2, 4, 3, false), {FiveDocs()});
+  auto b = lane->Next().value();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->rows, 3u);
+  EXPECT_EQ(b->tokens, (std::vector<int32_t>{10, 11, 12, 20, 21, 22, 23, 24, 40, 41, 42, 43}));
+  EXPECT_EQ(b->positions, (std::vector<int32_t>{0, 1, 2, 0, 0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(lane->dropped_tokens(), 2u);
+  EXPECT_FALSE(lane->Next().value().has_value());
+}
+
+TEST(LaneStreamTest, SampleIdsAreDeduplicatedWithinABatch) {
+  // A document longer than a record spans rows but is listed once.
+  auto lane = MakeLane(LaneSpec(5, 1, 2, 2, true), {FiveDocs()});
+  auto b = lane->Next().value();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->tokens, (std::vector<int32_t>{10, 11, 12, 20}));
+  EXPECT_EQ(b->sample_ids, (std::vector<SampleId>{{0, 0, 0}, {0, 0, 1}}));
+  b = lane->Next().value();
+  EXPECT_EQ(b->sample_ids, (std::vector<SampleId>{{0, 0, 1}}));
+}
+
+proto::PipelineSpec ShuffledSpec() {
+  proto::PipelineSpec spec = LaneSpec(8, 3, 16, 2, true);
+  spec.set_canonical_replicas(3);
+  spec.set_routing("permute");
+  spec.mutable_work_source()->set_shuffle_within_shard(true);
+  spec.mutable_work_source()->set_shuffle_shards(true);
+  proto::OperatorSpec shuffle;
+  shuffle.mutable_shuffle()->set_buffer_size(5);
+  shuffle.mutable_shuffle()->set_seed(9);
+  spec.mutable_operators()->Add()->CopyFrom(spec.operators(1));
+  spec.mutable_operators(1)->CopyFrom(spec.operators(0));
+  spec.mutable_operators(0)->CopyFrom(shuffle);
+  return spec;
+}
+
+TEST(LaneStreamTest, RestartingAtARecordedPositionReproducesTheStream) {
+  const auto spec = ShuffledSpec();
+  auto ds = MakeSyntheticDataset("docs", 1, 3, 40, 11);
+  auto lane = MakeLane(spec, {ds}, 2);
+  std::vector<Batch> all;
+  while (auto b = lane->Next().value()) all.push_back(*b);
+  ASSERT_GT(all.size(), 4u);
+  for (size_t k : {size_t{1}, size_t{3}, all.size() - 1}) {
+    auto resumed = MakeLane(spec, {ds}, 2, all[k].start, k);
+    auto b = resumed->Next().value();
+    ASSERT_TRUE(b.has_value()) << k;
+    EXPECT_EQ(b->lane_batch_index, k);
+    EXPECT_EQ(b->tokens, all[k].tokens) << "batch " << k;
+    EXPECT_EQ(b->sample_ids, all[k].sample_ids) << "batch " << k;
+  }
+}
+
+void ExpectSameBatch(const Batch& got, const Batch& want, const std::string& where) {
+  EXPECT_EQ(got.lane, want.lane) << where;
+  EXPECT_EQ(got.lane_batch_index, want.lane_batch_index) << where;
+  EXPECT_EQ(got.rows, want.rows) << where;
+  EXPECT_EQ(got.tokens, want.tokens) << where;
+  EXPECT_EQ(got.positions, want.positions) << where;
+  EXPECT_EQ(got.sample_ids, want.sample_ids) << where;
+  EXPECT_TRUE(got.start == want.start) << where;
+  EXPECT_TRUE(got.end == want.end) << where;
+}
+
+// Every batch boundary of every lane, for several packings: the lane restarted at the
+// `end` of batch k-1 (k = 0: the beginning) with first_batch_index k reproduces batches
+// k, k+1, ... exactly, and restarting at the end of the last batch yields nothing.
+TEST(LaneStreamTest, RestartingAtEveryBatchEndReproducesTheRestOfTheLane) {
+  auto ds = MakeSyntheticDataset("docs", 1, 3, 40, 11);
+  struct Shape {
+    uint64_t chunk_size, flush_every, max_length, microbatch;
+    bool drop_last, shuffle;
+  };
+  const Shape kShapes[] = {{8, 3, 16, 2, true, true},  {4, 1, 7, 3, false, true},
+                           {3, 2, 5, 4, false, true},  {5, 2, 9, 1, true, false},
+                           {6, 4, 13, 3, true, true}};
+  size_t spanning = 0, boundaries = 0;
+  for (const Shape& shape : kShapes) {
+    proto::PipelineSpec spec = ShuffledSpec();
+    spec.mutable_work_source()->set_chunk_size(shape.chunk_size);
+    spec.set_flush_every_chunks(shape.flush_every);
+    if (shape.shuffle) {
+      spec.mutable_operators(1)->mutable_pack_flat()->set_max_length(shape.max_length);
+      spec.mutable_operators(2)->mutable_batch()->set_microbatch_size(shape.microbatch);
+      spec.mutable_operators(2)->mutable_batch()->set_drop_last(shape.drop_last);
+    } else {
+      spec.mutable_operators()->DeleteSubrange(0, 1);
+      spec.mutable_operators(0)->mutable_pack_flat()->set_max_length(shape.max_length);
+      spec.mutable_operators(1)->mutable_batch()->set_microbatch_size(shape.microbatch);
+      spec.mutable_operators(1)->mutable_batch()->set_drop_last(shape.drop_last);
+    }
+    for (uint32_t l = 0; l < spec.canonical_replicas(); ++l) {
+      auto lane = MakeLane(spec, {ds}, l);
+      std::vector<Batch> all;
+      while (auto b = lane->Next().value()) all.push_back(*b);
+      ASSERT_GT(all.size(), 2u) << spec.ShortDebugString();
+      for (const Batch& b : all) {
+        if (b.end.flush_group_chunk != b.start.flush_group_chunk && b.end.records_into_group > 0) {
+          ++spanning;
+        }
+      }
+      for (size_t k = 0; k <= all.size(); ++k) {
+        const LanePosition from = k == 0 ? LanePosition{} : all[k - 1].end;
+        auto resumed = MakeLane(spec, {ds}, l, from, k);
+        const std::string where = absl::StrCat("lane ", l, " restarted before batch ", k, " of ",
+                                               all.size(), "; ", spec.ShortDebugString());
+        EXPECT_TRUE(resumed->position() == from) << where;
+        EXPECT_EQ(resumed->next_batch_index(), k) << where;
+        for (size_t j = k; j < all.size(); ++j) {
+          auto b = resumed->Next().value();
+          ASSERT_TRUE(b.has_value()) << where << ": batch " << j;
+          ExpectSameBatch(*b, all[j], absl::StrCat(where, ": batch ", j));
+        }
+        EXPECT_FALSE(resumed->Next().value().has_value()) << where;
+        ++boundaries;
+      }
+    }
+  }
+  EXPECT_GT(spanning, 5u) << "no batch spans flush groups: the test covers too little";
+  EXPECT_GT(boundaries, 100u);
+}
+
+TEST(LaneStreamTest, PositionsThatAreNotOfTheLaneAreRejectedNamingTheLane) {
+  const auto spec = ShuffledSpec();  // flush_every_chunks 3.
+  auto ds = MakeSyntheticDataset("docs", 1, 3, 40, 11);
+  std::shared_ptr<const WorkSource> ws(WorkSource::Create(spec.work_source(), {ds}).value());
+  const LaneOptions options = LaneOptions::FromSpec(spec).value();
+  auto s = LaneStream::Create(ws, options, 1, LanePosition{2, 0});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("lane 1"), std::string::npos) << s.status();
+  s = LaneStream::Create(ws, options, 1, LanePosition{0, 100000});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("lane 1"), std::string::npos) << s.status();
+  // Far past the lane's end with no records to skip: a valid (exhausted) position.
+  auto end = LaneStream::Create(ws, options, 1, LanePosition{3000, 0}, 7);
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE((*end)->Next().value().has_value());
+}
+
+TEST(LaneStreamTest, ShuffleChangesOrderButKeepsTheSamples) {
+  auto spec = ShuffledSpec();
+  auto ds = MakeSyntheticDataset("docs", 1, 3, 40, 11);
+  auto plain_spec = spec;
+  plain_spec.mutable_operators()->DeleteSubrange(0, 1);
+  std::vector<SampleId> order_a, order_b;
+  auto lane = MakeLane(spec, {ds}, 0);
+  while (auto x = lane->Next().value()) order_a.insert(order_a.end(), x->sample_ids.begin(), x->sample_ids.end());
+  auto plain = MakeLane(plain_spec, {ds}, 0);
+  while (auto x = plain->Next().value()) order_b.insert(order_b.end(), x->sample_ids.begin(), x->sample_ids.end());
+  EXPECT_NE(order_a, order_b);
+}
+
+TEST(LaneOptionsTest, OperatorListIsValidatedWithClearErrors) {
+  auto spec = LaneSpec(5, 1, 4, 2, true);
+  EXPECT_TRUE(LaneOptions::FromSpec(spec).ok());
+  auto bad = spec;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_max_length(1);
+  auto s = LaneOptions::FromSpec(bad);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("max_length"), std::string::npos);
+  bad = spec;
+  bad.mutable_operators(1)->mutable_batch()->set_microbatch_size(0);
+  EXPECT_FALSE(LaneOptions::FromSpec(bad).ok());
+  bad = spec;
+  bad.mutable_operators()->SwapElements(0, 1);
+  s = LaneOptions::FromSpec(bad);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("operators[0]"), std::string::npos);
+  bad = spec;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_algorithm("greedy");
+  EXPECT_FALSE(LaneOptions::FromSpec(bad).ok());
+  bad = spec;
+  bad.add_operators()->mutable_shuffle()->set_buffer_size(3);
+  EXPECT_FALSE(LaneOptions::FromSpec(bad).ok());
+}
+
+}  // namespace
+}  // namespace zephon::pipeline

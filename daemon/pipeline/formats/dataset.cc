@@ -1,0 +1,247 @@
+#include "daemon/pipeline/formats/dataset.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/cache_dir.h"
+#include "common/mix.h"
+#include "common/status_macros.h"
+#include "daemon/pipeline/formats/dataset_files.h"
+#include "daemon/pipeline/formats/flat_reader.h"
+#include "daemon/pipeline/formats/jsonl_reader.h"
+#include "daemon/pipeline/formats/megatron_reader.h"
+#include "daemon/pipeline/formats/open_dataset_files.h"
+#include "daemon/storage/object_store.h"
+
+namespace zephon::pipeline {
+namespace {
+
+constexpr uint64_t kDefaultFlatSampleTokens = 2048;
+
+std::string StripMegatronSuffix(const std::string& path) {
+  if (absl::EndsWith(path, ".bin") || absl::EndsWith(path, ".idx")) {
+    return path.substr(0, path.size() - 4);
+  }
+  return path;
+}
+
+using Kind = DatasetFiles::Kind;
+
+// A ".bin" whose ".idx" is missing is most likely a Megatron shard that lost (or has not
+// yet received) its index; reading it as raw tokens would silently train on garbage
+// boundaries, so auto-detection refuses it. Raw token files named .bin (nanoGPT's
+// train.bin) are read with an explicit format "flat".
+absl::Status LoneBinError(const std::string& bin) {
+  return absl::NotFoundError(absl::StrCat(
+      bin, " has no matching .idx file (", StripMegatronSuffix(bin),
+      ".idx): a Megatron shard needs both "
+      "files; copy the .idx next to it, or set format \"flat\" "
+      "(Python: fmt=\"flat\") if these are raw token files"));
+}
+
+absl::StatusOr<std::string> DetectFormat(const std::string& path,
+                                         const DatasetFiles::Resolved& src,
+                                         DatasetFiles& files) {
+  if (src.kind == Kind::kSingle) {
+    ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(path) + ".idx"));
+    if (has_idx) return std::string("megatron");
+    if (absl::EndsWith(path, ".bin")) return LoneBinError(path);
+    return std::string(IsJsonlFileName(path) ? "jsonl" : "flat");
+  }
+  bool jsonl = false;
+  for (const auto& f : src.files) {
+    if (absl::EndsWith(f, ".idx")) return std::string("megatron");
+    if (absl::EndsWith(f, ".bin")) {
+      ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(f) + ".idx"));
+      if (has_idx) return std::string("megatron");
+      return LoneBinError(f);
+    }
+    jsonl = jsonl || IsJsonlFileName(f);
+  }
+  return std::string(jsonl ? "jsonl" : "flat");
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
+    const std::string& path, const DatasetFiles::Resolved& src, DatasetFiles& files) {
+  std::vector<std::string> prefixes;
+  if (src.kind == Kind::kSingle) {
+    prefixes.push_back(StripMegatronSuffix(path));
+  } else {
+    std::set<std::string> bins, idxs;
+    for (const auto& f : src.files) {
+      if (absl::EndsWith(f, ".bin")) bins.insert(StripMegatronSuffix(f));
+      if (absl::EndsWith(f, ".idx")) idxs.insert(StripMegatronSuffix(f));
+    }
+    if (src.kind == Kind::kDirectory) {
+      // A directory must hold complete pairs; a glob may match just one side of
+      // each pair (opening the pair names a missing partner).
+      for (const auto& s : idxs) {
+        if (!bins.count(s)) {
+          return absl::NotFoundError(
+              absl::StrCat(s, ".idx has no matching .bin file (", s, ".bin is missing)"));
+        }
+      }
+      for (const auto& s : bins) {
+        if (!idxs.count(s)) return LoneBinError(s + ".bin");
+      }
+    }
+    bins.insert(idxs.begin(), idxs.end());
+    prefixes.assign(bins.begin(), bins.end());  // std::set: sorted.
+  }
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (const auto& p : prefixes) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> idx, files.Open(p + ".idx"));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> bin, files.Open(p + ".bin"));
+    ASSIGN_OR_RETURN(std::unique_ptr<MegatronShard> shard,
+                     MegatronShard::Open(std::move(idx), std::move(bin)));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenFlat(
+    const proto::DatasetSpec& spec, const DatasetFiles::Resolved& src, DatasetFiles& files) {
+  ASSIGN_OR_RETURN(TokenType type,
+                   ParseFlatDtype(spec.dtype().empty() ? "uint16" : spec.dtype()));
+  const uint64_t sample_tokens =
+      spec.flat_sample_tokens() == 0 ? kDefaultFlatSampleTokens : spec.flat_sample_tokens();
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (const auto& f : src.files) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, files.Open(f));
+    ASSIGN_OR_RETURN(std::unique_ptr<FlatShard> shard,
+                     FlatShard::Open(std::move(file), type, sample_tokens));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
+    const proto::DatasetSpec& spec, const DatasetFiles::Resolved& src, DatasetFiles& files,
+    const OpenOptions& options) {
+  const std::string field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
+  const std::string cache_dir = options.cache_dir.empty() ? zephon::DefaultCacheDir() : options.cache_dir;
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (const auto& f : src.files) {
+    if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
+    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, field, cache_dir,
+                                                                    options.max_jsonl_line_bytes));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+void AppendU64(uint64_t v, std::string* out) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+}  // namespace
+
+Dataset::Dataset(std::string name, std::string format,
+                 std::vector<std::unique_ptr<ShardReader>> shards)
+    : name_(std::move(name)), format_(std::move(format)), shards_(std::move(shards)) {
+  for (const auto& s : shards_) num_samples_ += s->NumSamples();
+  content_.resize(shards_.size());
+}
+
+absl::StatusOr<uint64_t> Dataset::ShardContentChecksum(uint32_t s) const {
+  {
+    absl::MutexLock lock(&content_mu_);
+    if (content_[s].has_value()) return *content_[s];
+  }
+  // Computed outside the lock: it walks every sample and may read an object store. Two
+  // racing callers compute the same value.
+  const ShardReader& shard = *shards_[s];
+  const uint64_t n = shard.NumSamples();
+  uint64_t h = Combine(0x5EED'C0E7'E47ULL, n);
+  for (uint64_t i = 0; i < n; ++i) h = Combine(h, shard.SampleLength(i));
+  std::vector<int32_t> tokens;
+  for (uint64_t i : {uint64_t{0}, n / 2, n == 0 ? 0 : n - 1}) {
+    if (i >= n) continue;
+    const uint64_t count = std::min(shard.SampleLength(i), kContentSampleTokens);
+    tokens.resize(count);
+    absl::Status read = shard.CopyTokens(i, 0, count, tokens.data());
+    if (!read.ok()) {
+      return absl::Status(read.code(), absl::StrCat("content checksum of ", shard.FileName(),
+                                                    ": ", read.message()));
+    }
+    h = Combine(h, HashBytes(std::string_view(reinterpret_cast<const char*>(tokens.data()),
+                                              tokens.size() * sizeof(int32_t))));
+  }
+  absl::MutexLock lock(&content_mu_);
+  content_[s] = h;
+  return h;
+}
+
+absl::StatusOr<std::unique_ptr<Dataset>> Dataset::FromShards(
+    std::string name, std::string format, std::vector<std::unique_ptr<ShardReader>> shards) {
+  if (shards.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset '", name, "' has no shards"));
+  }
+  if (shards.size() > UINT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset '", name, "' has too many shards"));
+  }
+  std::unique_ptr<Dataset> ds(new Dataset(std::move(name), std::move(format), std::move(shards)));
+  if (ds->NumSamples() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset '", ds->name(), "' has zero samples"));
+  }
+  return ds;
+}
+
+absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec& spec,
+                                                       const OpenOptions& options) {
+  if (spec.path().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset '", spec.name(), "': empty path"));
+  }
+  // The same classification as aggregate_dir: "file:///abs" reads "/abs"; an unknown
+  // scheme ("gs://") is INVALID_ARGUMENT here rather than a missing local file.
+  absl::StatusOr<storage::Location> location = storage::ClassifyLocation(spec.path());
+  if (!location.ok()) {
+    return absl::Status(location.status().code(), absl::StrCat("dataset '", spec.name(), "': ",
+                                                               location.status().message()));
+  }
+  const std::string& path = location->path_or_url;
+  ASSIGN_OR_RETURN(std::unique_ptr<DatasetFiles> files, OpenDatasetFiles(*location, options));
+  ASSIGN_OR_RETURN(DatasetFiles::Resolved src, files->Resolve(path));
+  std::string format = spec.format();
+  if (format.empty()) {
+    ASSIGN_OR_RETURN(format, DetectFormat(path, src, *files));
+  }
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  if (format == "megatron") {
+    ASSIGN_OR_RETURN(shards, OpenMegatron(path, src, *files));
+  } else if (format == "flat") {
+    ASSIGN_OR_RETURN(shards, OpenFlat(spec, src, *files));
+  } else if (format == "jsonl") {
+    ASSIGN_OR_RETURN(shards, OpenJsonl(spec, src, *files, options));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", spec.name(), "': format '", format, "' unknown (megatron, flat, jsonl)"));
+  }
+  auto ds = FromShards(spec.name(), format, std::move(shards));
+  if (!ds.ok()) {
+    return absl::Status(ds.status().code(),
+                        absl::StrCat(ds.status().message(), " (path ", spec.path(), ")"));
+  }
+  return ds;
+}
+
+// Layout hashed: name, 0, format, 0, then per shard: file name, 0, u64 LE samples,
+// u64 LE bytes. Seed 0.
+uint64_t Dataset::Fingerprint() const {
+  std::string bytes = name_;
+  bytes.push_back('\0');
+  bytes += format_;
+  bytes.push_back('\0');
+  for (const auto& s : shards_) {
+    bytes += s->FileName();
+    bytes.push_back('\0');
+    AppendU64(s->NumSamples(), &bytes);
+    AppendU64(s->ByteSize(), &bytes);
+  }
+  return HashBytes(bytes);
+}
+
+}  // namespace zephon::pipeline

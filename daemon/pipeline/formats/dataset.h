@@ -1,0 +1,146 @@
+// Dataset: a named, ordered list of shards with random access to sample tokens.
+//
+// Opening (Dataset::Open, from a DatasetSpec). `path` is a directory, a single
+// shard, or a glob (path_glob.h: contains '*', '?' or '['; matches are regular files
+// sorted by full path; no match is NOT_FOUND naming the pattern), or the same in an
+// object store, "s3://bucket/key" (remote_files.h says how keys resolve; bytes are read
+// through OpenOptions::shard_cache). `path` is classified by storage::ClassifyLocation,
+// like aggregate_dir: "file:///abs" opens as "/abs"; any other scheme is INVALID_ARGUMENT.
+//   format "megatron": a directory (every X.bin + X.idx pair in it is a shard; an .idx
+//     without its .bin or vice versa is an error naming it), a shard prefix (path.bin /
+//     path.idx; a trailing ".bin"/".idx" on `path` is stripped), or a glob: each match
+//     ending in .bin or .idx names the shard prefix without that suffix (so
+//     "shard-*", "shard-*.bin" and "shard-*.idx" all select the same shards; other
+//     matches are ignored); both files of every prefix must exist.
+//   format "flat": a file, a directory whose regular files (names not starting with
+//     '.') are the shards, or a glob whose every match is a shard. dtype "uint16"
+//     (default) or "uint32"; samples of flat_sample_tokens tokens (default 2048).
+//   format "jsonl": a file, a directory whose .jsonl / .jsonl.gz / .jsonl.zst files
+//     are the shards (others ignored), or a glob whose every match is a shard
+//     (compression by suffix: .gz, .zst, else plain). Tokens from field jsonl_field
+//     (default "input_ids"); shards are converted once into a token cache under
+//     OpenOptions::cache_dir (see jsonl_reader.h).
+//   format "": auto-detect. Directory or glob: megatron if any file/match ends in .idx
+//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat.
+//     Single path: megatron if `path`.idx exists or `path` ends in .idx/.bin with a
+//     sibling .idx; jsonl if `path` is a JSONL name; else flat. A .bin without its .idx
+//     (the first one met, in either case) is NOT_FOUND naming the missing .idx and the
+//     fix (format "flat" for raw token files such as nanoGPT's train.bin): read as flat
+//     tokens it would silently cut a Megatron corpus at wrong boundaries.
+//   Directory shards are sorted by file name, glob shards by full path (byte order).
+//   No shards, or zero samples in total, is INVALID_ARGUMENT.
+// Fingerprint(): HashBytes over name, resolved format and, per shard in order, file
+// name + sample count + byte size (see dataset.cc for the exact byte layout). It is
+// part of the spec hash, so renaming/resizing a shard changes the hash. For JSONL the
+// size is the source file's (compressed) size. Where the files live is not part of it:
+// the same files on local disk and in S3 have the same fingerprint.
+// Thread-safe after construction (immutable apart from the mutex-guarded content
+// checksum cache).
+#ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_H_
+#define ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/pipeline/formats/line_reader.h"
+#include "daemon/pipeline/formats/shard_reader.h"
+#include "daemon/storage/object_store.h"
+#include "daemon/storage/s3_store.h"
+#include "daemon/storage/shard_cache.h"
+#include "proto/spec.pb.h"
+
+namespace zephon::pipeline {
+
+// How to open datasets (execution environment, never part of the data identity).
+struct OpenOptions {
+  // Directory of the JSONL token caches; empty = DefaultCacheDir() (common/cache_dir.h),
+  // created 0700 on first use.
+  std::string cache_dir;
+  // Longest JSONL line (decompressed bytes) converted into the token cache; a longer
+  // one fails the dataset naming the file and line (zephond --max-jsonl-line-bytes).
+  uint64_t max_jsonl_line_bytes = kDefaultMaxLineBytes;
+  // The node's cache of object-store bytes, shared by every dataset of every instance
+  // (zephond's --shard-cache-bytes). Null: each s3:// dataset gets a private
+  // memory-only cache.
+  std::shared_ptr<storage::ShardCache> shard_cache;
+  // Where s3:// datasets connect (zephond's --s3-* flags); fields left empty come from
+  // the AWS_* environment and shared files.
+  storage::S3Options s3;
+  // Opens the store of "s3://bucket" (tests inject fakes). Null: S3Store::OpenUrl with
+  // `s3`.
+  std::function<absl::StatusOr<std::shared_ptr<storage::ObjectStore>>(
+      const std::string& bucket_url)>
+      open_store;
+};
+
+class Dataset {
+ public:
+  // Errors name the dataset path (and file/line where applicable): INVALID_ARGUMENT
+  // for an unsupported location, a bad format/dtype or an empty dataset, NOT_FOUND for missing files or an
+  // unmatched glob, DATA_LOSS for malformed shard contents.
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const proto::DatasetSpec& spec,
+                                                       const OpenOptions& options = {});
+  // Builds a dataset over already-open shards (tests).
+  // INVALID_ARGUMENT if there are no shards or no samples.
+  static absl::StatusOr<std::unique_ptr<Dataset>> FromShards(
+      std::string name, std::string format, std::vector<std::unique_ptr<ShardReader>> shards);
+
+  Dataset(const Dataset&) = delete;
+  Dataset& operator=(const Dataset&) = delete;
+
+  const std::string& name() const { return name_; }
+  // "megatron", "flat" or "jsonl" (the detected format when the spec left it empty).
+  const std::string& format() const { return format_; }
+  uint32_t NumShards() const { return static_cast<uint32_t>(shards_.size()); }
+  const ShardReader& shard(uint32_t s) const { return *shards_[s]; }
+  uint64_t ShardSamples(uint32_t s) const { return shards_[s]->NumSamples(); }
+  uint64_t NumSamples() const { return num_samples_; }
+  uint64_t SampleLength(uint32_t shard, uint64_t index) const {
+    return shards_[shard]->SampleLength(index);
+  }
+  // Writes tokens [offset, offset+count) of (shard, index) as int32 to out[0..count).
+  // Fails only for shards in an object store (ShardReader::CopyTokens).
+  absl::Status CopyTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
+                          int32_t* out) const {
+    return shards_[shard]->CopyTokens(index, offset, count, out);
+  }
+  // Appends tokens [offset, offset+count) of (shard, index) as int32.
+  absl::Status AppendTokens(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
+                            std::vector<int32_t>* out) const {
+    return shards_[shard]->AppendTokens(index, offset, count, out);
+  }
+  uint64_t Fingerprint() const;
+  // A location-independent checksum of shard `s`'s content, for restore checks
+  // (daemon/checkpoint/dataset_content.h): its sample-length table (what a Megatron
+  // .idx or a JSONL line index holds) and the first kContentSampleTokens tokens of its
+  // first, middle and last sample. O(samples of the shard) on the first call, then
+  // cached. Errors: CopyTokens's (object stores), naming the file.
+  // REQUIRES: s < NumShards().
+  absl::StatusOr<uint64_t> ShardContentChecksum(uint32_t s) const;
+  static constexpr uint64_t kContentSampleTokens = 4096;
+
+ private:
+  Dataset(std::string name, std::string format,
+          std::vector<std::unique_ptr<ShardReader>> shards);
+
+  const std::string name_;
+  const std::string format_;
+  const std::vector<std::unique_ptr<ShardReader>> shards_;
+  uint64_t num_samples_ = 0;
+  // ShardContentChecksum's cache, one entry per shard (filled on demand).
+  mutable absl::Mutex content_mu_;
+  mutable std::vector<std::optional<uint64_t>> content_ ABSL_GUARDED_BY(content_mu_);
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_H_

@@ -1,0 +1,68 @@
+#include "daemon/pipeline/formats/dataset_files.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "daemon/pipeline/formats/path_glob.h"
+
+namespace zephon::pipeline {
+namespace fs = std::filesystem;
+namespace {
+
+// Regular files of `dir` not starting with '.', sorted by name (byte order).
+absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.' || !it->is_regular_file()) continue;
+    names.push_back(name);
+  }
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot list ", dir, ": ", ec.message()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class LocalFiles final : public DatasetFiles {
+ public:
+  absl::StatusOr<Resolved> Resolve(const std::string& path) override {
+    Resolved out;
+    std::error_code ec;
+    if (IsGlobPattern(path)) {
+      out.kind = Kind::kGlob;
+      ASSIGN_OR_RETURN(out.files, ExpandGlob(path));
+    } else if (fs::is_directory(path, ec)) {
+      out.kind = Kind::kDirectory;
+      ASSIGN_OR_RETURN(std::vector<std::string> names, ListFiles(path));
+      for (const auto& n : names) out.files.push_back((fs::path(path) / n).string());
+    } else {
+      out.files.push_back(path);
+    }
+    return out;
+  }
+
+  absl::StatusOr<bool> Exists(const std::string& path) override {
+    std::error_code ec;
+    return fs::is_regular_file(path, ec);
+  }
+
+  absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) override {
+    return OpenLocalShardFile(path);
+  }
+
+  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
+                                                        const std::string& field,
+                                                        const std::string& cache_dir,
+                                                        uint64_t max_line_bytes) override {
+    return JsonlShard::Open(path, field, cache_dir, max_line_bytes);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<DatasetFiles> LocalDatasetFiles() { return std::make_unique<LocalFiles>(); }
+
+}  // namespace zephon::pipeline

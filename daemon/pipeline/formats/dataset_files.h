@@ -1,0 +1,59 @@
+// DatasetFiles: where a dataset's files live, as Dataset::Open needs it: resolving a
+// dataset path into files, testing for a file, opening one. Two implementations, the
+// local filesystem (LocalDatasetFiles, here) and an object store (RemoteDatasetFiles,
+// remote_files.h, for "s3://bucket/key" paths), so the format rules (detection, Megatron
+// pairing, directory and glob semantics) are written once, in dataset.cc, and a dataset
+// opens to the same shards, in the same order, from either place.
+//
+// Paths are local paths ("file://" already stripped by Dataset::Open), or URLs for the
+// remote implementation.
+// Thread-compatible: one Dataset::Open uses an instance at a time.
+#ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_FILES_H_
+#define ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_FILES_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/formats/jsonl_reader.h"
+#include "daemon/pipeline/formats/shard_file.h"
+
+namespace zephon::pipeline {
+
+class DatasetFiles {
+ public:
+  enum class Kind { kDirectory, kGlob, kSingle };
+  struct Resolved {
+    Kind kind = Kind::kSingle;
+    std::vector<std::string> files;  // full paths, sorted (kSingle: just the path)
+  };
+
+  virtual ~DatasetFiles() = default;
+
+  // A glob (IsGlobPattern): its matches, sorted by full path in byte order; none is
+  // NOT_FOUND naming the pattern. A directory: its files (names not starting with '.';
+  // no subdirectories), sorted by name. Otherwise kSingle: the path itself, which need
+  // not exist.
+  virtual absl::StatusOr<Resolved> Resolve(const std::string& path) = 0;
+  // Whether `path` is a regular file (an existing object). Failures other than "it is
+  // not there" are errors (a missing bucket, bad credentials, an unreachable store).
+  virtual absl::StatusOr<bool> Exists(const std::string& path) = 0;
+  // Opens `path` for reading. NOT_FOUND naming it when it does not exist.
+  virtual absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) = 0;
+  // Opens a JSONL shard, converting it into the token cache under `cache_dir` when the
+  // cache has no conversion of this exact file (jsonl_reader.h); conversion fails on a
+  // line longer than max_line_bytes.
+  virtual absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
+                                                                const std::string& field,
+                                                                const std::string& cache_dir,
+                                                                uint64_t max_line_bytes) = 0;
+};
+
+// The local filesystem: directories are listed (regular files only), globs expanded
+// with glob(3) (path_glob.h), files read with pread (OpenLocalShardFile).
+std::unique_ptr<DatasetFiles> LocalDatasetFiles();
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_FILES_H_

@@ -1,0 +1,51 @@
+// ShardReader: random access to the samples of one shard, whatever its format.
+//
+// A sample is a sequence of int32 tokens. Implementations (MegatronShard, FlatShard,
+// JsonlShard) validate their index data at Open, so the sample table (NumSamples,
+// SampleLength) cannot fail; index/offset arguments out of range are caller bugs.
+// Reading tokens can fail when the shard's bytes live in an object store (a download
+// that fails, an object that changed since it was opened): CopyTokens returns the
+// error, naming the file. For local files it always succeeds.
+// Thread-safe (immutable after Open).
+#ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_SHARD_READER_H_
+#define ZEPHON_DAEMON_PIPELINE_FORMATS_SHARD_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace zephon::pipeline {
+
+class ShardReader {
+ public:
+  virtual ~ShardReader() = default;
+  // Base file name (e.g. "part-00.bin"): what the dataset fingerprint covers.
+  virtual std::string FileName() const = 0;
+  // Total bytes of the shard's files (fingerprint input).
+  virtual uint64_t ByteSize() const = 0;
+  virtual uint64_t NumSamples() const = 0;
+  // Tokens in sample `index`. REQUIRES: index < NumSamples().
+  virtual uint64_t SampleLength(uint64_t index) const = 0;
+  // Writes tokens [offset, offset+count) of sample `index` to out[0..count).
+  // REQUIRES: index < NumSamples(), offset + count <= SampleLength(index).
+  // Errors: the storage's (see the file comment); out[] is then unspecified.
+  virtual absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
+                                  int32_t* out) const = 0;
+
+  // Convenience for tests and small callers: appends the same tokens to `out` (on
+  // error `out` is left as it was).
+  absl::Status AppendTokens(uint64_t index, uint64_t offset, uint64_t count,
+                            std::vector<int32_t>* out) const {
+    const size_t base = out->size();
+    out->resize(base + count);
+    absl::Status s = CopyTokens(index, offset, count, out->data() + base);
+    if (!s.ok()) out->resize(base);
+    return s;
+  }
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_FORMATS_SHARD_READER_H_

@@ -1,0 +1,68 @@
+#include "daemon/pipeline/ordering/dataset_order.h"
+
+#include <algorithm>
+
+#include "common/mix.h"
+#include "daemon/pipeline/ordering/block_shuffle.h"
+#include "daemon/pipeline/ordering/permutation.h"
+
+namespace zephon::pipeline {
+
+DatasetOrder::DatasetOrder(const Dataset* dataset, uint32_t dataset_index,
+                           uint64_t dataset_seed, bool shuffle_shards,
+                           bool shuffle_within_shard, uint64_t block_size)
+    : dataset_(dataset),
+      dataset_index_(dataset_index),
+      dataset_seed_(dataset_seed),
+      shuffle_shards_(shuffle_shards),
+      shuffle_within_shard_(shuffle_within_shard),
+      block_size_(block_size) {}
+
+std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) const {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if ((*it)->pass == e) {
+        auto hit = *it;
+        cache_.erase(it);
+        cache_.push_front(hit);
+        return hit;
+      }
+    }
+  }
+  auto pass = std::make_shared<Pass>();
+  pass->pass = e;
+  const uint32_t shards = dataset_->NumShards();
+  const Permutation perm(shards, Combine(dataset_seed_, e));
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < shards; ++i) {
+    const uint32_t s = shuffle_shards_ ? static_cast<uint32_t>(perm.Permute(i)) : i;
+    sum += dataset_->ShardSamples(s);
+    pass->shard_at.push_back(s);
+    pass->end.push_back(sum);
+  }
+  absl::MutexLock lock(&mu_);
+  cache_.push_front(pass);
+  if (cache_.size() > kCachedPasses) cache_.pop_back();
+  return pass;
+}
+
+SampleId DatasetOrder::Draw(uint64_t j) const {
+  const uint64_t n = dataset_->NumSamples();
+  const uint64_t e = j / n;
+  uint64_t p = j % n;
+  if (block_size_ > 0) p = BlockShufflePosition(p, n, block_size_, Combine(dataset_seed_, e));
+  const auto pass = GetPass(e);
+  // First position whose cumulative end exceeds p; empty shards are skipped naturally.
+  const size_t i = std::upper_bound(pass->end.begin(), pass->end.end(), p) - pass->end.begin();
+  const uint32_t shard = pass->shard_at[i];
+  const uint64_t offset = p - (i == 0 ? 0 : pass->end[i - 1]);
+  uint64_t index = offset;
+  if (shuffle_within_shard_) {
+    const uint64_t pass_seed = Combine(dataset_seed_, e);
+    index = Permutation(dataset_->ShardSamples(shard), Combine(pass_seed, shard)).Permute(offset);
+  }
+  return SampleId{dataset_index_, shard, index};
+}
+
+}  // namespace zephon::pipeline

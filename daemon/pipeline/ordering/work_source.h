@@ -1,0 +1,88 @@
+// WorkSource: the StaticMixtureWorkSource — the curriculum cut into chunks of sample
+// ids, with O(1)-ish random access to any global chunk g (no replay).
+//
+// Contract (determinism; see mixture.h and dataset_order.h for the pieces):
+//   * Weights: spec.weights (or, when empty, each dataset's sample count) normalized
+//     to integers summing to 2^32. Chunk g holds exactly chunk_size samples; dataset
+//     k contributes quota_k(g) = A_k(g+1) - A_k(g) of them (MixtureSchedule).
+//   * Dataset k's draws are numbered globally from 0: chunk g uses draws
+//     [A_k(g), A_k(g+1)). Draw j -> sample by DatasetOrder with
+//     dataset_seed = Combine(spec.seed, k).
+//   * Inside a chunk the components are interleaved by smooth weighted round robin
+//     over the quotas: every step each component with samples left adds its quota
+//     to its score; the highest score (ties -> lower index) emits its next sample and
+//     subtracts chunk_size. Scores start at 0 in every chunk.
+//   * Length: "stop_after_passes" (P = stop_after_passes, default 1): n_end = max_k
+//     of the largest n with A_k(n) <= P * N_k (ends when the slowest dataset finished
+//     P passes; faster ones continue into later passes meanwhile). "stop": n_end =
+//     min_k of the largest n with A_k(n) <= N_k. "repeat": infinite, unless some
+//     dataset sets max_repeats R_k: then n_end = min over those k of the largest n
+//     with A_k(n) <= (1 + R_k) * N_k (the stream ends before the first chunk that
+//     would draw dataset k for a (2 + R_k)-th pass). max_repeats with any other
+//     policy is INVALID_ARGUMENT.
+//   * Block shuffle: spec.shuffle_block_size is resolved per dataset by
+//     ResolveBlockSizes (block_shuffle.h) and applied by DatasetOrder.
+// Thread-safe (immutable apart from the mutex-protected pass caches).
+#ifndef ZEPHON_DAEMON_PIPELINE_ORDERING_WORK_SOURCE_H_
+#define ZEPHON_DAEMON_PIPELINE_ORDERING_WORK_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/ordering/dataset_order.h"
+#include "daemon/pipeline/ordering/mixture.h"
+#include "daemon/pipeline/sample_id.h"
+#include "proto/spec.pb.h"
+
+namespace zephon::pipeline {
+
+inline constexpr uint64_t kDefaultChunkSize = 1024;
+
+class WorkSource {
+ public:
+  // `datasets[k]` is the opened spec.datasets(k). INVALID_ARGUMENT (naming option and
+  // value) for: a dataset count mismatch, duplicate dataset names, weights count !=
+  // datasets count, a weight <= 0, an unknown exhausted_policy, a bad
+  // shuffle_block_size, max_repeats without policy "repeat", and a finite stream of
+  // 0 chunks (datasets too small for one chunk: the error names each with its sample
+  // count and chunk_size). chunk_size 0 means 1024; stop_after_passes 0 means 1.
+  static absl::StatusOr<std::unique_ptr<WorkSource>> Create(
+      const proto::WorkSourceSpec& spec, std::vector<std::shared_ptr<const Dataset>> datasets);
+
+  // Number of chunks; nullopt = infinite ("repeat").
+  std::optional<uint64_t> NumChunks() const { return num_chunks_; }
+  uint64_t chunk_size() const { return schedule_.chunk_size(); }
+  const std::vector<std::shared_ptr<const Dataset>>& datasets() const { return datasets_; }
+  // Replaces *out with the chunk_size sample ids of global chunk g.
+  // REQUIRES: g < NumChunks() (when finite).
+  void Chunk(uint64_t g, std::vector<SampleId>* out) const;
+  // Resolved block-shuffle size of each dataset (0 = off).
+  const std::vector<uint64_t>& block_sizes() const { return block_sizes_; }
+  // One-line description (datasets, weights, block sizes and max_repeats when set,
+  // chunk size, policy, length).
+  std::string Describe() const;
+
+ private:
+  WorkSource(std::vector<std::shared_ptr<const Dataset>> datasets, MixtureSchedule schedule,
+             const proto::WorkSourceSpec& spec, std::vector<uint64_t> block_sizes);
+  // INVALID_ARGUMENT for a finite work source of 0 chunks, naming each dataset too small
+  // for its share of one chunk, its sample count and chunk_size.
+  absl::Status NoChunkError(const proto::WorkSourceSpec& spec, uint64_t passes) const;
+
+  const std::vector<std::shared_ptr<const Dataset>> datasets_;
+  const MixtureSchedule schedule_;
+  const std::vector<uint64_t> block_sizes_;
+  std::vector<std::optional<uint32_t>> max_repeats_;  // Per dataset; nullopt = unset.
+  std::vector<std::unique_ptr<DatasetOrder>> orders_;
+  std::optional<uint64_t> num_chunks_;
+  std::string policy_;
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_ORDERING_WORK_SOURCE_H_

@@ -1,0 +1,220 @@
+#include "daemon/pipeline/ordering/work_source.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "daemon/pipeline/formats/testing_corpus.h"
+
+namespace zephon::pipeline {
+namespace {
+
+using testing::MakeSyntheticDataset;
+
+proto::WorkSourceSpec Spec(const std::vector<std::string>& names, uint64_t chunk_size) {
+  proto::WorkSourceSpec spec;
+  for (const auto& n : names) {
+    auto* d = spec.add_datasets();
+    d->set_name(n);
+    d->set_path("/unused");
+  }
+  spec.set_chunk_size(chunk_size);
+  spec.set_seed(2024);
+  return spec;
+}
+
+std::unique_ptr<WorkSource> Make(const proto::WorkSourceSpec& spec,
+                                 std::vector<std::shared_ptr<const Dataset>> ds) {
+  auto ws = WorkSource::Create(spec, std::move(ds));
+  EXPECT_TRUE(ws.ok()) << ws.status();
+  return ws.ok() ? *std::move(ws) : nullptr;
+}
+
+TEST(WorkSourceTest, RandomAccessEqualsSequentialReadingAndChunksAreFull) {
+  auto spec = Spec({"a", "b"}, 16);
+  spec.add_weights(0.75);
+  spec.add_weights(0.25);
+  spec.set_shuffle_shards(true);
+  spec.set_shuffle_within_shard(true);
+  spec.set_exhausted_policy("repeat");
+  auto ds = {MakeSyntheticDataset("a", 1, 3, 20, 5), MakeSyntheticDataset("b", 2, 2, 7, 5)};
+  auto seq = Make(spec, ds);
+  auto rnd = Make(spec, ds);
+  std::vector<std::vector<SampleId>> chunks(60);
+  for (uint64_t g = 0; g < chunks.size(); ++g) {
+    seq->Chunk(g, &chunks[g]);
+    ASSERT_EQ(chunks[g].size(), 16u);
+  }
+  std::vector<SampleId> got;
+  for (uint64_t g : {59, 3, 40, 0, 17, 58, 1, 33}) {
+    rnd->Chunk(g, &got);
+    EXPECT_EQ(got, chunks[g]) << "chunk " << g;
+  }
+  // Every pass of dataset b (14 samples) visits each sample exactly once.
+  std::vector<SampleId> b_draws;
+  for (const auto& c : chunks) {
+    for (const auto& id : c) {
+      if (id.dataset == 1) b_draws.push_back(id);
+    }
+  }
+  ASSERT_GE(b_draws.size(), 14u * 3);
+  for (size_t pass = 0; pass < 3; ++pass) {
+    std::set<SampleId> seen(b_draws.begin() + pass * 14, b_draws.begin() + (pass + 1) * 14);
+    EXPECT_EQ(seen.size(), 14u) << "pass " << pass;
+  }
+  // Passes are reshuffled.
+  EXPECT_FALSE(std::equal(b_draws.begin(), b_draws.begin() + 14, b_draws.begin() + 14));
+}
+
+TEST(WorkSourceTest, ChunksInterleaveComponentsSmoothly) {
+  auto spec = Spec({"a", "b"}, 4);
+  spec.add_weights(1);
+  spec.add_weights(1);
+  auto ws = Make(spec, {MakeSyntheticDataset("a", 1, 1, 100, 3),
+                        MakeSyntheticDataset("b", 2, 1, 100, 3)});
+  std::vector<SampleId> chunk;
+  ws->Chunk(5, &chunk);
+  std::vector<uint32_t> datasets;
+  for (const auto& id : chunk) datasets.push_back(id.dataset);
+  EXPECT_EQ(datasets, (std::vector<uint32_t>{0, 1, 0, 1}));
+  // No shuffle: draws are in file order, chunk 5 holds draws 10 and 11 of each.
+  EXPECT_EQ(chunk[0], (SampleId{0, 0, 10}));
+  EXPECT_EQ(chunk[3], (SampleId{1, 0, 11}));
+}
+
+TEST(WorkSourceTest, SingleDatasetEndsAtFloorOfNOverChunkSize) {
+  auto ds = MakeSyntheticDataset("a", 1, 2, 5, 3);  // N = 10.
+  auto spec = Spec({"a"}, 3);
+  EXPECT_EQ(Make(spec, {ds})->NumChunks(), std::optional<uint64_t>(3));
+  spec.set_exhausted_policy("stop");
+  EXPECT_EQ(Make(spec, {ds})->NumChunks(), std::optional<uint64_t>(3));
+  spec.set_exhausted_policy("stop_after_passes");
+  spec.set_stop_after_passes(2);
+  EXPECT_EQ(Make(spec, {ds})->NumChunks(), std::optional<uint64_t>(6));
+  spec.set_exhausted_policy("repeat");
+  EXPECT_EQ(Make(spec, {ds})->NumChunks(), std::nullopt);
+}
+
+TEST(WorkSourceTest, PoliciesEndAtTheSlowestOrFastestDataset) {
+  auto small = MakeSyntheticDataset("s", 1, 1, 10, 3);
+  auto large = MakeSyntheticDataset("l", 2, 2, 50, 3);
+  auto spec = Spec({"s", "l"}, 4);
+  spec.add_weights(1);
+  spec.add_weights(1);  // 2 + 2 per chunk.
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(50));
+  spec.set_exhausted_policy("stop");
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(5));
+  spec.set_exhausted_policy("stop_after_passes");
+  spec.set_stop_after_passes(2);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(100));
+  // Empty weights = proportional to sample counts (10 : 100).
+  spec.clear_weights();
+  spec.set_stop_after_passes(1);
+  spec.set_chunk_size(11);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(10));
+}
+
+TEST(WorkSourceTest, MaxRepeatsEndsTheStreamBeforeAnExtraPass) {
+  auto small = MakeSyntheticDataset("s", 1, 1, 10, 3);
+  auto large = MakeSyntheticDataset("l", 2, 2, 50, 3);
+  auto spec = Spec({"s", "l"}, 4);
+  spec.add_weights(1);
+  spec.add_weights(1);  // 2 + 2 per chunk: s passes every 5 chunks, l every 50.
+  spec.set_exhausted_policy("repeat");
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::nullopt);
+  spec.mutable_datasets(0)->set_max_repeats(0);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(5));
+  spec.mutable_datasets(0)->set_max_repeats(3);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(20));
+  spec.mutable_datasets(1)->set_max_repeats(0);  // min over limited datasets.
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(20));
+  spec.mutable_datasets(0)->clear_max_repeats();
+  auto ws = Make(spec, {small, large});
+  EXPECT_EQ(ws->NumChunks(), std::optional<uint64_t>(50));
+  EXPECT_NE(ws->Describe().find("max_repeats 0"), std::string::npos) << ws->Describe();
+  // Uneven quotas: 3 of s per chunk of 4 -> s (10 samples) allows 2 passes = 20 draws;
+  // A_s(n) = 3n <= 20 holds up to n = 6 (18 draws); chunk 7 would need draw 20.
+  spec.clear_weights();
+  spec.add_weights(3);
+  spec.add_weights(1);
+  spec.mutable_datasets(0)->set_max_repeats(1);
+  spec.mutable_datasets(1)->clear_max_repeats();
+  ws = Make(spec, {small, large});
+  ASSERT_EQ(ws->NumChunks(), std::optional<uint64_t>(6));
+  std::vector<SampleId> chunk;
+  std::map<SampleId, int> uses;
+  for (uint64_t g = 0; g < 6; ++g) {
+    ws->Chunk(g, &chunk);
+    for (const auto& id : chunk) ++uses[id];
+  }
+  for (const auto& [id, n] : uses) {
+    if (id.dataset == 0) {
+      EXPECT_LE(n, 2) << id;
+    }
+  }
+  // With any other policy max_repeats is an error naming the option.
+  spec.set_exhausted_policy("stop");
+  auto bad = WorkSource::Create(spec, {small, large});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("datasets[0] ('s').max_repeats = 1 needs exhausted_policy "
+                                        "'repeat', got 'stop'"),
+            std::string::npos)
+      << bad.status();
+}
+
+TEST(WorkSourceTest, ValidationNamesTheOptionAndValue) {
+  auto a = MakeSyntheticDataset("a", 1, 1, 10, 3);
+  auto b = MakeSyntheticDataset("b", 1, 1, 10, 3);
+  auto spec = Spec({"a", "b"}, 4);
+  spec.add_weights(1);
+  auto s = WorkSource::Create(spec, {a, b});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("weights"), std::string::npos) << s.status();
+  spec.add_weights(0);
+  s = WorkSource::Create(spec, {a, b});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("weights[1]"), std::string::npos) << s.status();
+  spec.set_weights(1, 1);
+  spec.set_exhausted_policy("forever");
+  s = WorkSource::Create(spec, {a, b});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("forever"), std::string::npos) << s.status();
+  auto dup = Spec({"a", "a"}, 4);
+  s = WorkSource::Create(dup, {a, b});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("duplicate"), std::string::npos) << s.status();
+  EXPECT_FALSE(WorkSource::Create(Spec({"a"}, 4), {a, b}).ok());
+  auto big = MakeSyntheticDataset("a", 1, 1, 1024, 3);
+  EXPECT_EQ(Make(Spec({"a"}, 0), {big})->chunk_size(), 1024u);
+}
+
+TEST(WorkSourceTest, DatasetTooSmallForOneChunkIsAnErrorNamingIt) {
+  auto small = MakeSyntheticDataset("tiny", 1, 1, 10, 3);  // 10 samples.
+  auto large = MakeSyntheticDataset("large", 2, 2, 50, 3);  // 100 samples.
+  auto s = WorkSource::Create(Spec({"tiny"}, 16), {small});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("dataset 'tiny' has 10 samples, fewer than its share of "
+                                      "one chunk (16 of chunk_size=16)"),
+            std::string::npos)
+      << s.status();
+  // "stop" ends at the first exhausted dataset: only the small one is named.
+  auto spec = Spec({"tiny", "large"}, 32);
+  spec.add_weights(1);
+  spec.add_weights(1);
+  spec.set_exhausted_policy("stop");
+  s = WorkSource::Create(spec, {small, large});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("dataset 'tiny' has 10 samples"), std::string::npos)
+      << s.status();
+  EXPECT_EQ(s.status().message().find("'large'"), std::string::npos) << s.status();
+  // Two passes of 10 fill a chunk of 16: allowed.
+  spec = Spec({"tiny"}, 16);
+  spec.set_stop_after_passes(2);
+  EXPECT_EQ(Make(spec, {small})->NumChunks(), std::optional<uint64_t>(1));
+}
+
+}  // namespace
+}  // namespace zephon::pipeline
