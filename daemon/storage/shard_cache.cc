@@ -1,7 +1,5 @@
 #include "daemon/storage/shard_cache.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,15 +11,14 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/owned_path.h"
 #include "common/status_macros.h"
+#include "daemon/storage/shard_cache_disk.h"
 #include "daemon/storage/shard_cache_fetch.h"
 #include "daemon/storage/shard_cache_file.h"
 
 namespace zephon::storage {
 namespace {
 
-constexpr char kLockName[] = ".lock";
 constexpr uint64_t kMaxBlockBytes = uint64_t{1} << 30;
 
 }  // namespace
@@ -84,7 +81,7 @@ ShardCache::~ShardCache() {
   disk_lru_.clear();
   memory_lru_.clear();
   mapped_lru_.clear();
-  if (lock_fd_ >= 0) close(lock_fd_);
+  dir_lock_.Reset();
 }
 
 std::string ShardCache::ObjectId(const RemoteObject& object) {
@@ -272,20 +269,23 @@ absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, ui
     absl::MutexLock lock(&mu_);
     ++counters_.downloads;
     counters_.bytes_downloaded += payload.size();
-    // An evicted file of the same name may not be deleted yet: do not write over it. A
-    // delete stuck on a hung filesystem costs at most wait_timeout; then the block is
-    // served from memory instead.
-    const absl::Time deadline = absl::Now() + options_.wait_timeout;
-    while (!entry->path.empty() && unlinking_.count(entry->path) > 0) {
-      if (unlinked_.WaitWithDeadline(&mu_, deadline) && unlinking_.count(entry->path) > 0) {
-        entry->path.clear();
-      }
-    }
+  }
+  // An evicted file of the same name may not be deleted yet: do not write over it. A
+  // delete stuck on a hung filesystem costs at most wait_timeout; then the block is
+  // served from memory instead.
+  if (!entry->path.empty() &&
+      !deletes_.WaitUntilDeleted(entry->path, absl::Now() + options_.wait_timeout)) {
+    entry->path.clear();
   }
   if (!entry->path.empty()) {
     bool written = false;
-    const absl::Status stored = WriteAndMap(entry, payload, &written);
-    if (stored.ok()) return absl::OkStatus();
+    absl::StatusOr<EntryFileMap> map =
+        StoreEntryFile(entry->path, entry->identity, payload, &written);
+    if (map.ok()) {
+      entry->map = std::move(map).value();
+      return absl::OkStatus();
+    }
+    const absl::Status& stored = map.status();
     // The bytes are good; only the directory refused them. Serve this block from memory
     // (charged against memory_bytes, evicted on its own LRU).
     if (!written && !warned_write_.exchange(true)) {
@@ -303,15 +303,6 @@ absl::Status ShardCache::Load(ObjectStore& store, const RemoteObject& object, ui
     entry->path.clear();
   }
   entry->memory = std::move(payload);
-  return absl::OkStatus();
-}
-
-absl::Status ShardCache::WriteAndMap(Entry* entry, const std::string& payload,
-                                     bool* written) const {
-  RETURN_IF_ERROR(WriteEntryFile(entry->path, entry->identity, payload));
-  *written = true;
-  ASSIGN_OR_RETURN(entry->map, MapEntryFile(entry->path, entry->identity, payload.size(),
-                                            /*expect_crc=*/std::nullopt));
   return absl::OkStatus();
 }
 
@@ -392,48 +383,38 @@ void ShardCache::OpenDisk(bool retry) {
     }
     loaded_.SignalAll();
   };
-  const absl::Status made = EnsureEntryDir(options_.dir);
-  if (!made.ok()) {
-    spdlog::error("shard cache: {}; caching in memory only (fix the directory or pass "
-                  "another --cache-dir)", made.ToString());
-    give_up(Disk::kMemoryOnly);
-    return;
-  }
-  const std::string lock_path = absl::StrCat(options_.dir, "/", kLockName);
-  // Never through a symlink or hard link planted in the cache directory: the same rule
-  // as the daemon's own lock and log.
-  const absl::StatusOr<int> opened = OpenOwnedFile(lock_path, O_RDWR, 0600, geteuid());
-  const int fd = opened.ok() ? *opened : -1;
-  if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const std::string why =
-        opened.ok() ? std::string("flock held") : std::string(opened.status().message());
-    if (fd >= 0) close(fd);
+  absl::StatusOr<OpenedCacheDir> opened = OpenCacheDir(options_.dir, options_.TEST_before_scan);
+  if (absl::IsUnavailable(opened.status())) {  // the lock is held (or not ours)
     if (!retry) {
       spdlog::warn("shard cache: {} is in use by another zephond ({}); this daemon caches "
                    "dataset blocks in memory only and tries again every {} (a predecessor "
                    "that is still exiting releases it; otherwise give each zephond its own "
                    "--cache-dir)",
-                   options_.dir, why, absl::FormatDuration(options_.lock_retry_interval));
+                   options_.dir, std::string(opened.status().message()),
+                   absl::FormatDuration(options_.lock_retry_interval));
     } else {
       spdlog::debug("shard cache: {} is still in use by another zephond ({})", options_.dir,
-                    why);
+                    std::string(opened.status().message()));
     }
     give_up(Disk::kLockBusy);
     return;
   }
-  if (options_.TEST_before_scan) options_.TEST_before_scan();
-  std::vector<std::shared_ptr<Entry>> found;
-  const uint64_t rejected = ScanDir(options_.dir, &found);
-  const size_t adopted = found.size();
+  if (!opened.ok()) {  // the directory cannot be made
+    spdlog::error("shard cache: {}; caching in memory only (fix the directory or pass "
+                  "another --cache-dir)", opened.status().ToString());
+    give_up(Disk::kMemoryOnly);
+    return;
+  }
+  const size_t adopted = opened->files.size();
   std::vector<std::string> doomed;
   uint64_t disk_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
-    lock_fd_ = fd;
+    dir_lock_ = std::move(opened->lock);
     disk_ = Disk::kOpen;
     opening_ = false;
-    counters_.rejected += rejected;
-    AdoptLocked(std::move(found), &doomed);
+    counters_.rejected += opened->rejected;
+    AdoptLocked(std::move(opened->files), &doomed);
     EvictLocked(&doomed);
     disk_bytes = disk_bytes_;
     disk_settled_.store(true, std::memory_order_release);
@@ -449,10 +430,14 @@ void ShardCache::OpenDisk(bool retry) {
   }
 }
 
-uint64_t ShardCache::ScanDir(const std::string& dir, std::vector<std::shared_ptr<Entry>>* found) {
-  std::vector<ScannedEntryFile> files;
-  const uint64_t rejected = ScanEntryDir(dir, &files);
-  for (ScannedEntryFile& file : files) {  // oldest first
+void ShardCache::AdoptLocked(std::vector<ScannedEntryFile> files,
+                             std::vector<std::string>* doomed) {
+  for (ScannedEntryFile& file : files) {  // oldest first: the LRU's order
+    if (entries_.count(file.header.identity) > 0) {
+      // Cached in memory meanwhile (a lock retry): the file would be charged twice.
+      DoomLocked(file.path, doomed);
+      continue;
+    }
     auto entry = std::make_shared<Entry>();
     entry->path = std::move(file.path);
     entry->identity = std::move(file.header.identity);
@@ -461,19 +446,6 @@ uint64_t ShardCache::ScanDir(const std::string& dir, std::vector<std::shared_ptr
     entry->state = Entry::State::kReady;
     entry->verified = false;
     entry->crc = file.header.crc;
-    found->push_back(std::move(entry));
-  }
-  return rejected;
-}
-
-void ShardCache::AdoptLocked(std::vector<std::shared_ptr<Entry>> found,
-                             std::vector<std::string>* doomed) {
-  for (std::shared_ptr<Entry>& entry : found) {
-    if (entries_.count(entry->identity) > 0) {
-      // Cached in memory meanwhile (a lock retry): the file would be charged twice.
-      DoomLocked(entry->path, doomed);
-      continue;
-    }
     entry->lru_it = disk_lru_.insert(disk_lru_.end(), entry.get());
     entry->in_lru = true;
     disk_bytes_ += entry->charge;
@@ -524,20 +496,11 @@ void ShardCache::RemoveLocked(Entry* entry, std::vector<std::string>* doomed) {
 }
 
 void ShardCache::DoomLocked(const std::string& path, std::vector<std::string>* doomed) {
-  ++unlinking_[path];
+  deletes_.Add(path);
   doomed->push_back(path);
 }
 
-void ShardCache::DeleteFiles(const std::vector<std::string>& doomed) {
-  if (doomed.empty()) return;
-  for (const std::string& path : doomed) unlink(path.c_str());
-  absl::MutexLock lock(&mu_);
-  for (const std::string& path : doomed) {
-    auto it = unlinking_.find(path);
-    if (--it->second == 0) unlinking_.erase(it);
-  }
-  unlinked_.SignalAll();
-}
+void ShardCache::DeleteFiles(const std::vector<std::string>& doomed) { deletes_.Delete(doomed); }
 
 void ShardCache::UnmapExcessLocked() {
   while (mapped_ > options_.max_mapped_entries && !mapped_lru_.empty()) {
