@@ -35,10 +35,8 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -46,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/storage/block_index.h"
 #include "daemon/storage/object_store.h"
 #include "daemon/storage/shard_cache_disk.h"
 #include "daemon/storage/shard_cache_file.h"
@@ -146,69 +145,49 @@ class ShardCache {
   const ShardCacheOptions& options() const { return options_; }
 
  private:
-  struct Entry;
-
   explicit ShardCache(ShardCacheOptions options);
 
-  // The entry of `block` of `object`, pinned and holding its payload.
-  absl::StatusOr<std::shared_ptr<Entry>> Acquire(ObjectStore& store, const RemoteObject& object,
-                                                 uint64_t block) ABSL_LOCKS_EXCLUDED(mu_);
-  void Release(const std::shared_ptr<Entry>& entry) ABSL_LOCKS_EXCLUDED(mu_);
-  // Makes a loading entry ready: an adopted or unmapped file that maps (and passes its
-  // CRC; *from_file = true), else a download.
+  // The block `block` of `object`, pinned and holding its payload.
+  absl::StatusOr<std::shared_ptr<CachedBlock>> Acquire(ObjectStore& store,
+                                                       const RemoteObject& object,
+                                                       uint64_t block) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const std::shared_ptr<CachedBlock>& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Fills a block the index handed this thread to load: an adopted or unmapped file that
+  // maps (and passes its CRC; *from_file = true), else a download, stored as an entry
+  // file when the block has a path (cleared when the directory refuses it).
   absl::Status Load(ObjectStore& store, const RemoteObject& object, uint64_t block,
-                    Entry* entry, bool try_file, bool* from_file) ABSL_LOCKS_EXCLUDED(mu_);
+                    CachedBlock* entry, bool try_file, bool* from_file) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Opens the directory when it is due (first use, or a lock retry) and waits for a
   // first-use scan another reader runs. DEADLINE_EXCEEDED after wait_timeout.
   absl::Status EnsureDisk(const std::string& url) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the lock, scans the directory and publishes its entries (or records why not).
   void OpenDisk(bool retry) ABSL_LOCKS_EXCLUDED(mu_);
-  // Publishes the scanned entry files (ready, CRC unchecked, oldest first); a file of an
-  // identity already cached is doomed.
-  void AdoptLocked(std::vector<ScannedEntryFile> files, std::vector<std::string>* doomed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Evictions and removals add the files to delete to *doomed (nullptr: keep the file)
-  // and to deletes_; the caller deletes them with DeleteFiles once it has released mu_.
-  void EvictLocked(std::vector<std::string>* doomed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveLocked(Entry* entry, std::vector<std::string>* doomed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DoomLocked(const std::string& path, std::vector<std::string>* doomed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes evicted files (marked in deletes_ by the index); call without locks held.
   void DeleteFiles(const std::vector<std::string>& doomed) ABSL_LOCKS_EXCLUDED(mu_);
-  void UnmapExcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Charge pool of an entry: memory when it has no file.
-  uint64_t& PoolLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::list<Entry*>& LruLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   enum class Disk { kNotOpened, kOpen, kLockBusy, kMemoryOnly };
 
   const ShardCacheOptions options_;
+  // Evicted files not deleted yet (a new file of the same name waits for them).
+  PendingDeletes deletes_;
+  // The blocks: LRUs, limits, pins, single flight. Its own mutex (lock order: mu_, then
+  // the index's).
+  BlockIndex index_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar loaded_;  // a loading entry became ready or failed; a scan finished
+  absl::CondVar loaded_;  // a directory scan finished (or gave up)
   Disk disk_ ABSL_GUARDED_BY(mu_);
   bool opening_ ABSL_GUARDED_BY(mu_) = false;  // a thread runs OpenDisk
   absl::Time next_lock_try_ ABSL_GUARDED_BY(mu_);  // kLockBusy
-  CacheDirLock dir_lock_ ABSL_GUARDED_BY(mu_);  // held while kOpen
-  // Identity -> entry (ready, or loading with its download in flight).
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
-  // Unpinned ready entries with a file / in memory, least recently released first.
-  std::list<Entry*> disk_lru_ ABSL_GUARDED_BY(mu_);
-  std::list<Entry*> memory_lru_ ABSL_GUARDED_BY(mu_);
-  // Unpinned ready entries that hold a mapping, least recently released first.
-  std::list<Entry*> mapped_lru_ ABSL_GUARDED_BY(mu_);
-  int mapped_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t disk_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // charged against max_bytes
-  uint64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // charged against memory_bytes
-  uint64_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool warned_over_limit_ ABSL_GUARDED_BY(mu_) = false;
-  ShardCacheStats counters_ ABSL_GUARDED_BY(mu_);  // the event counters of Stats()
-  // Evicted files not deleted yet (a new file of the same name waits for them). Its own
-  // mutex, taken after mu_.
-  PendingDeletes deletes_;
+  CacheDirLock dir_lock_ ABSL_GUARDED_BY(mu_);    // held while kOpen
+  // The I/O counters of Stats() (downloads, bytes_downloaded, rejected); the block
+  // counters are the index's.
+  ShardCacheStats counters_ ABSL_GUARDED_BY(mu_);
   // Written under mu_ when disk_ becomes kOpen or kMemoryOnly (final); read without it.
   std::atomic<bool> disk_settled_{false};
+  // Written under mu_ when disk_ becomes kOpen (final): new blocks get entry files.
+  std::atomic<bool> disk_open_{false};
   std::atomic<bool> warned_write_{false};  // a write into dir failed (logged once)
   std::atomic<bool> warned_map_{false};    // mapping an entry file failed (logged once)
 };
