@@ -1,8 +1,9 @@
 // ShardCache: the node-local cache of dataset bytes read from object stores (s3://),
 // one per zephond and shared by every pipeline instance on the node. Readers ask for
 // byte ranges of a remote object; the cache serves them from its blocks and downloads
-// the missing ones. This class is the policy (which entries exist, limits, LRU, pins,
-// single flight); the parts it composes own their details:
+// the missing ones. This class maps reads to blocks and runs the directory's state
+// (open, memory only, lock retry); the parts it composes own their details:
+//   block_index.h        the blocks: LRUs, limits, pins, single flight (no I/O)
 //   shard_cache_fetch.h  one download: conditional on the version seen at open, checked
 //                        against the length seen at open
 //   shard_cache_file.h   the entry file format, its name (SHA-256 of the identity), CRC
@@ -27,8 +28,8 @@
 // (at most wait_timeout) and get its bytes or its error. A failed download leaves no
 // entry.
 //
-// Thread-safety: thread-safe. Downloads and file I/O run outside the mutex; only
-// munmap of mappings being dropped runs under it.
+// Thread-safety: thread-safe. Downloads and file I/O run outside every mutex; only
+// munmap of mappings being dropped runs under the index's.
 #ifndef ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
 #define ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
 
