@@ -1,47 +1,24 @@
-// AWS shared configuration as the AWS CLI reads it: credentials from the standard
-// environment variables, the shared credentials file and the config file, plus the
-// profile's region from the config file. S3Store::Open uses it to fill what S3Options
-// leave empty.
+// AWS shared configuration as the AWS CLI reads it: credentials from the environment,
+// the shared credentials file and the config file, plus the profile's region from the
+// config file. S3Store::Open (s3_store.h) uses it to fill what S3Options leave empty.
 //
-// Files and profile:
-//   credentials file  $AWS_SHARED_CREDENTIALS_FILE, else $HOME/.aws/credentials;
-//                     sections are "[NAME]".
-//   config file       $AWS_CONFIG_FILE, else $HOME/.aws/config; sections are
-//                     "[profile NAME]" and "[default]" (other sections such as
-//                     "[sso-session x]" are skipped, as the CLI does).
-//   profile           $AWS_PROFILE, else "default".
-// A leading "~/" in either path is expanded from $HOME. A missing file is treated as
-// empty; only an explicitly requested profile (AWS_PROFILE set) that neither file has is
-// an error.
+// Files: $AWS_SHARED_CREDENTIALS_FILE else ~/.aws/credentials (sections "[NAME]");
+// $AWS_CONFIG_FILE else ~/.aws/config ("[profile NAME]", "[default]"; other sections
+// skipped); a leading "~/" is expanded from $HOME. Profile: $AWS_PROFILE else
+// "default". A missing file is empty; only a profile named by AWS_PROFILE that neither
+// file has is an error.
 //
-// Which files are read (so that a file that cannot matter cannot fail the load):
-//   AWS_PROFILE set      both files (the named profile must exist in one of them).
-//   otherwise            the credentials file only while credentials are still needed:
-//                        not when AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY are both set
-//                        (the environment wins) or the caller has its own; the config
-//                        file only for a needed region, or for credentials that neither
-//                        the environment nor the credentials file has.
-// A malformed or unreadable file is an error only when it is read.
+// Which files are read (a file that cannot matter cannot fail the load): with
+// AWS_PROFILE both; otherwise the credentials file only while credentials are still
+// needed (not when the environment or the caller has a key pair), the config file only
+// for a needed region or credentials found nowhere else. A malformed file is an error
+// only when it is read.
 //
-// Credential precedence (the AWS CLI's; the session token always comes from the same
-// place as the key pair, never mixed):
-//   1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN)
-//   2. the credentials file's profile: aws_access_key_id, aws_secret_access_key,
-//      aws_session_token
-//   3. the config file's profile, same keys
-// A source with a key id but no secret (or the reverse) is an error naming it, not a
-// silent fall-through. Region comes from the config file only (the CLI ignores "region"
-// in the credentials file); the AWS_REGION / AWS_DEFAULT_REGION variables are the
-// caller's business (see S3Store::Open).
-//
-// File syntax (the INI dialect of Python's configparser, which the CLI uses): blank
-// lines and full-line comments starting with '#' or ';' are skipped; "key = value" or
-// "key: value" with whitespace trimmed; key names are case-insensitive; section names are
-// case-sensitive; lines indented deeper than the previous key line continue its value
-// (the CLI's nested "s3 =\n  max_concurrent_requests = 10" blocks) and are ignored here.
-// Inline comments are not stripped ("key = v # x" has value "v # x"), as in the CLI. A
-// key outside any section, a line that is neither a section, a key nor a continuation,
-// and a repeated section or key are INVALID_ARGUMENT naming file:line.
+// Credential precedence (the CLI's; the session token comes from the same place as the
+// key pair): 1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN), 2. the
+// credentials file's profile, 3. the config file's profile. A half key pair is an error
+// naming its source. Region comes from the config file only; AWS_REGION and
+// AWS_DEFAULT_REGION are S3Store::Open's business.
 //
 // Thread-safety: ParseAwsIni is a pure function. LoadAwsSharedConfig reads the process
 // environment (getenv) and files; do not call it while another thread modifies the
@@ -66,10 +43,14 @@ enum class AwsIniKind {
   kConfig,       // "[profile NAME]" and "[default]"; other sections skipped
 };
 
-// Parses one shared file's text; `file_name` is only used in error messages. As in the
-// CLI, a section header or a key repeated within one section is an error; in the config
-// file "[default]" and "[profile default]" both name "default" and merge (later keys
-// win).
+// Parses one shared file's text in the INI dialect of Python's configparser, which the
+// CLI uses: '#' and ';' full-line comments; "key = value" or "key: value", trimmed;
+// keys case-insensitive, sections case-sensitive; lines indented deeper than the
+// previous key continue its value (nested "s3 =" blocks) and are ignored; inline
+// comments are kept in the value. INVALID_ARGUMENT naming file_name:line for a key
+// outside a section, a line that is none of these, and a repeated section or key (in
+// the config file "[default]" and "[profile default]" both name "default" and merge,
+// later keys winning). `file_name` is only used in error messages.
 absl::StatusOr<AwsIniProfiles> ParseAwsIni(absl::string_view text,
                                            absl::string_view file_name, AwsIniKind kind);
 

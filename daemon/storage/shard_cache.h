@@ -1,65 +1,43 @@
 // ShardCache: the node-local cache of dataset bytes read from object stores (s3://),
-// one per zephond process and shared by every pipeline instance (and so by every rank)
-// on the node. Readers ask for byte ranges of a remote object; the cache serves them
-// from its blocks, downloading the missing ones.
+// one per zephond and shared by every pipeline instance on the node. Readers ask for
+// byte ranges of a remote object; the cache serves them from its blocks and downloads
+// the missing ones. This class maps reads to blocks and runs the directory's state
+// (open, memory only, lock retry); the parts it composes own their details:
+//   block_index.h        the blocks: LRUs, limits, pins, single flight (no I/O)
+//   shard_cache_fetch.h  one download: conditional on the version seen at open, checked
+//                        against the length seen at open
+//   shard_cache_file.h   the entry file format, its name (SHA-256 of the identity), CRC
+//   shard_cache_disk.h   the directory's lock and start-up scan, storing entry files,
+//                        deleting evicted ones
 //
-// Blocks. An object of at most `block_bytes` is one whole-object entry (one GET); a
-// larger object is cut into fixed `block_bytes` blocks (ranged GETs; the last block is
-// shorter). With verify_version and an object version (S3 ETag, local size-mtime-inode),
-// every download is a conditional read of the version the dataset saw at open
-// (RemoteObject; ObjectStore's if_version: If-Match on S3), so one request fetches a
-// block and checks its version atomically, and an object replaced mid-run fails with an
-// error ("changed since the dataset was opened") instead of serving a mix of old and new
-// bytes. Every download is also checked against the length the object had at open, the
-// only check left for stores without versions. (The download: shard_cache_fetch.h.)
+// Blocks. An object of at most block_bytes is one whole-object entry; a larger one is
+// cut into block_bytes blocks. An entry's identity is (store id, key, version, size,
+// block), so a changed object never hits the old object's entries.
 //
-// Identity. An entry is named by SHA-256 of (store id, key, version, size, block), so a
-// changed object (new ETag / size-mtime-inode) never hits the old object's entries.
+// Disk. options.dir is opened on the first Read (Reads arriving meanwhile wait for the
+// scan, at most wait_timeout); its valid entries are adopted, least recently used =
+// oldest mtime. When another zephond holds the directory's lock the cache runs in
+// memory and retries every lock_retry_interval.
 //
-// Disk layout (options.dir, one daemon at a time: `<dir>/.lock` is flock'ed; a daemon
-// that finds it held, e.g. by a predecessor still exiting, runs memory-only, says so in
-// its log and tries the lock again every lock_retry_interval, adopting the directory
-// once it gets it):
-//   <dir>/<32 hex>.blk   header (magic "ZSCACHE1", u64 payload bytes, u32 CRC-32 of the
-//                        payload, u32 identity bytes, the identity) + payload
-//   <dir>/.tmp.*         a download being written; renamed into place when complete
-// (The entry file format, naming, writing, validation and mapping: shard_cache_file.h.)
-// Files are written without fsync: after a crash, a torn or short file fails its size or
-// CRC check when first used and is fetched again. The directory is scanned when it is
-// opened (first Read; warm restart), outside the mutex; Reads arriving meanwhile wait for
-// the scan (at most wait_timeout). Valid entries are adopted in mtime order (oldest =
-// least recently used), other files named *.blk and every .tmp.* file are deleted.
-// Adopted payloads are CRC-checked once, on first use.
+// Limits. Entry files are charged against max_bytes; blocks held in memory (no disk
+// cache, or the directory refused them: disk full, mmap failing) against memory_bytes,
+// each with its own LRU. Entries being read or downloaded are pinned and never evicted,
+// so a limit can be exceeded by the pinned bytes (logged once) until they are released.
 //
-// Limits. Entry files are charged their size against max_bytes. Blocks held in memory
-// (no disk cache, or a block the directory could not store or map: disk full, mmap
-// failing) are charged their size against memory_bytes, with an LRU of their own, so
-// RSS stays within memory_bytes whatever the disk budget. When a charge exceeds its
-// limit the least recently released entries of that kind are evicted. An entry is
-// pinned while a Read copies from it and while it downloads; pinned entries are never
-// evicted, so the cache can exceed a limit by the pinned bytes (logged once, never an
-// error) and shrinks back when they are released. max_bytes = 0 or an empty dir: no
-// disk cache, so consecutive reads of one block still fetch it once while it stays in
-// memory.
+// Single flight. Concurrent Reads missing one block share one download; the others wait
+// (at most wait_timeout) and get its bytes or its error. A failed download leaves no
+// entry.
 //
-// Single flight. Concurrent Reads that miss the same block share one download: the
-// first one fetches, the others wait (at most wait_timeout; a download itself is bounded
-// by the store's timeouts and retries) and get its bytes or its error. A failed download
-// leaves no entry; the next Read tries again.
-//
-// Thread-safety: thread-safe. Downloads and file I/O (the lock file, the directory
-// scan, entry reads, writes and deletions) run outside the mutex; only munmap of
-// mappings being dropped runs under it.
+// Thread-safety: thread-safe. Downloads and file I/O run outside every mutex; only
+// munmap of mappings being dropped runs under the index's.
 #ifndef ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
 #define ZEPHON_DAEMON_STORAGE_SHARD_CACHE_H_
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -67,7 +45,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/storage/block_index.h"
 #include "daemon/storage/object_store.h"
+#include "daemon/storage/shard_cache_disk.h"
+#include "daemon/storage/shard_cache_file.h"
 
 namespace zephon::storage {
 
@@ -165,74 +146,49 @@ class ShardCache {
   const ShardCacheOptions& options() const { return options_; }
 
  private:
-  struct Entry;
-
   explicit ShardCache(ShardCacheOptions options);
 
-  // The entry of `block` of `object`, pinned and holding its payload.
-  absl::StatusOr<std::shared_ptr<Entry>> Acquire(ObjectStore& store, const RemoteObject& object,
-                                                 uint64_t block) ABSL_LOCKS_EXCLUDED(mu_);
-  void Release(const std::shared_ptr<Entry>& entry) ABSL_LOCKS_EXCLUDED(mu_);
-  // Makes a loading entry ready: an adopted or unmapped file that maps (and passes its
-  // CRC; *from_file = true), else a download.
+  // The block `block` of `object`, pinned and holding its payload.
+  absl::StatusOr<std::shared_ptr<CachedBlock>> Acquire(ObjectStore& store,
+                                                       const RemoteObject& object,
+                                                       uint64_t block) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const std::shared_ptr<CachedBlock>& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Fills a block the index handed this thread to load: an adopted or unmapped file that
+  // maps (and passes its CRC; *from_file = true), else a download, stored as an entry
+  // file when the block has a path (cleared when the directory refuses it).
   absl::Status Load(ObjectStore& store, const RemoteObject& object, uint64_t block,
-                    Entry* entry, bool try_file, bool* from_file) ABSL_LOCKS_EXCLUDED(mu_);
-  // Writes the entry file (temp file + rename, no fsync) and maps it; *written: the
-  // file is in place (a failure was the mapping).
-  absl::Status WriteAndMap(Entry* entry, const std::string& payload, bool* written) const;
+                    CachedBlock* entry, bool try_file, bool* from_file) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Opens the directory when it is due (first use, or a lock retry) and waits for a
   // first-use scan another reader runs. DEADLINE_EXCEEDED after wait_timeout.
   absl::Status EnsureDisk(const std::string& url) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the lock, scans the directory and publishes its entries (or records why not).
   void OpenDisk(bool retry) ABSL_LOCKS_EXCLUDED(mu_);
-  // Reads the entry files of `dir` (ready, unverified, oldest first) into *found and
-  // deletes stray files; returns how many it deleted.
-  static uint64_t ScanDir(const std::string& dir, std::vector<std::shared_ptr<Entry>>* found);
-  // Publishes scanned entries (a file of an identity already cached is doomed).
-  void AdoptLocked(std::vector<std::shared_ptr<Entry>> found, std::vector<std::string>* doomed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Evictions and removals add the files to delete to *doomed (nullptr: keep the file);
-  // the caller deletes them with DeleteFiles once it has released mu_.
-  void EvictLocked(std::vector<std::string>* doomed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveLocked(Entry* entry, std::vector<std::string>* doomed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void DoomLocked(const std::string& path, std::vector<std::string>* doomed)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes evicted files (marked in deletes_ by the index); call without locks held.
   void DeleteFiles(const std::vector<std::string>& doomed) ABSL_LOCKS_EXCLUDED(mu_);
-  void UnmapExcessLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Charge pool of an entry: memory when it has no file.
-  uint64_t& PoolLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::list<Entry*>& LruLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   enum class Disk { kNotOpened, kOpen, kLockBusy, kMemoryOnly };
 
   const ShardCacheOptions options_;
+  // Evicted files not deleted yet (a new file of the same name waits for them).
+  PendingDeletes deletes_;
+  // The blocks: LRUs, limits, pins, single flight. Its own mutex (lock order: mu_, then
+  // the index's).
+  BlockIndex index_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar loaded_;    // a loading entry became ready or failed; a scan finished
-  absl::CondVar unlinked_;  // files of unlinking_ were deleted
+  absl::CondVar loaded_;  // a directory scan finished (or gave up)
   Disk disk_ ABSL_GUARDED_BY(mu_);
   bool opening_ ABSL_GUARDED_BY(mu_) = false;  // a thread runs OpenDisk
   absl::Time next_lock_try_ ABSL_GUARDED_BY(mu_);  // kLockBusy
-  int lock_fd_ ABSL_GUARDED_BY(mu_) = -1;
-  // Identity -> entry (ready, or loading with its download in flight).
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
-  // Unpinned ready entries with a file / in memory, least recently released first.
-  std::list<Entry*> disk_lru_ ABSL_GUARDED_BY(mu_);
-  std::list<Entry*> memory_lru_ ABSL_GUARDED_BY(mu_);
-  // Unpinned ready entries that hold a mapping, least recently released first.
-  std::list<Entry*> mapped_lru_ ABSL_GUARDED_BY(mu_);
-  int mapped_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t disk_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // charged against max_bytes
-  uint64_t memory_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // charged against memory_bytes
-  uint64_t pinned_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Paths evicted but not yet deleted (a new file of the same name waits for them).
-  std::unordered_map<std::string, int> unlinking_ ABSL_GUARDED_BY(mu_);
-  bool warned_over_limit_ ABSL_GUARDED_BY(mu_) = false;
-  ShardCacheStats counters_ ABSL_GUARDED_BY(mu_);  // the event counters of Stats()
+  CacheDirLock dir_lock_ ABSL_GUARDED_BY(mu_);    // held while kOpen
+  // The I/O counters of Stats() (downloads, bytes_downloaded, rejected); the block
+  // counters are the index's.
+  ShardCacheStats counters_ ABSL_GUARDED_BY(mu_);
   // Written under mu_ when disk_ becomes kOpen or kMemoryOnly (final); read without it.
   std::atomic<bool> disk_settled_{false};
+  // Written under mu_ when disk_ becomes kOpen (final): new blocks get entry files.
+  std::atomic<bool> disk_open_{false};
   std::atomic<bool> warned_write_{false};  // a write into dir failed (logged once)
   std::atomic<bool> warned_map_{false};    // mapping an entry file failed (logged once)
 };
