@@ -26,9 +26,9 @@ TEST(ResolveSpecTest, FillsEveryDefault) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->format_version(), 1u);
   EXPECT_EQ(r->canonical_replicas(), 8u);
-  EXPECT_EQ(r->mapping(), "contiguous");
-  EXPECT_EQ(r->routing(), "permute");
-  EXPECT_EQ(r->flush_every_chunks(), 8u);
+  EXPECT_EQ(r->mapping_strategy(), "contiguous");
+  EXPECT_EQ(r->lane_routing(), "permute");
+  EXPECT_EQ(r->flush_every_k_chunks(), 8u);
   EXPECT_EQ(r->work_source().chunk_size(), 1024u);
   EXPECT_EQ(r->work_source().exhausted_policy(), "stop_after_passes");
   EXPECT_EQ(r->work_source().stop_after_passes(), 1u);
@@ -47,10 +47,10 @@ void ExpectError(const proto::PipelineSpec& spec, uint32_t dp, const std::string
 
 TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   auto s = Minimal();
-  s.set_mapping("blocked");
+  s.set_mapping_strategy("blocked");
   ExpectError(s, 1, "blocked");
   s = Minimal();
-  s.set_routing("random");
+  s.set_lane_routing("random");
   ExpectError(s, 1, "random");
   s = Minimal();
   s.mutable_work_source()->set_exhausted_policy("never");
