@@ -1,6 +1,7 @@
 #include "daemon/pipeline/spec.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -19,6 +20,13 @@ proto::PipelineSpec Minimal() {
   spec.add_operators()->mutable_pack_flat()->set_max_length(2049);
   spec.add_operators()->mutable_batch()->set_microbatch_size(4);
   return spec;
+}
+
+// The user-facing spellings of the three option values (Python's API strings).
+void SetMapping(proto::PipelineSpec& s, const std::string& v) { s.set_mapping_strategy(v); }
+void SetRouting(proto::PipelineSpec& s, const std::string& v) { s.set_lane_routing(v); }
+void SetPolicy(proto::PipelineSpec& s, const std::string& v) {
+  s.mutable_work_source()->set_exhausted_policy(v);
 }
 
 TEST(ResolveSpecTest, FillsEveryDefault) {
@@ -148,6 +156,34 @@ TEST(SpecHashTest, WhereTheFilesLiveIsNotPartOfTheHash) {
   auto renamed = spec;
   renamed.mutable_work_source()->mutable_datasets(0)->set_name("web2");
   EXPECT_NE(SpecHash(renamed, {a}), SpecHash(spec, {a}));
+}
+
+// Pinned hashes of specs written before the option enums existed (computed by the code
+// that stored these three options as strings). Checkpoints carry the spec hash and restore
+// refuses another one, so these must never move for the same user spec.
+TEST(SpecHashTest, HashesOfExistingCheckpointsNeverMove) {
+  auto data = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  auto hash = [&](const std::function<void(proto::PipelineSpec&)>& edit) {
+    proto::PipelineSpec spec = Minimal();
+    edit(spec);
+    return SpecHash(ResolveSpec(spec, 2).value(), {data});
+  };
+  EXPECT_EQ(hash([](proto::PipelineSpec&) {}), "96a7cb2ded9ca691");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetMapping(s, "interleaved"); }), "1d3e3bb3832a9b50");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetRouting(s, "modulo"); }), "6884f32b959a22c6");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetPolicy(s, "stop"); }), "f871323aafb0d6c9");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) {
+              SetPolicy(s, "repeat");
+              s.mutable_work_source()->mutable_datasets(0)->set_max_repeats(3);
+            }),
+            "6506d7a97bb852db");
+  // Spelling the defaults out is the same spec as leaving them unset.
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) {
+              SetMapping(s, "contiguous");
+              SetRouting(s, "permute");
+              SetPolicy(s, "stop_after_passes");
+            }),
+            "96a7cb2ded9ca691");
 }
 
 TEST(OpenDatasetsTest, ErrorsNameTheDataset) {
