@@ -365,7 +365,8 @@ class Pipeline:
 
     @property
     def delivered(self) -> int:
-        """Batches this rank has released (delivered) so far."""
+        """Batches this rank has released so far (released, not merely taken: a batch
+        still on loan does not count). The public name is kept."""
         mapping = self._attach().mapping
         return int(_native.LIB.zephon_delivered(mapping.handle))
 
