@@ -168,7 +168,7 @@ absl::StatusOr<std::string> AttachedReader::Explain(absl::Duration timeout) cons
   return client::Explain(channel_, reply_.instance_id(), timeout);
 }
 
-uint64_t AttachedReader::delivered() const { return ring_ ? ring_->delivered() : 0; }
+uint64_t AttachedReader::released() const { return ring_ ? ring_->released() : 0; }
 
 void AttachedReader::Detach() {
   if (detached_) return;

@@ -55,15 +55,17 @@ class AttachedReader {
   // inside it.
   const uint8_t* mapping() const { return ring_->mapping(); }
   uint64_t mapping_bytes() const { return ring_->mapping_bytes(); }
-  // Batches delivered so far.
-  uint64_t delivered() const;
+  // Batches released so far (the ring's consumed cursor). zephon_delivered() and
+  // Python's Pipeline.delivered return it under their public name.
+  uint64_t released() const;
 
   // Collective checkpoint of the run: blocks until every rank of the run called it at
   // the same step and the leader merged the round, then returns the merged checkpoint
   // bytes (the same for every rank). Records the batches this rank has taken from Next(),
   // never prefetched ones. Errors name the missing ranks or the disagreeing counts.
   absl::StatusOr<std::string> Checkpoint(absl::Duration timeout);
-  // Batches taken from Next() so far (what a checkpoint records as delivered).
+  // Batches taken from Next() so far (what a checkpoint records in the wire field
+  // CheckpointRequest.delivered / RankProgress.delivered, names kept for the format).
   uint64_t taken() const;
 
   // The daemon's explain text for this rank's instance (stages, operators, queues, ring)

@@ -65,6 +65,7 @@ int zephon_attach(const char* socket_path, const char* zephond_path, const char*
  * library's zephon_batch, 9 = larger (see Versioning above). */
 int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error);
 int zephon_release(zephon_reader* reader, uint64_t seq, char** error);
+/* Batches this reader has released (not merely taken); the name is kept for the ABI. */
 uint64_t zephon_delivered(zephon_reader* reader);
 /* The reader's whole ring mapping. Tensor data pointers of every batch lie inside it, so
  * a binding can wrap it once and slice tensors by offset. Valid until zephon_detach. */

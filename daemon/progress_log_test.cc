@@ -34,7 +34,7 @@ proto::PipelineSpec Spec() {
   spec.add_operators()->mutable_pack_flat()->set_max_length(7);
   spec.add_operators()->mutable_batch()->set_microbatch_size(2);
   spec.set_canonical_replicas(4);
-  spec.set_flush_every_chunks(2);
+  spec.set_flush_every_k_chunks(2);
   return pipeline::ResolveSpec(spec, 1).value();
 }
 

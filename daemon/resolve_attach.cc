@@ -122,7 +122,7 @@ absl::StatusOr<ResolvedAttach> ResolveAttach(const proto::AttachRequest& request
   // Validated in range by ResolvePipeline (CheckCanonicalReplicas).
   identity.canonical_replicas = out.lane_options.num_lanes;
   ASSIGN_OR_RETURN(const pipeline::Mapping mapping,
-                   pipeline::ParseMapping(out.spec.mapping()));
+                   pipeline::ParseMapping(out.spec.mapping_strategy()));
   ASSIGN_OR_RETURN(out.owned_lanes,
                    pipeline::OwnedLanes(identity.canonical_replicas, identity.dp_degree,
                                         identity.dp_group_id, mapping));

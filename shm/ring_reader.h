@@ -93,8 +93,9 @@ class RingReader {
   // producer if it waits. INVALID_ARGUMENT if `seq` is not currently loaned.
   absl::Status Release(uint64_t seq);
 
-  // The consumed cursor: every seq below it has been released.
-  uint64_t delivered() const { return consumed_; }
+  // The consumed cursor: every seq below it has been released (docs/design.md: a
+  // released batch is consumed; "taken" is what Acquire hands out).
+  uint64_t released() const { return consumed_; }
   // The seq the next Acquire returns.
   uint64_t next_seq() const { return next_seq_; }
   // Batches taken by Acquire, not counting the end-of-stream marker.

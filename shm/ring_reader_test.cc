@@ -108,7 +108,7 @@ TEST_F(RingReaderTest, TwoReadersEachSeeEveryBatchInOrder) {
   }
   producer.join();
   for (auto& t : consumers) t.join();
-  EXPECT_EQ(readers[0]->delivered(), kBatches + 1);  // the end-of-stream slot too
+  EXPECT_EQ(readers[0]->released(), kBatches + 1);  // the end-of-stream slot too
   EXPECT_EQ(writer_->MinGatingConsumed(), kBatches + 1);
 }
 
@@ -158,12 +158,12 @@ TEST_F(RingReaderTest, MultipleLoansWithOutOfOrderReleases) {
   }
   EXPECT_TRUE(reader->Release(2).ok());
   EXPECT_TRUE(reader->Release(1).ok());
-  EXPECT_EQ(reader->delivered(), 0u);
+  EXPECT_EQ(reader->released(), 0u);
   EXPECT_EQ(writer_->MinGatingConsumed(), 0u);
   EXPECT_EQ(reader->Release(2).code(), absl::StatusCode::kInvalidArgument);  // twice
   EXPECT_EQ(reader->Release(3).code(), absl::StatusCode::kInvalidArgument);  // not loaned
   EXPECT_TRUE(reader->Release(0).ok());
-  EXPECT_EQ(reader->delivered(), 3u);
+  EXPECT_EQ(reader->released(), 3u);
   EXPECT_EQ(writer_->MinGatingConsumed(), 3u);
   EXPECT_EQ(reader->Release(0).code(), absl::StatusCode::kInvalidArgument);
   auto view = reader->Acquire(kShort);

@@ -42,13 +42,13 @@ proto::PipelineSpec Spec() {
   spec.add_operators()->mutable_pack_flat()->set_max_length(65);
   spec.add_operators()->mutable_batch()->set_microbatch_size(4);
   spec.set_canonical_replicas(4);
-  spec.set_flush_every_chunks(2);
+  spec.set_flush_every_k_chunks(2);
   return pipeline::ResolveSpec(spec, 2).value();
 }
 
 std::unique_ptr<GroupStream> Group() {
   const proto::PipelineSpec spec = Spec();
-  auto lanes = pipeline::OwnedLanes(4, 2, 1, pipeline::ParseMapping(spec.mapping()).value());
+  auto lanes = pipeline::OwnedLanes(4, 2, 1, pipeline::ParseMapping(spec.mapping_strategy()).value());
   std::vector<std::shared_ptr<const pipeline::Dataset>> corpus = {
       pipeline::testing::MakeSyntheticDataset("web", 1, 4, 60, 90),
       pipeline::testing::MakeSyntheticDataset("code", 2, 3, 40, 150)};

@@ -49,6 +49,7 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                                const ProcessStats& process) {
   MetricFamily produced = Family("zephon_batches_produced_total", "counter",
                                  "Batches published into the instance's ring.");
+  // "delivered" here means released by every reader; the public metric name is kept.
   MetricFamily delivered = Family("zephon_batches_delivered_total", "counter",
                                   "Batches released by every attached reader (min cursor).");
   MetricFamily occupancy = Family("zephon_ring_occupancy", "gauge",

@@ -79,9 +79,9 @@ Case RandomCase(int index) {
   ws->set_exhausted_policy("repeat");
   static constexpr uint32_t kLanes[] = {2, 3, 4, 6, 8};
   c.spec.set_canonical_replicas(kLanes[rng.Below(5)]);
-  c.spec.set_routing(rng.Coin() ? "permute" : "modulo");
-  c.spec.set_mapping(rng.Coin() ? "contiguous" : "interleaved");
-  c.spec.set_flush_every_chunks(static_cast<uint32_t>(rng.Range(1, 4)));
+  c.spec.set_lane_routing(rng.Coin() ? "permute" : "modulo");
+  c.spec.set_mapping_strategy(rng.Coin() ? "contiguous" : "interleaved");
+  c.spec.set_flush_every_k_chunks(static_cast<uint32_t>(rng.Range(1, 4)));
   if (rng.Coin()) {
     auto* shuffle = c.spec.add_operators()->mutable_shuffle();
     shuffle->set_buffer_size(rng.Range(1, 8));
@@ -148,7 +148,7 @@ StreamRun Steps(const Case& c, uint32_t dp_degree) {
   const uint32_t lanes = static_cast<uint32_t>(c.spec.canonical_replicas());
   std::vector<std::unique_ptr<GroupStream>> groups;
   for (uint32_t d = 0; d < dp_degree; ++d) {
-    auto owned = OwnedLanes(lanes, dp_degree, d, ParseMapping(c.spec.mapping()).value());
+    auto owned = OwnedLanes(lanes, dp_degree, d, ParseMapping(c.spec.mapping_strategy()).value());
     EXPECT_TRUE(owned.ok()) << owned.status();
     auto g = GroupStream::Create(c.spec, Corpus(c), *owned);
     EXPECT_TRUE(g.ok()) << g.status();

@@ -53,8 +53,8 @@ proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping) {
   batch->set_microbatch_size(3);  // Odd, so batches span flush groups.
   batch->set_drop_last(false);
   spec.set_canonical_replicas(lanes);
-  spec.set_mapping(mapping);
-  spec.set_flush_every_chunks(2);
+  spec.set_mapping_strategy(mapping);
+  spec.set_flush_every_k_chunks(2);
   return ResolveSpec(spec, 1).value();
 }
 
@@ -74,7 +74,7 @@ class Topology {
       : dp_degree_(dp_degree), groups_(dp_degree) {
     for (uint32_t d = 0; d < dp_degree; ++d) {
       auto owned = OwnedLanes(spec.canonical_replicas(), dp_degree, d,
-                              ParseMapping(spec.mapping()).value());
+                              ParseMapping(spec.mapping_strategy()).value());
       auto stream = GroupStream::Create(spec, Corpus(), owned.value(), restore);
       EXPECT_TRUE(stream.ok()) << stream.status();
       groups_[d].stream = *std::move(stream);

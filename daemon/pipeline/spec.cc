@@ -90,11 +90,11 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
   // names it whatever else is wrong.
   RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
   RETURN_IF_ERROR(CheckDpDegreeFitsLanes(dp_degree, spec.canonical_replicas()));
-  if (spec.mapping().empty()) spec.set_mapping("contiguous");
-  RETURN_IF_ERROR(ParseMapping(spec.mapping()).status());
-  if (spec.routing().empty()) spec.set_routing("permute");
-  RETURN_IF_ERROR(ParseRouting(spec.routing()).status());
-  if (spec.flush_every_chunks() == 0) spec.set_flush_every_chunks(kDefaultFlushEveryChunks);
+  if (spec.mapping_strategy().empty()) spec.set_mapping_strategy("contiguous");
+  RETURN_IF_ERROR(ParseMapping(spec.mapping_strategy()).status());
+  if (spec.lane_routing().empty()) spec.set_lane_routing("permute");
+  RETURN_IF_ERROR(ParseRouting(spec.lane_routing()).status());
+  if (spec.flush_every_k_chunks() == 0) spec.set_flush_every_k_chunks(kDefaultFlushEveryKChunks);
   auto* ws = spec.mutable_work_source();
   if (ws->chunk_size() == 0) ws->set_chunk_size(kDefaultChunkSize);
   if (ws->exhausted_policy().empty()) ws->set_exhausted_policy("stop_after_passes");

@@ -1,9 +1,9 @@
 // Spec resolution and the spec hash.
 //
 // ResolveSpec fills every default so that the hash always covers effective values:
-//   format_version 1; canonical_replicas = dp_degree; mapping "contiguous";
-//   routing "permute"; work_source.chunk_size 1024; exhausted_policy
-//   "stop_after_passes"; stop_after_passes 1; flush_every_chunks 8; pack_flat
+//   format_version 1; canonical_replicas = dp_degree; mapping_strategy "contiguous";
+//   lane_routing "permute"; work_source.chunk_size 1024; exhausted_policy
+//   "stop_after_passes"; stop_after_passes 1; flush_every_k_chunks 8; pack_flat
 //   algorithm "wrap"; for format "flat" datasets dtype "uint16" and
 //   flat_sample_tokens 2048, for format "jsonl" datasets jsonl_field "input_ids"
 //   (auto-detected datasets keep their empty fields; the detected format enters the

@@ -1,6 +1,7 @@
 #include "daemon/pipeline/spec.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -21,14 +22,21 @@ proto::PipelineSpec Minimal() {
   return spec;
 }
 
+// The user-facing spellings of the three option values (Python's API strings).
+void SetMapping(proto::PipelineSpec& s, const std::string& v) { s.set_mapping_strategy(v); }
+void SetRouting(proto::PipelineSpec& s, const std::string& v) { s.set_lane_routing(v); }
+void SetPolicy(proto::PipelineSpec& s, const std::string& v) {
+  s.mutable_work_source()->set_exhausted_policy(v);
+}
+
 TEST(ResolveSpecTest, FillsEveryDefault) {
   auto r = ResolveSpec(Minimal(), 8);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->format_version(), 1u);
   EXPECT_EQ(r->canonical_replicas(), 8u);
-  EXPECT_EQ(r->mapping(), "contiguous");
-  EXPECT_EQ(r->routing(), "permute");
-  EXPECT_EQ(r->flush_every_chunks(), 8u);
+  EXPECT_EQ(r->mapping_strategy(), "contiguous");
+  EXPECT_EQ(r->lane_routing(), "permute");
+  EXPECT_EQ(r->flush_every_k_chunks(), 8u);
   EXPECT_EQ(r->work_source().chunk_size(), 1024u);
   EXPECT_EQ(r->work_source().exhausted_policy(), "stop_after_passes");
   EXPECT_EQ(r->work_source().stop_after_passes(), 1u);
@@ -47,10 +55,10 @@ void ExpectError(const proto::PipelineSpec& spec, uint32_t dp, const std::string
 
 TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   auto s = Minimal();
-  s.set_mapping("blocked");
+  s.set_mapping_strategy("blocked");
   ExpectError(s, 1, "blocked");
   s = Minimal();
-  s.set_routing("random");
+  s.set_lane_routing("random");
   ExpectError(s, 1, "random");
   s = Minimal();
   s.mutable_work_source()->set_exhausted_policy("never");
@@ -148,6 +156,34 @@ TEST(SpecHashTest, WhereTheFilesLiveIsNotPartOfTheHash) {
   auto renamed = spec;
   renamed.mutable_work_source()->mutable_datasets(0)->set_name("web2");
   EXPECT_NE(SpecHash(renamed, {a}), SpecHash(spec, {a}));
+}
+
+// Pinned hashes of specs written before the option enums existed (computed by the code
+// that stored these three options as strings). Checkpoints carry the spec hash and restore
+// refuses another one, so these must never move for the same user spec.
+TEST(SpecHashTest, HashesOfExistingCheckpointsNeverMove) {
+  auto data = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  auto hash = [&](const std::function<void(proto::PipelineSpec&)>& edit) {
+    proto::PipelineSpec spec = Minimal();
+    edit(spec);
+    return SpecHash(ResolveSpec(spec, 2).value(), {data});
+  };
+  EXPECT_EQ(hash([](proto::PipelineSpec&) {}), "96a7cb2ded9ca691");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetMapping(s, "interleaved"); }), "1d3e3bb3832a9b50");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetRouting(s, "modulo"); }), "6884f32b959a22c6");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetPolicy(s, "stop"); }), "f871323aafb0d6c9");
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) {
+              SetPolicy(s, "repeat");
+              s.mutable_work_source()->mutable_datasets(0)->set_max_repeats(3);
+            }),
+            "6506d7a97bb852db");
+  // Spelling the defaults out is the same spec as leaving them unset.
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) {
+              SetMapping(s, "contiguous");
+              SetRouting(s, "permute");
+              SetPolicy(s, "stop_after_passes");
+            }),
+            "96a7cb2ded9ca691");
 }
 
 TEST(OpenDatasetsTest, ErrorsNameTheDataset) {

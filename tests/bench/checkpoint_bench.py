@@ -45,7 +45,7 @@ C_ROUNDS = 16          # canonical_replicas of the round-latency runs
 CHUNK_SIZE = 16        # samples per work-source chunk
 MAX_LENGTH = 33        # tokens per packed record
 MICROBATCH = 2         # records per batch
-FLUSH_EVERY = 8        # the spec's default flush_every_chunks
+FLUSH_EVERY = 8        # the spec's default flush_every_k_chunks
 DOC_MIN, DOC_MAX = 10, 160
 
 

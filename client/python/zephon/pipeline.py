@@ -26,14 +26,13 @@ from .sources import StaticMixtureWorkSource
 # Options of Pipeline.options(): name -> where it goes in the attach request.
 _RANK_OPTIONS = {"world_size", "global_rank", "dp_degree", "dp_group_id", "run_id",
                  "aggregate_dir", "aggregate_timeout_s", "local_peers", "leader_address"}
-_SPEC_OPTIONS = {"canonical_replicas": "canonical_replicas",
-                 "mapping_strategy": "mapping",
-                 "lane_routing": "routing",
-                 "flush_every_k_chunks": "flush_every_chunks"}
+# Spec options go into PipelineSpec under the same names (proto/spec.proto).
+_SPEC_OPTIONS = {"canonical_replicas", "mapping_strategy", "lane_routing",
+                 "flush_every_k_chunks"}
 _EXEC_OPTIONS = {"prefetch_batches", "read_timeout_s", "join_timeout_s", "num_threads",
                  "daemon_timeout_s"}
 _CLIENT_OPTIONS = {"daemon", "attach_timeout_s", "max_open_batches"}
-_ALL_OPTIONS = _RANK_OPTIONS | set(_SPEC_OPTIONS) | _EXEC_OPTIONS | _CLIENT_OPTIONS
+_ALL_OPTIONS = _RANK_OPTIONS | _SPEC_OPTIONS | _EXEC_OPTIONS | _CLIENT_OPTIONS
 
 _live_readers: "weakref.WeakSet[_Reader]" = weakref.WeakSet()
 
@@ -240,7 +239,7 @@ class Pipeline:
             if value is None:
                 continue
             if name in _SPEC_OPTIONS:
-                spec[_SPEC_OPTIONS[name]] = value
+                spec[name] = value
             elif name in _RANK_OPTIONS:
                 rank[name] = value
             elif name in _EXEC_OPTIONS:
@@ -366,7 +365,8 @@ class Pipeline:
 
     @property
     def delivered(self) -> int:
-        """Batches this rank has released (delivered) so far."""
+        """Batches this rank has released so far (released, not merely taken: a batch
+        still on loan does not count). The public name is kept."""
         mapping = self._attach().mapping
         return int(_native.LIB.zephon_delivered(mapping.handle))
 

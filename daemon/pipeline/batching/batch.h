@@ -23,7 +23,7 @@ namespace zephon::pipeline {
 // position (LaneStream::Create with `start`) reproduces the stream from there, because
 // all operator state is reset at flush-group boundaries.
 // Positions are not unique: {f, N} with N the record count of group f and
-// {f + flush_every_chunks, 0} restart identically.
+// {f + flush_every_k_chunks, 0} restart identically.
 struct LanePosition {
   uint64_t flush_group_chunk = 0;
   uint64_t records_into_group = 0;

@@ -39,15 +39,15 @@ proto::PipelineSpec ElasticSpec(uint32_t lanes, const std::string& mapping) {
   batch->set_microbatch_size(2);
   batch->set_drop_last(true);
   spec.set_canonical_replicas(lanes);
-  spec.set_mapping(mapping);
-  spec.set_flush_every_chunks(2);
+  spec.set_mapping_strategy(mapping);
+  spec.set_flush_every_k_chunks(2);
   return ResolveSpec(spec, 1).value();
 }
 
 std::unique_ptr<GroupStream> Group(const proto::PipelineSpec& spec, uint32_t dp_degree,
                                    uint32_t d) {
   auto lanes = OwnedLanes(spec.canonical_replicas(), dp_degree, d,
-                          ParseMapping(spec.mapping()).value());
+                          ParseMapping(spec.mapping_strategy()).value());
   auto g = GroupStream::Create(spec, Corpus(), lanes.value());
   EXPECT_TRUE(g.ok()) << g.status();
   return *std::move(g);
@@ -240,7 +240,7 @@ TEST(GroupStreamTest, RestoreNeedsExactlyOneEntryPerOwnedLane) {
   g = GroupStream::Create(spec, Corpus(), {0}, &restore);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("lane 4"), std::string::npos) << g.status();
-  restore = {Progress(0, 0, 1, 0)};  // flush_every_chunks is 2.
+  restore = {Progress(0, 0, 1, 0)};  // flush_every_k_chunks is 2.
   g = GroupStream::Create(spec, Corpus(), {0}, &restore);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("lane 0"), std::string::npos) << g.status();

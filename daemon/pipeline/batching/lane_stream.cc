@@ -23,10 +23,10 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   LaneOptions o;
   RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
   o.num_lanes = spec.canonical_replicas();
-  ASSIGN_OR_RETURN(o.routing, ParseRouting(spec.routing().empty() ? "permute" : spec.routing()));
+  ASSIGN_OR_RETURN(o.routing, ParseRouting(spec.lane_routing().empty() ? "permute" : spec.lane_routing()));
   o.routing_seed = spec.work_source().seed();
-  o.flush_every_chunks =
-      spec.flush_every_chunks() == 0 ? kDefaultFlushEveryChunks : spec.flush_every_chunks();
+  o.flush_every_k_chunks =
+      spec.flush_every_k_chunks() == 0 ? kDefaultFlushEveryKChunks : spec.flush_every_k_chunks();
   const auto& ops = spec.operators();
   int i = 0;
   if (i < ops.size() && ops[i].has_shuffle()) {
@@ -81,7 +81,7 @@ std::string LaneOptions::Describe() const {
   }
   return absl::StrCat(s, "pack_flat(max_length=", max_length, ", wrap) -> batch(",
                       microbatch_size, ", drop_last=", drop_last ? "true" : "false",
-                      "); flush every ", flush_every_chunks, " lane chunks");
+                      "); flush every ", flush_every_k_chunks, " lane chunks");
 }
 
 LaneStream::LaneStream(std::shared_ptr<const WorkSource> source, const LaneOptions& options,
@@ -95,10 +95,10 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("lane ", lane, " must be < canonical_replicas ", options.num_lanes));
   }
-  if (start.flush_group_chunk % options.flush_every_chunks != 0) {
+  if (start.flush_group_chunk % options.flush_every_k_chunks != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "lane ", lane, " position chunk ", start.flush_group_chunk,
-        " is not a flush-group start (flush_every_chunks ", options.flush_every_chunks, ")"));
+        " is not a flush-group start (flush_every_k_chunks ", options.flush_every_k_chunks, ")"));
   }
   std::unique_ptr<LaneStream> s(new LaneStream(std::move(source), options, lane));
   s->group_chunk_ = start.flush_group_chunk;
@@ -121,7 +121,7 @@ bool LaneStream::LoadGroup() {
   group_samples_.clear();
   std::vector<SampleId> chunk;
   const std::optional<uint64_t> num_chunks = source_->NumChunks();
-  for (uint64_t c = group_chunk_; c < group_chunk_ + options_.flush_every_chunks; ++c) {
+  for (uint64_t c = group_chunk_; c < group_chunk_ + options_.flush_every_k_chunks; ++c) {
     const uint64_t g = GlobalChunkOfLane(lane_, c, options_.num_lanes, options_.routing,
                                          options_.routing_seed);
     if (num_chunks && g >= *num_chunks) break;  // Later lane chunks are later still.
@@ -175,7 +175,7 @@ bool LaneStream::NextRecord(Record* record) {
     // Group exhausted with a partial record: drop it and move to the next group.
     dropped_tokens_ += filled;
     group_loaded_ = false;
-    group_chunk_ += options_.flush_every_chunks;
+    group_chunk_ += options_.flush_every_k_chunks;
     records_in_group_ = 0;  // Keeps position() exact if the lane ends here.
   }
   return false;

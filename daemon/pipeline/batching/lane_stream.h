@@ -3,8 +3,8 @@
 // Contract (determinism; depends only on spec, seed and lane id, never on D):
 //   * Lane l's chunks: lane chunk index c = 0, 1, ... is global chunk
 //     GlobalChunkOfLane(l, c); the lane ends at the first c whose chunk is >= NumChunks.
-//   * Flush groups: lane chunks [f, f + flush_every_chunks) with f a multiple of
-//     flush_every_chunks. All operator state (shuffle buffer, pack leftovers) is reset
+//   * Flush groups: lane chunks [f, f + flush_every_k_chunks) with f a multiple of
+//     flush_every_k_chunks. All operator state (shuffle buffer, pack leftovers) is reset
 //     at every flush-group boundary.
 //   * Per flush group: its sample ids in chunk order -> optional BufferShuffle
 //     (shuffle_buffer.h) -> pack_flat "wrap": the samples' tokens as one FIFO stream
@@ -41,14 +41,14 @@
 
 namespace zephon::pipeline {
 
-inline constexpr uint32_t kDefaultFlushEveryChunks = 8;
+inline constexpr uint32_t kDefaultFlushEveryKChunks = 8;
 
 // The per-lane knobs of a spec, validated.
 struct LaneOptions {
   uint32_t num_lanes = 1;
   Routing routing = Routing::kPermute;
   uint64_t routing_seed = 0;  // work_source.seed
-  uint64_t flush_every_chunks = kDefaultFlushEveryChunks;
+  uint64_t flush_every_k_chunks = kDefaultFlushEveryKChunks;
   uint64_t shuffle_buffer_size = 0;  // 0 = no shuffle operator.
   uint64_t shuffle_seed = 0;
   uint64_t max_length = 0;
@@ -74,7 +74,7 @@ class LaneStream {
   // most the `start.records_into_group` records of one flush group (sample lengths
   // only, no token reads), never the lane from its beginning.
   // Errors (INVALID_ARGUMENT, naming the lane): lane >= num_lanes;
-  // start.flush_group_chunk not a multiple of flush_every_chunks; the flush group has
+  // start.flush_group_chunk not a multiple of flush_every_k_chunks; the flush group has
   // fewer than start.records_into_group records (not a position of this lane).
   static absl::StatusOr<std::unique_ptr<LaneStream>> Create(
       std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,

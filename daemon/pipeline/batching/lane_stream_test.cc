@@ -26,8 +26,8 @@ proto::PipelineSpec LaneSpec(uint64_t chunk_size, uint32_t flush_every, uint64_t
   d->set_path("/unused");
   ws->set_chunk_size(chunk_size);
   spec.set_canonical_replicas(1);
-  spec.set_routing("modulo");
-  spec.set_flush_every_chunks(flush_every);
+  spec.set_lane_routing("modulo");
+  spec.set_flush_every_k_chunks(flush_every);
   spec.add_operators()->mutable_pack_flat()->set_max_length(max_length);
   auto* b = spec.add_operators()->mutable_batch();
   b->set_microbatch_size(microbatch);
@@ -97,7 +97,7 @@ TEST(LaneStreamTest, SampleIdsAreDeduplicatedWithinABatch) {
 proto::PipelineSpec ShuffledSpec() {
   proto::PipelineSpec spec = LaneSpec(8, 3, 16, 2, true);
   spec.set_canonical_replicas(3);
-  spec.set_routing("permute");
+  spec.set_lane_routing("permute");
   spec.mutable_work_source()->set_shuffle_within_shard(true);
   spec.mutable_work_source()->set_shuffle_shards(true);
   proto::OperatorSpec shuffle;
@@ -153,7 +153,7 @@ TEST(LaneStreamTest, RestartingAtEveryBatchEndReproducesTheRestOfTheLane) {
   for (const Shape& shape : kShapes) {
     proto::PipelineSpec spec = ShuffledSpec();
     spec.mutable_work_source()->set_chunk_size(shape.chunk_size);
-    spec.set_flush_every_chunks(shape.flush_every);
+    spec.set_flush_every_k_chunks(shape.flush_every);
     if (shape.shuffle) {
       spec.mutable_operators(1)->mutable_pack_flat()->set_max_length(shape.max_length);
       spec.mutable_operators(2)->mutable_batch()->set_microbatch_size(shape.microbatch);
@@ -196,7 +196,7 @@ TEST(LaneStreamTest, RestartingAtEveryBatchEndReproducesTheRestOfTheLane) {
 }
 
 TEST(LaneStreamTest, PositionsThatAreNotOfTheLaneAreRejectedNamingTheLane) {
-  const auto spec = ShuffledSpec();  // flush_every_chunks 3.
+  const auto spec = ShuffledSpec();  // flush_every_k_chunks 3.
   auto ds = MakeSyntheticDataset("docs", 1, 3, 40, 11);
   std::shared_ptr<const WorkSource> ws(WorkSource::Create(spec.work_source(), {ds}).value());
   const LaneOptions options = LaneOptions::FromSpec(spec).value();

@@ -45,14 +45,14 @@ absl::StatusOr<Routing> ParseRouting(const std::string& name) {
   if (name == "permute") return Routing::kPermute;
   if (name == "modulo") return Routing::kModulo;
   return absl::InvalidArgumentError(
-      absl::StrCat("routing '", name, "' unknown (permute, modulo)"));
+      absl::StrCat("lane_routing '", name, "' unknown (permute, modulo)"));
 }
 
 absl::StatusOr<Mapping> ParseMapping(const std::string& name) {
   if (name == "contiguous") return Mapping::kContiguous;
   if (name == "interleaved") return Mapping::kInterleaved;
   return absl::InvalidArgumentError(
-      absl::StrCat("mapping '", name, "' unknown (contiguous, interleaved)"));
+      absl::StrCat("mapping_strategy '", name, "' unknown (contiguous, interleaved)"));
 }
 
 uint32_t LaneOfChunk(uint64_t g, uint32_t num_lanes, Routing routing, uint64_t seed) {

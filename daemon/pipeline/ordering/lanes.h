@@ -30,9 +30,9 @@ enum class Mapping { kContiguous, kInterleaved };
 // Salt that keeps the routing permutations independent of the dataset shuffles.
 inline constexpr uint64_t kLaneRoutingSalt = 0x5A17E5ULL;
 
-// "permute" / "modulo"; INVALID_ARGUMENT naming `routing` otherwise.
+// "permute" / "modulo"; INVALID_ARGUMENT naming `lane_routing` otherwise.
 absl::StatusOr<Routing> ParseRouting(const std::string& name);
-// "contiguous" / "interleaved"; INVALID_ARGUMENT naming `mapping` otherwise.
+// "contiguous" / "interleaved"; INVALID_ARGUMENT naming `mapping_strategy` otherwise.
 absl::StatusOr<Mapping> ParseMapping(const std::string& name);
 
 // REQUIRES: num_lanes >= 1.
