@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/atomic_file.h"
+#include "common/file_io.h"
 
 namespace zephon {
 namespace {
@@ -27,18 +28,7 @@ class PosixEnv final : public Env {
   void SleepFor(absl::Duration duration) override { absl::SleepFor(duration); }
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return PathError(errno, "cannot open", path);
-    const absl::Cleanup close_fd = [fd] { ::close(fd); };
-    std::string out;
-    char buf[64 * 1024];
-    while (true) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return PathError(errno, "cannot read", path);
-      if (n == 0) return out;
-      out.append(buf, static_cast<size_t>(n));
-    }
+    return ::zephon::ReadFile(path);
   }
 
   absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) override {

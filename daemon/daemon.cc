@@ -54,8 +54,8 @@ int ExitCodeFor(const absl::Status& status) {
   return kExitEnvironment;
 }
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonFlags flags) {
-  std::unique_ptr<Daemon> daemon(new Daemon(std::move(flags)));
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonFlags flags, Env* env) {
+  std::unique_ptr<Daemon> daemon(new Daemon(std::move(flags), env));
   const DaemonFlags& f = daemon->flags_;
   absl::StatusOr<std::optional<gid_t>> gid = ShmGroupId(f);
   if (!gid.ok()) return gid.status();
@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonFlags flags) {
     return absl::IsAlreadyExists(lock.status()) ? lock.status() : Environment(lock.status());
   }
   daemon->lock_ = *std::move(lock);
-  absl::StatusOr<int> swept = shm::Segment::SweepPrefix(f.shm_prefix + ".");
+  absl::StatusOr<int> swept = shm::Segment::SweepPrefix(f.shm_prefix + ".", shm::kDefaultShmDir, env);
   if (!swept.ok()) {
     spdlog::error("cannot sweep stale shm segments {}.*: {}", f.shm_prefix,
                   swept.status().ToString());
@@ -127,6 +127,7 @@ absl::Status Daemon::StartServers() {
   options.cache_dir = f.cache_dir;
   options.max_jsonl_line_bytes = f.max_jsonl_line_bytes;
   options.counters = counters_;
+  options.env = env_;
   {
     storage::ShardCacheOptions cache;
     cache.dir = (f.cache_dir.empty() ? DefaultCacheDir() : f.cache_dir) + "/objects";
@@ -149,6 +150,7 @@ absl::Status Daemon::StartServers() {
   {
     checkpoint::RoundAggregatorOptions aggregator_options;
     aggregator_options.s3 = *s3;
+    aggregator_options.env = env_;
     aggregator_ = std::make_unique<checkpoint::RoundAggregator>(aggregator_options);
   }
   options.default_prefetch_batches = f.prefetch_batches;
@@ -172,7 +174,9 @@ absl::Status Daemon::StartServers() {
   }
   std::shared_ptr<const checkpoint::PeerAuthenticator> peer_auth;
   if (!f.peer_secret_file.empty()) {
-    auto loaded = checkpoint::PeerAuthenticator::FromFile(f.peer_secret_file);
+    checkpoint::PeerAuthOptions auth_options;
+    auth_options.env = env_;
+    auto loaded = checkpoint::PeerAuthenticator::FromFile(f.peer_secret_file, auth_options);
     if (!loaded.ok()) {
       spdlog::error("{}", std::string(loaded.status().message()));
       return BadFlags(loaded.status());
@@ -204,12 +208,13 @@ absl::Status Daemon::StartServers() {
                                      metrics_->address());
   }
   router_ = std::make_unique<checkpoint::CheckpointRouter>(aggregator_.get(), *channel_credentials,
-                                                           *s3, peer_auth);
+                                                           *s3, peer_auth, env_);
   checkpoint::LocalRoundsOptions rounds_options;
   rounds_options.daemon_label = f.socket_path;
   rounds_options.roster = registry_.get();
   rounds_options.reporter = router_.get();
   rounds_options.counters = counters_.get();
+  rounds_options.env = env_;
   rounds_ = std::make_unique<checkpoint::LocalRounds>(std::move(rounds_options));
   return StartClientServer();
 }
@@ -222,10 +227,12 @@ absl::Status Daemon::StartPeerServer(
   // this daemon leads.
   peer_service_ = std::make_unique<checkpoint::PeerService>(
       aggregator_.get(), checkpoint::PeerServiceOptions{
-                        auth, [this](const std::string& run_id) {
+                        auth,
+                        [this](const std::string& run_id) {
                           const InstanceRegistry* registry = led_runs_.load();
                           return registry == nullptr ? std::nullopt : registry->LedRun(run_id);
-                        }});
+                        },
+                        env_});
   // Status for `zephonctl status --address host:port`, with the peer credentials.
   peer_status_service_ = std::make_unique<PeerStatusService>(auth);
   if (f.peer_address.empty()) {
@@ -272,6 +279,7 @@ absl::Status Daemon::StartClientServer() {
   FdHandoffOptions handoff_options;
   handoff_options.socket_path = shm::HandoffSocketPath(f.socket_path);
   handoff_options.group = shm_group_id_;
+  handoff_options.env = env_;
   absl::StatusOr<std::unique_ptr<FdHandoff>> handoff = FdHandoff::Start(handoff_options);
   if (!handoff.ok()) {
     spdlog::error("{}", handoff.status().ToString());
@@ -279,7 +287,7 @@ absl::Status Daemon::StartClientServer() {
   }
   handoff_ = *std::move(handoff);
   service_ = std::make_unique<ZephonService>(registry_.get(), rounds_.get(), handoff_.get(),
-                                             counters_.get());
+                                             counters_.get(), env_);
 
   grpc::ServerBuilder builder;
   ApplyRpcMessageLimits(&builder);  // restores and checkpoints exceed 4 MiB
@@ -317,7 +325,7 @@ void Daemon::Run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     registry_->Tick();
     if (flags_.idle_exit_s > 0 &&
-        absl::Now() - registry_->idle_since() > absl::Seconds(flags_.idle_exit_s)) {
+        env_->Now() - registry_->idle_since() > absl::Seconds(flags_.idle_exit_s)) {
       spdlog::info("no readers for {} s; exiting", flags_.idle_exit_s);
       break;
     }

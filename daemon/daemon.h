@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/env.h"
 #include "daemon/checkpoint/checkpoint_router.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/checkpoint/peer_service.h"
@@ -65,8 +66,10 @@ class Daemon {
   // Starts every server (see the order above) and logs why when it cannot; the error's
   // code gives the exit code (ExitCodeFor). REQUIRES: `flags` passed
   // ValidateDaemonFlags; called once per process (it installs the loggers and signal
-  // handlers).
-  static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonFlags flags);
+  // handlers). `env` is the one clock, file system and memfd factory of every component
+  // (Env::Default() in zephond; a test's FakeEnv); it must outlive the Daemon.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonFlags flags,
+                                                       Env* env = Env::Default());
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -79,7 +82,7 @@ class Daemon {
   void Shutdown();
 
  private:
-  explicit Daemon(DaemonFlags flags) : flags_(std::move(flags)) {}
+  Daemon(DaemonFlags flags, Env* env) : flags_(std::move(flags)), env_(env) {}
 
   // Start's steps after the lock and the sweep; errors as Start's.
   absl::Status StartServers();
@@ -93,6 +96,7 @@ class Daemon {
   [[noreturn]] void ExitWithoutServers();
 
   DaemonFlags flags_;
+  Env* const env_;
   std::optional<gid_t> shm_group_id_;
   bool shut_down_ = false;
 

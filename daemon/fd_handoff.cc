@@ -146,6 +146,9 @@ void FdHandoff::Serve() {
     polls.push_back(pollfd{listener_.get(), POLLIN, 0});
     for (const Waiting& w : waiting) polls.push_back(pollfd{w.fd.get(), POLLIN, 0});
     int timeout_ms = kPollMs;
+    // Socket I/O timeouts are real time (absl::Now(), not the Env's clock): they bound
+    // poll(2) and the peer's reads, which a fake clock cannot advance. Offers expire on
+    // the Env's clock (ExpireLocked).
     if (!waiting.empty()) {
       const int64_t until_first = absl::ToInt64Milliseconds(waiting.front().deadline - absl::Now());
       timeout_ms = static_cast<int>(std::clamp<int64_t>(until_first + 1, 0, kPollMs));

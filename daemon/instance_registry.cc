@@ -62,7 +62,9 @@ absl::Status CheckResumedData(const proto::CheckpointState& resume,
 }  // namespace
 
 InstanceRegistry::InstanceRegistry(RegistryOptions options)
-    : options_(std::move(options)), started_(absl::Now()), idle_since_(absl::Now()) {}
+    : options_(std::move(options)),
+      started_(options_.env->Now()),
+      idle_since_(options_.env->Now()) {}
 
 InstanceRegistry::~InstanceRegistry() { CloseAll(); }
 
@@ -76,7 +78,7 @@ absl::StatusOr<Attachment> InstanceRegistry::Attach(const proto::AttachRequest& 
   absl::StatusOr<Attachment> out = AttachUnlocked(request);
   absl::MutexLock lock(&mu_);
   --attaching_;
-  if (instances_.empty()) idle_since_ = absl::Now();
+  if (instances_.empty()) idle_since_ = options_.env->Now();
   return out;
 }
 
@@ -116,7 +118,7 @@ absl::Status InstanceRegistry::RendezvousIfLeader(const RankIdentity& identity) 
   // stalling the first checkpoint.
   ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
                    checkpoint::AggregateDir::Open(identity.aggregate_dir, options_.s3,
-                                                    kLeaderWriteBudget));
+                                                    kLeaderWriteBudget, options_.env));
   return aggregate->WriteLeader(identity.run_id, options_.peer_address, options_.daemon_label);
 }
 
@@ -338,6 +340,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.materialize.parallelism = attach.limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism
   config.spec = attach.spec;
+  config.env = options_.env;
   return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool,
                                   options_.counters);
 }
@@ -363,7 +366,7 @@ void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
       if (group.empty()) instances_.erase(it);
       break;
     }
-    if (instances_.empty()) idle_since_ = absl::Now();
+    if (instances_.empty()) idle_since_ = options_.env->Now();
   }
   // Destroyed outside the lock: joining the producer may take a moment.
   if (doomed) Log()->info("instance {}: last reader left", doomed->config().instance_id);
@@ -405,7 +408,7 @@ proto::StatusReply InstanceRegistry::Status() const {
   reply.set_socket(options_.daemon_label);
   reply.set_metrics_address(options_.metrics_address);
   reply.set_peer_address(options_.peer_address);
-  reply.set_uptime_s(absl::ToDoubleSeconds(absl::Now() - started_));
+  reply.set_uptime_s(absl::ToDoubleSeconds(options_.env->Now() - started_));
   timespec cpu{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
   reply.set_process_cpu_s(static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9);
@@ -491,7 +494,7 @@ void InstanceRegistry::Tick() {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, group] : instances_) all.insert(all.end(), group.begin(), group.end());
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.env->Now();
   for (const auto& instance : all) instance->Tick(now);
 }
 

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "daemon/checkpoint/led_run.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
@@ -75,6 +76,9 @@ struct RegistryOptions {
   // own unless the daemon shares one.
   std::shared_ptr<metrics::DaemonCounters> counters =
       std::make_shared<metrics::DaemonCounters>();
+  // The clock of uptime, idle time and reservation expiry, and where ring memfds come
+  // from (each instance's InstanceConfig::env); must outlive the registry.
+  Env* env = Env::Default();
 };
 
 // A decoded checkpoint a rank restores: where a new instance starts.

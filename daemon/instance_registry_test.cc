@@ -1,8 +1,10 @@
 #include "daemon/instance_registry.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -10,11 +12,14 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/fake_env.h"
 #include "common/temp_dir_testing.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
 #include "daemon/storage/local_store.h"
 #include "daemon/storage/shard_cache.h"
+#include "shm/ring_layout.h"
 
 namespace zephon::daemon {
 namespace {
@@ -87,6 +92,54 @@ TEST(InstanceRegistryTest, StatusAnswersWhileTheShardCacheScansItsDirectory) {
   reader.join();
   EXPECT_TRUE(read_status.ok()) << read_status;
   EXPECT_EQ(std::string(bytes, 3), "abc");
+}
+
+// A ring's memfds cannot be created (the open-file limit, injected through the Env):
+// the attach fails with the ring's name and the fix, leaves nothing registered, and the
+// next attach (the limit raised) succeeds.
+TEST(InstanceRegistryTest, AttachFailsCleanlyWhenTheRingsMemfdCannotBeCreated) {
+  const std::string dir = TempDir();
+  ASSERT_FALSE(dir.empty());
+  std::filesystem::create_directories(dir + "/web");
+  ASSERT_TRUE(pipeline::testing::WriteMegatronShard(dir + "/web/shard0",
+                                                    {{1, 2, 3, 4, 5}, {6, 7, 8}, {9, 10}})
+                  .ok());
+  proto::AttachRequest request;
+  request.set_ring_abi_major(shm::kLayoutMajor);
+  proto::DatasetSpec* dataset = request.mutable_spec()->mutable_work_source()->add_datasets();
+  dataset->set_name("web");
+  dataset->set_path(dir + "/web");
+  dataset->set_format("megatron");
+  request.mutable_spec()->mutable_work_source()->set_chunk_size(2);
+  request.mutable_spec()->add_operators()->mutable_pack_flat()->set_max_length(8);
+  request.mutable_spec()->add_operators()->mutable_batch()->set_microbatch_size(2);
+  request.mutable_rank()->set_global_rank(0);
+
+  FakeEnv env;
+  RegistryOptions options;
+  options.shm_prefix = absl::StrCat("zephon-test.", getpid(), ".memfd");
+  options.cache_dir = dir + "/cache";
+  options.env = &env;
+  InstanceRegistry registry(options);
+
+  env.FailNext(FakeEnv::Op::kMemfd, 1, EMFILE);
+  absl::StatusOr<Attachment> failed = registry.Attach(request);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(failed.status())) << failed.status();
+  const std::string message(failed.status().message());
+  EXPECT_NE(message.find("ring segment " + options.shm_prefix + "."), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("ulimit -n"), std::string::npos) << message;
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kMemfd), 1);
+  EXPECT_EQ(registry.Status().instances_size(), 0);
+  EXPECT_EQ(registry.total_readers(), 0);
+
+  absl::StatusOr<Attachment> attached = registry.Attach(request);
+  ASSERT_TRUE(attached.ok()) << attached.status();
+  EXPECT_EQ(registry.Status().instances_size(), 1);
+  EXPECT_EQ(registry.total_readers(), 1);
+  registry.Detach(*attached, /*died=*/false);
+  EXPECT_EQ(registry.total_readers(), 0);
 }
 
 }  // namespace

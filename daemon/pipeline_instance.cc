@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
                                                  config.materialize));
   ASSIGN_OR_RETURN(auto writer,
                    shm::RingWriter::Create(config.shm_name, config.geometry,
-                                           config.instance_id));
+                                           config.instance_id, config.env));
   std::unique_ptr<PipelineInstance> instance(
       new PipelineInstance(std::move(config), std::move(batches), std::move(writer),
                            std::move(counters)));
@@ -90,7 +90,7 @@ PipelineInstance::PipelineInstance(InstanceConfig config,
                                    std::unique_ptr<shm::RingWriter> writer,
                                    std::shared_ptr<metrics::DaemonCounters> counters)
     : config_(std::move(config)),
-      created_(absl::Now()),
+      created_(config_.env->Now()),
       counters_(std::move(counters)),
       writer_(std::move(writer)),
       // Seeded with where the stream starts: zeros, or the restored checkpoint's lanes.
@@ -125,7 +125,8 @@ void PipelineInstance::ProduceLoop() {
         plan = std::move(**next);
       }
     } else {
-      // Waits at most one poll for the next batch in order, then re-checks stop_.
+      // Waits at most one poll for the next batch in order, then re-checks stop_. Real
+      // time, not the Env's: this deadline only bounds a CondVar wait so stop_ is seen.
       absl::StatusOr<std::optional<pipeline::Batch>> next =
           batches_->Next(absl::Now() + kLoanPoll);
       if (absl::IsDeadlineExceeded(next.status())) continue;

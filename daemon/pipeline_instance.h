@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/parallel_batches.h"
@@ -73,6 +74,9 @@ struct InstanceConfig {
   std::string explain_stream;  // the engine's own description
   // Requested materialize parallelism and reorder window (capped by the pool).
   exec::OrderedStageOptions materialize;
+  // The ring's memfds come from it (RingWriter::Create); its clock dates the creation
+  // the join timeout counts from. Must outlive the instance.
+  Env* env = Env::Default();
 };
 
 class PipelineInstance final : public checkpoint::ProgressSource {

@@ -132,7 +132,7 @@ grpc::Status ZephonService::Checkpoint(grpc::ServerContext*,
   const std::shared_ptr<PipelineInstance> call_instance = *instance;
   call.instance = RoundInstanceOf(*std::move(instance));
   const absl::Time deadline =
-      absl::Now() + absl::Seconds(config.identity.aggregate_timeout_s);
+      env_->Now() + absl::Seconds(config.identity.aggregate_timeout_s);
   absl::StatusOr<proto::CheckpointResult> result = rounds_->Participate(std::move(call), deadline);
   if (!result.ok()) {
     SubsystemLogger("checkpoint")->warn(

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <memory>
 
+#include "common/env.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/refusal_log.h"
@@ -27,9 +28,12 @@ class ZephonService final : public proto::Zephon::Service {
   // `registry`, `rounds`, `handoff` and `counters` must outlive the service. `handoff`
   // hands each attached reader its ring descriptors; null only in tests that never map a
   // ring. `counters` (not null) counts attaches.
+  // `env` (the rounds' clock) dates each checkpoint round's deadline.
   ZephonService(InstanceRegistry* registry, checkpoint::LocalRounds* rounds,
-                FdHandoff* handoff, metrics::DaemonCounters* counters)
-      : registry_(registry), rounds_(rounds), handoff_(handoff), counters_(counters) {}
+                FdHandoff* handoff, metrics::DaemonCounters* counters,
+                Env* env = Env::Default())
+      : registry_(registry), rounds_(rounds), handoff_(handoff), counters_(counters),
+        env_(env) {}
 
   grpc::Status Attach(
       grpc::ServerContext* context,
@@ -51,6 +55,7 @@ class ZephonService final : public proto::Zephon::Service {
   checkpoint::LocalRounds* const rounds_;
   FdHandoff* const handoff_;
   metrics::DaemonCounters* const counters_;
+  Env* const env_;
 };
 
 // The Status RPC alone, for the TCP peer server: `zephonctl status --address host:port`

@@ -87,29 +87,18 @@ absl::StatusOr<std::unique_ptr<AggregateDir>> AggregateDir::Open(
     return absl::InvalidArgumentError("aggregate_dir is empty: no shared directory for the run");
   }
   absl::StatusOr<std::unique_ptr<storage::ObjectStore>> store =
-      storage::OpenStore(aggregate_dir, s3, budget);
+      storage::OpenStore(aggregate_dir, s3, budget, env);
   if (!store.ok()) {
     return WithContext(store.status(), absl::StrCat("aggregate_dir '", aggregate_dir, "'"));
   }
-  auto dir = std::make_unique<AggregateDir>(aggregate_dir, *std::move(store));
-  dir->env_ = env;
-  const absl::StatusOr<storage::Location> where = storage::ClassifyLocation(aggregate_dir);
-  if (where.ok() && where->kind == storage::LocationKind::kLocal) {
-    dir->local_root_ = where->path_or_url;
-  }
-  return dir;
-}
-
-absl::Status AggregateDir::Put(const std::string& key, std::string_view bytes) {
-  if (local_root_.empty()) return store_->Put(key, bytes);
-  return env_->WriteFileAtomically(JoinLocation(local_root_, key), bytes);
+  return std::make_unique<AggregateDir>(aggregate_dir, *std::move(store));
 }
 
 absl::StatusOr<std::string> AggregateDir::WriteCheckpoint(const std::string& run_id,
                                                           uint64_t round,
                                                           std::string_view bytes) {
   RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
-  RETURN_IF_ERROR(Put(CheckpointKey(run_id, round), bytes));
+  RETURN_IF_ERROR(store_->Put(CheckpointKey(run_id, round), bytes));
   return CheckpointPath(location_, run_id, round);
 }
 
@@ -141,7 +130,7 @@ absl::Status AggregateDir::WriteLeader(const std::string& run_id, const std::str
   // fails at once with the fix instead of polling until its deadline.
   const std::string first =
       address.empty() ? std::string("peer_service=none") : absl::StrCat("address=", address);
-  absl::Status written = Put(
+  absl::Status written = store_->Put(
       LeaderKey(run_id), absl::StrCat(first, "\npid=", ::getpid(), "\ndaemon=", label, "\n"));
   if (!written.ok()) {
     return WithContext(written, absl::StrCat("cannot write the leader file of run '", run_id,

@@ -9,12 +9,11 @@
 //   address=<host:port>\npid=<pid>\ndaemon=<label>\n
 // Readers need only `address`; unknown keys are ignored, so fields can be added.
 //
-// Atomicity: every file is written whole (local: Env::WriteFileAtomically, temp file +
-// fsync + rename, as LocalStore::Put does; S3: ObjectStore::Put, one PUT carrying
-// Content-MD5), so a reader never sees a partial checkpoint and a failed write leaves
-// nothing (or the previous object) behind. Checkpoint files also carry their own CRC
-// (checkpoint_file.h). Local writes take the Env so tests can inject faults; reads,
-// listings and deletes go through the store (storage::LocalStore takes no Env yet).
+// Atomicity: every file is written whole through the store (local: LocalStore::Put, temp
+// file + fsync + rename through the Env, so tests can inject faults; S3: one PUT
+// carrying Content-MD5), so a reader never sees a partial checkpoint and a failed write
+// leaves nothing (or the previous object) behind. Checkpoint files also carry their own
+// CRC (checkpoint_file.h).
 //
 // Thread-safety: thread-safe (the store is; no other mutable state).
 #ifndef ZEPHON_DAEMON_CHECKPOINT_AGGREGATE_DIR_H_
@@ -71,8 +70,8 @@ class AggregateDir {
   // `budget` bounds each call on an s3:// store, retries included (its per-attempt
   // timeout shrinks to budget / attempts, at least 1 s): callers with a deadline pass
   // what is left of it. Local directories ignore it. `s3` is where an s3:// location
-  // connects (the owner's --s3-* settings; storage::OpenStore). `env` writes a local
-  // directory's files and must outlive the AggregateDir.
+  // connects (the owner's --s3-* settings; storage::OpenStore). A local directory's
+  // store writes through `env` (storage::LocalStore), which must outlive the AggregateDir.
   static absl::StatusOr<std::unique_ptr<AggregateDir>> Open(
       const std::string& aggregate_dir, const storage::S3Options& s3,
       absl::Duration budget = absl::InfiniteDuration(), Env* env = Env::Default());
@@ -119,14 +118,8 @@ class AggregateDir {
   absl::StatusOr<std::vector<RunEntry>> ListRuns();
 
  private:
-  // Writes `key` whole: through env_ under a local root, else through the store.
-  absl::Status Put(const std::string& key, std::string_view bytes);
-
   const std::string location_;
   const std::unique_ptr<storage::ObjectStore> store_;
-  // The directory of a local aggregate_dir; empty for s3:// (and for tests' stores).
-  std::string local_root_;
-  Env* env_ = Env::Default();
 };
 
 // Reads a checkpoint named by a filesystem path or an s3:// URL (zephonctl inspect and

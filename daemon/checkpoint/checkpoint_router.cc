@@ -1,7 +1,5 @@
 #include "daemon/checkpoint/checkpoint_router.h"
 
-#include <thread>
-
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
@@ -52,10 +50,10 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& rout
   while (true) {
     // Every read is bounded by what is left of the deadline; with a leader to fall back
     // on, by kKnownLeaderReadBudget, so a hanging store leaves time for the report.
-    absl::Duration budget = std::max(deadline - absl::Now(), absl::Seconds(1));
+    absl::Duration budget = std::max(deadline - env_->Now(), absl::Seconds(1));
     if (known) budget = std::min(budget, kKnownLeaderReadBudget);
     ASSIGN_OR_RETURN(std::unique_ptr<AggregateDir> aggregate,
-                     AggregateDir::Open(route.aggregate_dir, s3_, budget));
+                     AggregateDir::Open(route.aggregate_dir, s3_, budget, env_));
     absl::StatusOr<std::string> address = aggregate->ReadLeader(route.run_id);
     if (address.ok() && *address != not_this) {
       absl::MutexLock lock(&mu_);
@@ -86,8 +84,8 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& rout
                               "the leader recorded in the rendezvous file (", *address,
                               ") is unreachable"))
                         : address.status();
-    if (absl::Now() + kRendezvousPoll > deadline) break;
-    std::this_thread::sleep_for(absl::ToChronoMilliseconds(kRendezvousPoll));
+    if (env_->Now() + kRendezvousPoll > deadline) break;
+    env_->SleepFor(kRendezvousPoll);
   }
   return absl::DeadlineExceededError(absl::StrCat(
       "cannot reach the leader of run ", route.run_id, " (the zephond hosting global_rank "
@@ -114,7 +112,7 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
   if (leads) return aggregator_->Submit(report, deadline);
   std::string dead;
   while (true) {
-    const absl::Time find_by = dead.empty() ? deadline : std::min(deadline, absl::Now() + kNewLeaderGrace);
+    const absl::Time find_by = dead.empty() ? deadline : std::min(deadline, env_->Now() + kNewLeaderGrace);
     absl::StatusOr<std::string> address = FindLeader(route, find_by, dead);
     if (!address.ok()) {
       if (!dead.empty()) {
@@ -130,9 +128,9 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
     // times before looking for another one.
     absl::StatusOr<proto::CheckpointResult> result = (*client)->Report(report, deadline);
     for (int attempt = 1; attempt < kSameLeaderAttempts && absl::IsUnavailable(result.status()) &&
-                          absl::Now() + kRetryPause < deadline;
+                          env_->Now() + kRetryPause < deadline;
          ++attempt) {
-      std::this_thread::sleep_for(absl::ToChronoMilliseconds(kRetryPause));
+      env_->SleepFor(kRetryPause);
       result = (*client)->Report(report, deadline);
     }
     if (result.ok() || !absl::IsUnavailable(result.status()) || !route.leader_address.empty()) {

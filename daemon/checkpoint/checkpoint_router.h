@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "daemon/checkpoint/leader_reporter.h"
 #include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
@@ -32,14 +33,18 @@ class CheckpointRouter final : public LeaderReporter {
  public:
   // `aggregator` must outlive the router. `s3` is where s3:// aggregate_dirs connect
   // (--s3-* flags). `auth` (null: unsigned) signs every report to a remote leader with
-  // the cluster's --peer-secret-file.
+  // the cluster's --peer-secret-file. Deadlines are on `env`'s clock (the aggregator's),
+  // its pauses between polls are env->SleepFor, and aggregate_dirs are opened through
+  // it; `env` must outlive the router.
   CheckpointRouter(RoundAggregator* aggregator,
                    std::shared_ptr<grpc::ChannelCredentials> peer_credentials,
-                   storage::S3Options s3, std::shared_ptr<const PeerAuthenticator> auth = nullptr)
+                   storage::S3Options s3, std::shared_ptr<const PeerAuthenticator> auth = nullptr,
+                   Env* env = Env::Default())
       : aggregator_(aggregator),
         credentials_(std::move(peer_credentials)),
         s3_(std::move(s3)),
-        auth_(std::move(auth)) {}
+        auth_(std::move(auth)),
+        env_(env) {}
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
                                                  const LeaderRoute& route, bool leads,
@@ -63,6 +68,7 @@ class CheckpointRouter final : public LeaderReporter {
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const storage::S3Options s3_;
   const std::shared_ptr<const PeerAuthenticator> auth_;
+  Env* const env_;
   mutable absl::Mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const PeerClient>> clients_
       ABSL_GUARDED_BY(mu_);

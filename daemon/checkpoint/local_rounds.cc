@@ -136,7 +136,8 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     absl::StatusOr<proto::CheckpointResult> result = Submit(calls, key, round_deadline);
     mu_.Lock();
     round.result = std::move(result);
-  } else if (!mu_.AwaitWithDeadline(absl::Condition(&done), round.deadline) &&
+  } else if (!mu_.AwaitWithTimeout(absl::Condition(&done),
+                                   round.deadline - options_.env->Now()) &&
              !round.submitting) {
     std::set<uint32_t> missing;
     for (uint32_t r : round.expected) {
@@ -152,7 +153,8 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     // The submitter is talking to the leader under the round's deadline: wait for its
     // answer (the margin only guards against a submitter that never comes back), and
     // never answer differently from it.
-    if (!mu_.AwaitWithDeadline(absl::Condition(&done), round.deadline + absl::Seconds(30))) {
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done),
+                              round.deadline + absl::Seconds(30) - options_.env->Now())) {
       --round.waiters;
       return absl::DeadlineExceededError(absl::StrCat(
           "checkpoint round ", key.second, " of run ", key.first,
@@ -180,19 +182,19 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(
   failure.set_aggregate_timeout_s(instance.aggregate_timeout_s);
   failure.set_failure(std::string(report.status().message()));
   (void)Report(failure, instance.route, leads,
-               std::min(deadline, absl::Now() + absl::Seconds(5)));
+               std::min(deadline, options_.env->Now() + absl::Seconds(5)));
   return report.status();
 }
 
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Report(
     const proto::CheckpointReport& report, const LeaderRoute& route, bool leads,
     absl::Time deadline) const {
-  const absl::Time begun = absl::Now();
+  const absl::Time begun = options_.env->Now();
   absl::StatusOr<proto::CheckpointResult> result =
       options_.reporter->Submit(report, route, leads, deadline);
   // A failure report is an error round even when the leader acknowledges it.
   options_.counters->CountCheckpointRound(result.ok() && report.failure().empty(),
-                                          absl::ToDoubleSeconds(absl::Now() - begun));
+                                          absl::ToDoubleSeconds(options_.env->Now() - begun));
   return result;
 }
 

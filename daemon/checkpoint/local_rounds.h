@@ -9,7 +9,7 @@
 // bytes, or the same error. Each round is counted in DaemonCounters.
 //
 // Thread-safety: thread-safe; each Participate call blocks its own (gRPC) thread until
-// the round is done or `deadline` passes.
+// the round is done or `deadline` (on options.env's clock) passes.
 #ifndef ZEPHON_DAEMON_CHECKPOINT_LOCAL_ROUNDS_H_
 #define ZEPHON_DAEMON_CHECKPOINT_LOCAL_ROUNDS_H_
 
@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "daemon/checkpoint/leader_reporter.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/pipeline/formats/dataset.h"
@@ -82,6 +83,9 @@ struct LocalRoundsOptions {
   const RunRoster* roster = nullptr;
   const LeaderReporter* reporter = nullptr;
   metrics::DaemonCounters* counters = nullptr;
+  // The clock of the rounds' deadlines and the recorded round durations; must outlive
+  // the LocalRounds.
+  Env* env = Env::Default();
 };
 
 class LocalRounds {

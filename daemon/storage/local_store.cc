@@ -168,13 +168,14 @@ absl::Status Walk(const std::string& dir, const std::string& key_dir,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& root) {
+absl::StatusOr<std::unique_ptr<LocalStore>> LocalStore::Open(const std::string& root,
+                                                              Env* env) {
   if (root.empty()) return absl::InvalidArgumentError("local store root is empty");
   std::string trimmed = root;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   RETURN_IF_ERROR(MkdirAll(trimmed));
   if (trimmed == "/") trimmed.clear();  // PathOf adds the '/'
-  return std::unique_ptr<LocalStore>(new LocalStore(std::move(trimmed)));
+  return std::unique_ptr<LocalStore>(new LocalStore(std::move(trimmed), env));
 }
 
 absl::StatusOr<std::string> LocalStore::Get(const std::string& key,
@@ -226,7 +227,7 @@ absl::StatusOr<std::string> LocalStore::GetRange(const std::string& key, uint64_
 
 absl::Status LocalStore::Put(const std::string& key, std::string_view bytes) {
   RETURN_IF_ERROR(ValidateKey(key));
-  return WriteFileAtomically(PathOf(key), bytes);
+  return env_->WriteFileAtomically(PathOf(key), bytes);
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> LocalStore::List(const std::string& prefix) {
@@ -279,11 +280,9 @@ absl::StatusOr<DirectoryListing> LocalStore::ListDirectory(const std::string& pr
 
 absl::Status LocalStore::Delete(const std::string& key) {
   RETURN_IF_ERROR(ValidateKey(key));
-  const std::string path = PathOf(key);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return PathError(errno, "cannot delete object", path);
-  }
-  return absl::OkStatus();
+  const absl::Status removed = env_->RemoveFile(PathOf(key));
+  if (absl::IsNotFound(removed)) return absl::OkStatus();
+  return removed;
 }
 
 absl::StatusOr<ObjectInfo> LocalStore::Head(const std::string& key) {

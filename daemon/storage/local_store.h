@@ -6,6 +6,10 @@
 // its old or its new bytes. Temp files are named ".zephon-tmp.<name>.XXXXXX"; they are
 // removed on every error path and List and ListDirectory skip them.
 //
+// Put and Delete go through the Env given to Open (common/env.h), so a test can inject
+// their faults; reads, listings and Head use POSIX directly (they need the fd and inode
+// the Env does not expose).
+//
 // Errors carry the filesystem path and errno text. Thread-safety: thread-safe (no
 // mutable state; the filesystem serializes).
 #ifndef ZEPHON_DAEMON_STORAGE_LOCAL_STORE_H_
@@ -19,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/atomic_file.h"
+#include "common/env.h"
 #include "daemon/storage/object_store.h"
 
 namespace zephon::storage {
@@ -30,8 +35,9 @@ class LocalStore final : public ObjectStore {
  public:
   // Opens (creating with mkdir -p if missing) the directory `root`. INVALID_ARGUMENT if
   // `root` is empty; FAILED_PRECONDITION if it exists but is not a directory; the errno
-  // mapping of mkdir otherwise.
-  static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& root);
+  // mapping of mkdir otherwise. `env` must outlive the store.
+  static absl::StatusOr<std::unique_ptr<LocalStore>> Open(const std::string& root,
+                                                          Env* env = Env::Default());
 
   LocalStore(const LocalStore&) = delete;
   LocalStore& operator=(const LocalStore&) = delete;
@@ -61,11 +67,12 @@ class LocalStore final : public ObjectStore {
   absl::StatusOr<ObjectInfo> Head(const std::string& key) override;
 
  private:
-  explicit LocalStore(std::string root) : root_(std::move(root)) {}
+  LocalStore(std::string root, Env* env) : root_(std::move(root)), env_(env) {}
 
   std::string PathOf(const std::string& key) const { return root_ + "/" + key; }
 
   const std::string root_;  // no trailing '/' (except the root directory "/")
+  Env* const env_;
 };
 
 }  // namespace zephon::storage

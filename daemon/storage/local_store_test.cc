@@ -1,6 +1,7 @@
 #include "daemon/storage/local_store.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/fake_env.h"
 #include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
@@ -333,6 +335,40 @@ TEST_F(LocalStoreTest, OpenRejectsAFileAsRoot) {
   auto st = LocalStore::Open(root_ + "/plain");
   EXPECT_EQ(st.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(st.status().message(), root_ + "/plain"));
+}
+
+// Put and Delete go through the store's Env: an injected write fault fails the Put
+// (naming the path), leaves the old object and no temp file; an injected removal fault
+// fails the Delete; with the faults spent both work.
+TEST(LocalStoreEnvTest, PutAndDeleteGoThroughTheEnv) {
+  const std::string root = testing::MakeTempDir("local_store_env") + "/store";
+  FakeEnv env;
+  auto store = LocalStore::Open(root, &env);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Put("run/leader", "old").ok());
+
+  env.FailNext(FakeEnv::Op::kWrite, 1, ENOSPC);
+  const absl::Status put = (*store)->Put("run/leader", "new bytes");
+  EXPECT_EQ(put.code(), absl::StatusCode::kResourceExhausted) << put;
+  EXPECT_TRUE(absl::StrContains(put.message(), root + "/run")) << put;
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kWrite), 1);
+  EXPECT_EQ(*(*store)->Get("run/leader"), "old");
+  std::vector<std::string> names;
+  AllEntries(root, "", &names);
+  for (const std::string& name : names) {
+    EXPECT_FALSE(absl::StrContains(name, kLocalTempPrefix)) << name;
+  }
+
+  env.FailNext(FakeEnv::Op::kRemove, 1, EACCES);
+  EXPECT_EQ((*store)->Delete("run/leader").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kRemove), 1);
+  EXPECT_TRUE((*store)->Head("run/leader").ok());
+
+  ASSERT_TRUE((*store)->Put("run/leader", "new bytes").ok());
+  EXPECT_EQ(*(*store)->Get("run/leader"), "new bytes");
+  ASSERT_TRUE((*store)->Delete("run/leader").ok());
+  EXPECT_TRUE((*store)->Delete("run/leader").ok());  // absent: still OK
+  EXPECT_EQ((*store)->Head("run/leader").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "daemon/storage/object_store.h"
 #include "daemon/storage/s3_store.h"
 
@@ -25,10 +26,11 @@ namespace zephon::storage {
 //                                               FAILED_PRECONDITION without credentials
 // Any other "scheme://" is INVALID_ARGUMENT, as is "" (ClassifyLocation's errors).
 // `call_budget` bounds each call of an S3 store, retries included (S3Store::OpenUrl);
-// a LocalStore ignores it.
+// a LocalStore ignores it. A LocalStore writes and deletes through `env` (LocalStore::Open),
+// which must outlive the store.
 absl::StatusOr<std::unique_ptr<ObjectStore>> OpenStore(
     const std::string& url, const S3Options& s3_defaults,
-    absl::Duration call_budget = absl::InfiniteDuration());
+    absl::Duration call_budget = absl::InfiniteDuration(), Env* env = Env::Default());
 
 }  // namespace zephon::storage
 
