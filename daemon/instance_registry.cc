@@ -99,7 +99,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   // 3. The datasets for the spec. The open this rank led stays visible to its peers
   // until the instance is registered (or this attach fails): the guard runs after
   // JoinOrCreate released the registry lock.
-  ASSIGN_OR_RETURN(const OpenedDatasets opened, DatasetsFor(attach.identity, attach.spec));
+  ASSIGN_OR_RETURN(const OpenedDatasets opened, DatasetsFor(attach.identity, attach.pipeline.spec));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
   if (resume) RETURN_IF_ERROR(CheckResumedData(resume->state, opened.datasets, opened.spec_hash));
   // 4. Join or create.
@@ -297,7 +297,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
     const OpenedDatasets& opened, const Resume* resume, const std::string& key,
     const std::string& run_key, uint32_t reserve) {
   ASSIGN_OR_RETURN(std::unique_ptr<pipeline::GroupStream> stream,
-                   pipeline::GroupStream::Create(attach.spec, opened.datasets,
+                   pipeline::GroupStream::Create(attach.pipeline, opened.datasets,
                                                  attach.owned_lanes,
                                                  resume ? &attach.lane_starts : nullptr));
   const uint64_t serial = ++created_total_;
@@ -339,7 +339,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.explain_stream = stream->Explain();
   config.materialize.parallelism = attach.limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism
-  config.spec = attach.spec;
+  config.spec = attach.pipeline.spec;
   config.env = options_.env;
   return PipelineInstance::Create(std::move(config), std::move(stream), options_.worker_pool,
                                   options_.counters);

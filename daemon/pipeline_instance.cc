@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/logging.h"
 #include "daemon/metrics/counters.h"
+#include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::daemon {
 namespace {
@@ -385,7 +386,7 @@ std::string PipelineInstance::Explain() const {
       "  data identity: run_id=", config_.identity.run_id.empty() ? "(single rank)" : config_.identity.run_id,
       " dp_degree=", config_.identity.dp_degree, " dp_group_id=", config_.identity.dp_group_id,
       " canonical_replicas=", config_.identity.canonical_replicas,
-      " mapping_strategy=", config_.spec.mapping_strategy(),
+      " mapping_strategy=", pipeline::OptionName(config_.spec.mapping_strategy()),
       " spec_hash=", config_.spec_hash,
       "\n  owned lanes (round-robin order): ", absl::StrJoin(config_.owned_lanes, ","), "\n",
       "  stages (plan on the producer thread -> materialize -> ring, in stream order):\n",

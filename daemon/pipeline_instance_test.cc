@@ -31,7 +31,7 @@ proto::PipelineSpec Spec() {
   ws->set_seed(3);
   ws->set_chunk_size(8);
   ws->set_shuffle_within_shard(true);
-  ws->set_exhausted_policy("repeat");
+  ws->set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
   spec.add_operators()->mutable_pack_flat()->set_max_length(33);
   spec.add_operators()->mutable_batch()->set_microbatch_size(3);
   spec.set_canonical_replicas(2);
@@ -49,7 +49,7 @@ std::unique_ptr<PipelineInstance> MakeInstance(std::shared_ptr<exec::WorkerPool>
   std::vector<std::shared_ptr<const pipeline::Dataset>> corpus = {
       pipeline::testing::MakeSyntheticDataset("web", 1, 2, 50, 70),
       pipeline::testing::MakeSyntheticDataset("code", 2, 2, 30, 40)};
-  auto stream = pipeline::GroupStream::Create(spec, corpus, {0, 1}).value();
+  auto stream = pipeline::GroupStream::Create(pipeline::ResolvePipeline(spec, 1).value(), corpus, {0, 1}).value();
   InstanceConfig config;
   config.instance_id = absl::StrCat("test/p", parallelism);
   config.spec = spec;

@@ -39,7 +39,7 @@ proto::PipelineSpec Spec() {
 }
 
 std::unique_ptr<GroupStream> Stream(const std::vector<proto::LaneProgress>* restore = nullptr) {
-  return GroupStream::Create(Spec(), Corpus(), {1, 3}, restore).value();
+  return GroupStream::Create(pipeline::ResolvePipeline(Spec(), 1).value(), Corpus(), {1, 3}, restore).value();
 }
 
 using Key = std::tuple<uint32_t, uint64_t, uint64_t, uint64_t>;

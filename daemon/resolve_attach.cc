@@ -115,17 +115,12 @@ absl::StatusOr<ResolvedAttach> ResolveAttach(const proto::AttachRequest& request
     identity.local_peers = defaults.reader_capacity;
   }
 
-  ASSIGN_OR_RETURN(pipeline::ResolvedPipeline pipeline,
-                   pipeline::ResolvePipeline(std::move(spec), identity.dp_degree));
-  out.spec = std::move(pipeline.spec);
-  out.lane_options = pipeline.lanes;
+  ASSIGN_OR_RETURN(out.pipeline, pipeline::ResolvePipeline(std::move(spec), identity.dp_degree));
   // Validated in range by ResolvePipeline (CheckCanonicalReplicas).
-  identity.canonical_replicas = out.lane_options.num_lanes;
-  ASSIGN_OR_RETURN(const pipeline::Mapping mapping,
-                   pipeline::ParseMapping(out.spec.mapping_strategy()));
+  identity.canonical_replicas = out.pipeline.lanes.num_lanes;
   ASSIGN_OR_RETURN(out.owned_lanes,
                    pipeline::OwnedLanes(identity.canonical_replicas, identity.dp_degree,
-                                        identity.dp_group_id, mapping));
+                                        identity.dp_group_id, out.pipeline.spec.mapping_strategy()));
   if (resume != nullptr) {
     ASSIGN_OR_RETURN(out.lane_starts, LaneStarts(*resume, out.owned_lanes));
   }
@@ -136,7 +131,7 @@ absl::StatusOr<ResolvedAttach> ResolveAttach(const proto::AttachRequest& request
         "unbalances their load; use a dp_degree that divides canonical_replicas"));
   }
 
-  out.schema = BatchSchema::Of(out.lane_options);
+  out.schema = BatchSchema::Of(out.pipeline.lanes);
   const uint32_t prefetch = request.execution().prefetch_batches() > 0
                                 ? request.execution().prefetch_batches()
                                 : defaults.default_prefetch_batches;

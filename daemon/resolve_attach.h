@@ -22,7 +22,7 @@
 #include "daemon/batch_slot.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/identity.h"
-#include "daemon/pipeline/batching/lane_stream.h"
+#include "daemon/pipeline/spec.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/zephon.pb.h"
 #include "shm/ring_writer.h"
@@ -48,8 +48,8 @@ struct AttachDefaults {
 
 struct ResolvedAttach {
   RankIdentity identity;  // canonical_replicas set; warnings to hand back
-  proto::PipelineSpec spec;  // every default filled: what the spec hash covers
-  pipeline::LaneOptions lane_options;
+  // The spec with every default filled (what the spec hash covers) and its lane options.
+  pipeline::ResolvedPipeline pipeline;
   std::vector<uint32_t> owned_lanes;  // ascending
   // Where each owned lane starts (same order), from the checkpoint; empty when fresh.
   std::vector<proto::LaneProgress> lane_starts;

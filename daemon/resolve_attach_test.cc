@@ -51,23 +51,23 @@ TEST(ResolveAttachTest, FillsEveryDefault) {
   EXPECT_EQ(r->identity.world_size, 1u);
   EXPECT_EQ(r->identity.dp_degree, 1u);
   EXPECT_EQ(r->identity.canonical_replicas, 1u);  // = dp_degree
-  EXPECT_EQ(r->spec.canonical_replicas(), 1);
-  EXPECT_EQ(r->spec.format_version(), 1u);
-  EXPECT_EQ(r->spec.mapping_strategy(), "contiguous");
-  EXPECT_EQ(r->spec.lane_routing(), "permute");
-  EXPECT_EQ(r->spec.flush_every_k_chunks(), 8u);
-  EXPECT_EQ(r->spec.work_source().exhausted_policy(), "stop_after_passes");
-  EXPECT_EQ(r->spec.work_source().stop_after_passes(), 1u);
-  EXPECT_EQ(r->spec.work_source().chunk_size(), 1024u);
-  EXPECT_EQ(r->spec.operators(0).pack_flat().algorithm(), "wrap");
-  EXPECT_TRUE(r->spec.operators(0).pack_flat().emit_positions());
-  EXPECT_TRUE(r->spec.operators(1).batch().drop_last());
-  EXPECT_EQ(r->lane_options.num_lanes, 1u);
-  EXPECT_EQ(r->lane_options.routing, pipeline::Routing::kPermute);
-  EXPECT_EQ(r->lane_options.flush_every_k_chunks, 8u);
-  EXPECT_EQ(r->lane_options.max_length, 33u);
-  EXPECT_EQ(r->lane_options.microbatch_size, 3u);
-  EXPECT_TRUE(r->lane_options.drop_last);
+  EXPECT_EQ(r->pipeline.spec.canonical_replicas(), 1);
+  EXPECT_EQ(r->pipeline.spec.format_version(), 1u);
+  EXPECT_EQ(r->pipeline.spec.mapping_strategy(), proto::PipelineSpec::CONTIGUOUS);
+  EXPECT_EQ(r->pipeline.spec.lane_routing(), proto::PipelineSpec::PERMUTE);
+  EXPECT_EQ(r->pipeline.spec.flush_every_k_chunks(), 8u);
+  EXPECT_EQ(r->pipeline.spec.work_source().exhausted_policy(), proto::WorkSourceSpec::STOP_AFTER_PASSES);
+  EXPECT_EQ(r->pipeline.spec.work_source().stop_after_passes(), 1u);
+  EXPECT_EQ(r->pipeline.spec.work_source().chunk_size(), 1024u);
+  EXPECT_EQ(r->pipeline.spec.operators(0).pack_flat().algorithm(), "wrap");
+  EXPECT_TRUE(r->pipeline.spec.operators(0).pack_flat().emit_positions());
+  EXPECT_TRUE(r->pipeline.spec.operators(1).batch().drop_last());
+  EXPECT_EQ(r->pipeline.lanes.num_lanes, 1u);
+  EXPECT_EQ(r->pipeline.lanes.routing, proto::PipelineSpec::PERMUTE);
+  EXPECT_EQ(r->pipeline.lanes.flush_every_k_chunks, 8u);
+  EXPECT_EQ(r->pipeline.lanes.max_length, 33u);
+  EXPECT_EQ(r->pipeline.lanes.microbatch_size, 3u);
+  EXPECT_TRUE(r->pipeline.lanes.drop_last);
   EXPECT_EQ(r->owned_lanes, (std::vector<uint32_t>{0}));
   EXPECT_TRUE(r->lane_starts.empty());
   EXPECT_EQ(r->schema.rows, 3u);
@@ -92,7 +92,7 @@ TEST(ResolveAttachTest, LaneCountComesFromTheSpecElseTheCheckpointElseDpDegree) 
   r = Resolve(Request(4, 2), &saved);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->identity.canonical_replicas, 8u);
-  EXPECT_EQ(r->spec.canonical_replicas(), 8);
+  EXPECT_EQ(r->pipeline.spec.canonical_replicas(), 8);
   EXPECT_EQ(r->owned_lanes, (std::vector<uint32_t>{4, 5}));
   ASSERT_EQ(r->lane_starts.size(), 2u);
   EXPECT_EQ(r->lane_starts[0].lane(), 4u);
@@ -108,8 +108,8 @@ TEST(ResolveAttachTest, LaneCountComesFromTheSpecElseTheCheckpointElseDpDegree) 
 TEST(ResolveAttachTest, ExplicitOptionsAreKept) {
   proto::AttachRequest request = Request(2, 1);
   request.mutable_spec()->set_canonical_replicas(6);
-  request.mutable_spec()->set_mapping_strategy("interleaved");
-  request.mutable_spec()->set_lane_routing("modulo");
+  request.mutable_spec()->set_mapping_strategy(proto::PipelineSpec::INTERLEAVED);
+  request.mutable_spec()->set_lane_routing(proto::PipelineSpec::MODULO);
   request.mutable_spec()->set_flush_every_k_chunks(3);
   request.mutable_spec()->mutable_operators(0)->mutable_pack_flat()->set_emit_positions(false);
   request.mutable_execution()->set_prefetch_batches(5);
@@ -118,8 +118,8 @@ TEST(ResolveAttachTest, ExplicitOptionsAreKept) {
   auto r = Resolve(request);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->owned_lanes, (std::vector<uint32_t>{1, 3, 5}));
-  EXPECT_EQ(r->lane_options.routing, pipeline::Routing::kModulo);
-  EXPECT_EQ(r->lane_options.flush_every_k_chunks, 3u);
+  EXPECT_EQ(r->pipeline.lanes.routing, proto::PipelineSpec::MODULO);
+  EXPECT_EQ(r->pipeline.lanes.flush_every_k_chunks, 3u);
   EXPECT_FALSE(r->schema.emit_positions);
   EXPECT_EQ(r->geometry.slot_count, 8u);  // 5 rounded up to a power of two
   EXPECT_EQ(r->limits.producer_timeout_ms, 2000u);
@@ -263,8 +263,8 @@ TEST(ResolveAttachTest, EveryViolationNamesTheOptionAndValues) {
   }
   {
     proto::AttachRequest r = Request();
-    r.mutable_spec()->set_mapping_strategy("diagonal");
-    cases.push_back({"mapping", r, nullptr, kInvalid, "mapping_strategy 'diagonal' unknown"});
+    r.mutable_spec()->set_mapping_strategy(static_cast<proto::PipelineSpec::MappingStrategy>(7));
+    cases.push_back({"mapping", r, nullptr, kInvalid, "mapping_strategy 7 unknown"});
   }
   for (const BadCase& c : cases) {
     auto r = Resolve(c.request, c.resume);

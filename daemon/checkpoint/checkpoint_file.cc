@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/pipeline/spec_string_form.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
@@ -119,6 +120,12 @@ absl::StatusOr<proto::CheckpointState> DecodeCheckpoint(std::string_view bytes) 
     return absl::DataLossError(
         absl::StrCat("checkpoint corrupt: header says format version ", version,
                      " but the payload says ", state.format_version()));
+  }
+  // Checkpoints written while the spec's options were strings keep those strings.
+  if (state.has_spec()) {
+    if (absl::Status s = pipeline::UpgradeStringOptions(state.mutable_spec()); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("checkpoint corrupt: ", s.message()));
+    }
   }
   return state;
 }

@@ -43,6 +43,8 @@ std::string EncodeCheckpoint(const proto::CheckpointState& state);
 //                       (header or payload; upgrade zephond to read it);
 //   DATA_LOSS           truncated header or payload, trailing bytes, CRC mismatch,
 //                       malformed header or payload (the file is damaged: use another).
+// A spec written when mapping_strategy, lane_routing and exhausted_policy were strings
+// comes back with them as enums (pipeline::UpgradeStringOptions).
 absl::StatusOr<proto::CheckpointState> DecodeCheckpoint(std::string_view bytes);
 
 // Checkpoint and rendezvous files are written with the shared atomic writer.

@@ -34,9 +34,9 @@ TEST(PreEnumCheckpointTest, SpecHashStillMatches) {
 
 TEST(PreEnumCheckpointTest, OptionsReadBack) {
   const proto::CheckpointState state = Fixture();
-  EXPECT_EQ(state.spec().mapping_strategy(), "interleaved");
-  EXPECT_EQ(state.spec().lane_routing(), "modulo");
-  EXPECT_EQ(state.spec().work_source().exhausted_policy(), "repeat");
+  EXPECT_EQ(state.spec().mapping_strategy(), proto::PipelineSpec::INTERLEAVED);
+  EXPECT_EQ(state.spec().lane_routing(), proto::PipelineSpec::MODULO);
+  EXPECT_EQ(state.spec().work_source().exhausted_policy(), proto::WorkSourceSpec::REPEAT);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ proto::PipelineSpec Spec() {
   ws->set_chunk_size(16);
   ws->set_shuffle_shards(true);
   ws->set_shuffle_within_shard(true);
-  ws->set_exhausted_policy("repeat");
+  ws->set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
   auto* shuffle = spec.add_operators()->mutable_shuffle();
   shuffle->set_buffer_size(32);
   shuffle->set_seed(5);
@@ -48,11 +48,11 @@ proto::PipelineSpec Spec() {
 
 std::unique_ptr<GroupStream> Group() {
   const proto::PipelineSpec spec = Spec();
-  auto lanes = pipeline::OwnedLanes(4, 2, 1, pipeline::ParseMapping(spec.mapping_strategy()).value());
+  auto lanes = pipeline::OwnedLanes(4, 2, 1, spec.mapping_strategy());
   std::vector<std::shared_ptr<const pipeline::Dataset>> corpus = {
       pipeline::testing::MakeSyntheticDataset("web", 1, 4, 60, 90),
       pipeline::testing::MakeSyntheticDataset("code", 2, 3, 40, 150)};
-  return GroupStream::Create(spec, corpus, lanes.value()).value();
+  return GroupStream::Create(pipeline::ResolvePipeline(spec, 1).value(), corpus, lanes.value()).value();
 }
 
 template <typename V>

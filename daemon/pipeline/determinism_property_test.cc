@@ -76,11 +76,11 @@ Case RandomCase(int index) {
     case 2: ws->set_shuffle_block_size("global"); break;
     default: ws->set_shuffle_block_size(absl::StrCat(rng.Range(1, 20))); break;
   }
-  ws->set_exhausted_policy("repeat");
+  ws->set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
   static constexpr uint32_t kLanes[] = {2, 3, 4, 6, 8};
   c.spec.set_canonical_replicas(kLanes[rng.Below(5)]);
-  c.spec.set_lane_routing(rng.Coin() ? "permute" : "modulo");
-  c.spec.set_mapping_strategy(rng.Coin() ? "contiguous" : "interleaved");
+  c.spec.set_lane_routing(rng.Coin() ? proto::PipelineSpec::PERMUTE : proto::PipelineSpec::MODULO);
+  c.spec.set_mapping_strategy(rng.Coin() ? proto::PipelineSpec::CONTIGUOUS : proto::PipelineSpec::INTERLEAVED);
   c.spec.set_flush_every_k_chunks(static_cast<uint32_t>(rng.Range(1, 4)));
   if (rng.Coin()) {
     auto* shuffle = c.spec.add_operators()->mutable_shuffle();
@@ -148,9 +148,9 @@ StreamRun Steps(const Case& c, uint32_t dp_degree) {
   const uint32_t lanes = static_cast<uint32_t>(c.spec.canonical_replicas());
   std::vector<std::unique_ptr<GroupStream>> groups;
   for (uint32_t d = 0; d < dp_degree; ++d) {
-    auto owned = OwnedLanes(lanes, dp_degree, d, ParseMapping(c.spec.mapping_strategy()).value());
+    auto owned = OwnedLanes(lanes, dp_degree, d, c.spec.mapping_strategy());
     EXPECT_TRUE(owned.ok()) << owned.status();
-    auto g = GroupStream::Create(c.spec, Corpus(c), *owned);
+    auto g = GroupStream::Create(ResolvePipeline(c.spec, 1).value(), Corpus(c), *owned);
     EXPECT_TRUE(g.ok()) << g.status();
     if (!g.ok()) return {};
     groups.push_back(*std::move(g));

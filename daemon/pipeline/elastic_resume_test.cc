@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/progress_log.h"
+#include "daemon/pipeline/spec_string_form.h"
 #include "daemon/pipeline/batching/group_stream.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/spec.h"
@@ -43,7 +44,7 @@ proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping) {
   ws->set_chunk_size(3);
   ws->set_shuffle_shards(true);
   ws->set_shuffle_within_shard(true);
-  ws->set_exhausted_policy("stop_after_passes");
+  ws->set_exhausted_policy(proto::WorkSourceSpec::STOP_AFTER_PASSES);
   ws->set_stop_after_passes(2);
   auto* shuffle = spec.add_operators()->mutable_shuffle();
   shuffle->set_buffer_size(5);
@@ -53,7 +54,7 @@ proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping) {
   batch->set_microbatch_size(3);  // Odd, so batches span flush groups.
   batch->set_drop_last(false);
   spec.set_canonical_replicas(lanes);
-  spec.set_mapping_strategy(mapping);
+  spec.set_mapping_strategy(ParseMappingStrategy(mapping).value());
   spec.set_flush_every_k_chunks(2);
   return ResolveSpec(spec, 1).value();
 }
@@ -74,8 +75,8 @@ class Topology {
       : dp_degree_(dp_degree), groups_(dp_degree) {
     for (uint32_t d = 0; d < dp_degree; ++d) {
       auto owned = OwnedLanes(spec.canonical_replicas(), dp_degree, d,
-                              ParseMapping(spec.mapping_strategy()).value());
-      auto stream = GroupStream::Create(spec, Corpus(), owned.value(), restore);
+                              spec.mapping_strategy());
+      auto stream = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), owned.value(), restore);
       EXPECT_TRUE(stream.ok()) << stream.status();
       groups_[d].stream = *std::move(stream);
       groups_[d].log = daemon::ProgressLog::Create(groups_[d].stream->Progress()).value();
@@ -154,7 +155,7 @@ struct Reference {
 Reference MakeReference(const proto::PipelineSpec& spec) {
   const uint32_t lanes = spec.canonical_replicas();
   auto stream =
-      GroupStream::Create(spec, Corpus(), OwnedLanes(lanes, 1, 0, Mapping::kContiguous).value())
+      GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), OwnedLanes(lanes, 1, 0, proto::PipelineSpec::CONTIGUOUS).value())
           .value();
   Reference ref;
   std::vector<Batch> all;

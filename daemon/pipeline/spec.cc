@@ -16,6 +16,7 @@
 #include "daemon/pipeline/batching/lane_stream.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/ordering/work_source.h"
+#include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -44,10 +45,10 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
                                                      d.format(),
                                                      "' unknown (megatron, flat, jsonl)"));
     }
-    if (d.has_max_repeats() && ws.exhausted_policy() != "repeat") {
+    if (d.has_max_repeats() && ws.exhausted_policy() != proto::WorkSourceSpec::REPEAT) {
       return absl::InvalidArgumentError(absl::StrCat(
           "work_source.datasets[", k, "] ('", d.name(), "').max_repeats = ", d.max_repeats(),
-          " needs exhausted_policy 'repeat', got '", ws.exhausted_policy(), "'"));
+          " needs exhausted_policy 'repeat', got '", OptionName(ws.exhausted_policy()), "'"));
     }
     if (!d.dtype().empty() && d.dtype() != "uint16" && d.dtype() != "uint32") {
       return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].dtype '",
@@ -90,20 +91,20 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
   // names it whatever else is wrong.
   RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
   RETURN_IF_ERROR(CheckDpDegreeFitsLanes(dp_degree, spec.canonical_replicas()));
-  if (spec.mapping_strategy().empty()) spec.set_mapping_strategy("contiguous");
-  RETURN_IF_ERROR(ParseMapping(spec.mapping_strategy()).status());
-  if (spec.lane_routing().empty()) spec.set_lane_routing("permute");
-  RETURN_IF_ERROR(ParseRouting(spec.lane_routing()).status());
+  if (spec.mapping_strategy() == proto::PipelineSpec::MAPPING_STRATEGY_UNSPECIFIED) {
+    spec.set_mapping_strategy(proto::PipelineSpec::CONTIGUOUS);
+  }
+  RETURN_IF_ERROR(CheckResolved(spec.mapping_strategy()));
+  if (spec.lane_routing() == proto::PipelineSpec::LANE_ROUTING_UNSPECIFIED) {
+    spec.set_lane_routing(proto::PipelineSpec::PERMUTE);
+  }
   if (spec.flush_every_k_chunks() == 0) spec.set_flush_every_k_chunks(kDefaultFlushEveryKChunks);
   auto* ws = spec.mutable_work_source();
   if (ws->chunk_size() == 0) ws->set_chunk_size(kDefaultChunkSize);
-  if (ws->exhausted_policy().empty()) ws->set_exhausted_policy("stop_after_passes");
-  if (ws->exhausted_policy() != "stop_after_passes" && ws->exhausted_policy() != "stop" &&
-      ws->exhausted_policy() != "repeat") {
-    return absl::InvalidArgumentError(absl::StrCat("work_source.exhausted_policy '",
-                                                   ws->exhausted_policy(),
-                                                   "' unknown (stop_after_passes, stop, repeat)"));
+  if (ws->exhausted_policy() == proto::WorkSourceSpec::EXHAUSTED_POLICY_UNSPECIFIED) {
+    ws->set_exhausted_policy(proto::WorkSourceSpec::STOP_AFTER_PASSES);
   }
+  RETURN_IF_ERROR(CheckResolved(ws->exhausted_policy()));
   if (ws->stop_after_passes() == 0) ws->set_stop_after_passes(1);
   for (auto& d : *ws->mutable_datasets()) {
     if (d.format() == "flat") {
@@ -134,8 +135,9 @@ absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32
 
 std::string SpecHash(const proto::PipelineSpec& resolved,
                      const std::vector<std::shared_ptr<const Dataset>>& datasets) {
-  // Where the files live is not data: the fingerprints cover what is in them.
-  proto::PipelineSpec hashed = resolved;
+  // Where the files live is not data: the fingerprints cover what is in them. The
+  // options are hashed as strings, as format 1 defined the hash (spec_string_form.h).
+  proto::PipelineSpecStringForm hashed = ToStringForm(resolved);
   for (auto& d : *hashed.mutable_work_source()->mutable_datasets()) d.clear_path();
   std::string bytes;
   {

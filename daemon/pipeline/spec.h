@@ -1,9 +1,9 @@
 // Spec resolution and the spec hash.
 //
 // ResolveSpec fills every default so that the hash always covers effective values:
-//   format_version 1; canonical_replicas = dp_degree; mapping_strategy "contiguous";
-//   lane_routing "permute"; work_source.chunk_size 1024; exhausted_policy
-//   "stop_after_passes"; stop_after_passes 1; flush_every_k_chunks 8; pack_flat
+//   format_version 1; canonical_replicas = dp_degree; mapping_strategy CONTIGUOUS;
+//   lane_routing PERMUTE; work_source.chunk_size 1024; exhausted_policy
+//   STOP_AFTER_PASSES; stop_after_passes 1; flush_every_k_chunks 8; pack_flat
 //   algorithm "wrap"; for format "flat" datasets dtype "uint16" and
 //   flat_sample_tokens 2048, for format "jsonl" datasets jsonl_field "input_ids"
 //   (auto-detected datasets keep their empty fields; the detected format enters the
@@ -11,14 +11,16 @@
 //   "global" depend on the data; WorkSource resolves them, and the data enters the
 //   hash through the fingerprints).
 // and validates it (INVALID_ARGUMENT naming the option and value): format_version 1,
-// known strings, datasets non-empty with unique non-empty names and paths, weights,
-// shuffle_block_size syntax, max_repeats only with exhausted_policy "repeat", the
-// operator list and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
+// known enum values and strings, datasets non-empty with unique non-empty names and paths, weights,
+// shuffle_block_size syntax, max_repeats only with exhausted_policy REPEAT, the
+// operator list, lane_routing and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
 // 1 <= dp_degree <= canonical_replicas (CheckDpDegreeFitsLanes). An unset
 // canonical_replicas with dp_degree over zephond's lane bound names dp_degree.
 //
 // SpecHash = 16 lowercase hex digits of h, where h0 = HashBytes(deterministic
-// protobuf serialization of the resolved spec with every dataset's `path` cleared) and
+// protobuf serialization of ToStringForm(resolved spec) (spec_string_form.h: the enum
+// options as format 1's strings, so no existing hash moved) with every dataset's
+// `path` cleared) and
 // h = Combine(h, fingerprint_k) over the datasets in order. The path is location, not
 // data (the fingerprints cover the files: names, sample counts, sizes), so the same
 // files read from another directory or from S3 give the same hash, and a checkpoint

@@ -1,3 +1,4 @@
+#include "daemon/pipeline/spec_string_form.h"
 #include "daemon/pipeline/spec.h"
 
 #include <cmath>
@@ -23,10 +24,14 @@ proto::PipelineSpec Minimal() {
 }
 
 // The user-facing spellings of the three option values (Python's API strings).
-void SetMapping(proto::PipelineSpec& s, const std::string& v) { s.set_mapping_strategy(v); }
-void SetRouting(proto::PipelineSpec& s, const std::string& v) { s.set_lane_routing(v); }
+void SetMapping(proto::PipelineSpec& s, const std::string& v) {
+  s.set_mapping_strategy(ParseMappingStrategy(v).value());
+}
+void SetRouting(proto::PipelineSpec& s, const std::string& v) {
+  s.set_lane_routing(ParseLaneRouting(v).value());
+}
 void SetPolicy(proto::PipelineSpec& s, const std::string& v) {
-  s.mutable_work_source()->set_exhausted_policy(v);
+  s.mutable_work_source()->set_exhausted_policy(ParseExhaustedPolicy(v).value());
 }
 
 TEST(ResolveSpecTest, FillsEveryDefault) {
@@ -34,11 +39,11 @@ TEST(ResolveSpecTest, FillsEveryDefault) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->format_version(), 1u);
   EXPECT_EQ(r->canonical_replicas(), 8u);
-  EXPECT_EQ(r->mapping_strategy(), "contiguous");
-  EXPECT_EQ(r->lane_routing(), "permute");
+  EXPECT_EQ(r->mapping_strategy(), proto::PipelineSpec::CONTIGUOUS);
+  EXPECT_EQ(r->lane_routing(), proto::PipelineSpec::PERMUTE);
   EXPECT_EQ(r->flush_every_k_chunks(), 8u);
   EXPECT_EQ(r->work_source().chunk_size(), 1024u);
-  EXPECT_EQ(r->work_source().exhausted_policy(), "stop_after_passes");
+  EXPECT_EQ(r->work_source().exhausted_policy(), proto::WorkSourceSpec::STOP_AFTER_PASSES);
   EXPECT_EQ(r->work_source().stop_after_passes(), 1u);
   EXPECT_EQ(r->work_source().datasets(0).dtype(), "uint16");
   EXPECT_EQ(r->work_source().datasets(0).flat_sample_tokens(), 2048u);
@@ -55,14 +60,16 @@ void ExpectError(const proto::PipelineSpec& spec, uint32_t dp, const std::string
 
 TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   auto s = Minimal();
-  s.set_mapping_strategy("blocked");
-  ExpectError(s, 1, "blocked");
+  // Values this build does not know (a newer client's, or a C++ caller's cast).
+  s.set_mapping_strategy(static_cast<proto::PipelineSpec::MappingStrategy>(9));
+  ExpectError(s, 1, "mapping_strategy 9 unknown (contiguous, interleaved)");
   s = Minimal();
-  s.set_lane_routing("random");
-  ExpectError(s, 1, "random");
+  s.set_lane_routing(static_cast<proto::PipelineSpec::LaneRouting>(9));
+  ExpectError(s, 1, "lane_routing 9 unknown (permute, modulo)");
   s = Minimal();
-  s.mutable_work_source()->set_exhausted_policy("never");
-  ExpectError(s, 1, "never");
+  s.mutable_work_source()->set_exhausted_policy(
+      static_cast<proto::WorkSourceSpec::ExhaustedPolicy>(9));
+  ExpectError(s, 1, "exhausted_policy 9 unknown (stop_after_passes, repeat, stop)");
   s = Minimal();
   s.set_canonical_replicas(4);
   ExpectError(s, 8, "dp_degree=8 exceeds canonical_replicas=4");
@@ -118,7 +125,7 @@ TEST(ResolveSpecTest, CanonicalReplicasOutsideItsBoundsIsRefused) {
 
 TEST(ResolveSpecTest, NewOptionsAreOffByDefaultAndKeptVerbatim) {
   auto s = Minimal();
-  s.mutable_work_source()->set_exhausted_policy("repeat");
+  s.mutable_work_source()->set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
   s.mutable_work_source()->mutable_datasets(0)->set_max_repeats(2);
   s.mutable_work_source()->set_shuffle_block_size("auto");
   s.mutable_work_source()->mutable_datasets(0)->set_format("jsonl");

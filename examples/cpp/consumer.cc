@@ -28,7 +28,7 @@ zephon::proto::AttachRequest Request(const std::string& dataset, int64_t canonic
   ds->set_format("megatron");
   spec->mutable_work_source()->set_seed(7);
   spec->mutable_work_source()->set_chunk_size(32);
-  spec->mutable_work_source()->set_exhausted_policy("repeat");
+  spec->mutable_work_source()->set_exhausted_policy(zephon::proto::WorkSourceSpec::REPEAT);
   spec->add_operators()->mutable_pack_flat()->set_max_length(65);
   spec->add_operators()->mutable_batch()->set_microbatch_size(2);
   spec->set_canonical_replicas(canonical_replicas);

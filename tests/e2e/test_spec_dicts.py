@@ -15,15 +15,16 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor as FD
 
 import zephon
+from zephon import _spec_enums
 from zephon import pipeline as pipeline_module
 from zephon import sources as sources_module
 import proto_modules
 
-# Values of the Python API's string options whose target the daemon interprets (the
-# Python package passes them on as written or translates them; either way each must
-# land in a valid request).
-API_VALUES = {"mapping_strategy": ["contiguous", "interleaved"],
-              "lane_routing": ["permute", "modulo"],
+# Values of the Python API's options whose target the daemon interprets (the Python
+# package passes them on as written or translates them; either way each must land in a
+# valid request). The enum options' values come from _spec_enums, checked below.
+API_VALUES = {"mapping_strategy": list(_spec_enums.CHOICES["mapping_strategy"]),
+              "lane_routing": list(_spec_enums.CHOICES["lane_routing"]),
               "flush_every_k_chunks": [8]}
 
 _INTS = {FD.TYPE_INT32, FD.TYPE_INT64, FD.TYPE_UINT32, FD.TYPE_UINT64, FD.TYPE_SINT32,
@@ -148,7 +149,7 @@ def datasets() -> list[zephon.Dataset]:
 def work_sources() -> list[zephon.StaticMixtureWorkSource]:
     ds = datasets()
     out = []
-    for policy, block in itertools.product(sources_module._POLICIES,
+    for policy, block in itertools.product(_spec_enums.CHOICES["exhausted_policy"],
                                            [None, 4096, "auto", "global"]):
         out.append(zephon.StaticMixtureWorkSource(ds, seed=7, chunk_size=32,
                                                   shuffle_block_size=block,
@@ -221,3 +222,29 @@ def test_the_checker_refuses_what_the_proto_lacks():
         assert check_value(field, "NOT_A_MEMBER", "x")[0].startswith(
             "x: 'NOT_A_MEMBER' is not a value of enum")
     assert check_value(next(f for f in descriptor.fields if f.type in _UNSIGNED), -1, "x")
+
+
+def test_enum_option_values_are_the_proto_enums_in_lower_case():
+    # The one translation table of the Python package: every value of every enum option
+    # the proto declares (but *_UNSPECIFIED), in order, and nothing else.
+    descriptor = attach_request_descriptor()
+    fields = fields_by_name_anywhere(descriptor)
+    for option, choices in _spec_enums.CHOICES.items():
+        field = fields[option]
+        assert field.type == FD.TYPE_ENUM, f"{option} is not an enum in the proto"
+        names = [v.name.lower() for v in field.enum_type.values if v.number != 0]
+        assert list(choices) == names, (option, choices, names)
+        for value in choices:
+            assert _spec_enums.to_proto(option, value) in field.enum_type.values_by_name
+
+
+def test_an_unknown_enum_value_is_refused_in_python_naming_the_choices():
+    ws = work_sources()[0]
+    with pytest.raises(ValueError, match=r"mapping_strategy='diagonal' is not supported; use "
+                                         r"one of contiguous, interleaved"):
+        zephon.Pipeline(ws).options(mapping_strategy="diagonal")
+    with pytest.raises(ValueError, match=r"lane_routing='MODULO' is not supported"):
+        zephon.Pipeline(ws).options(lane_routing="MODULO")
+    with pytest.raises(ValueError, match=r"exhausted_policy='forever' is not supported; use "
+                                         r"one of stop_after_passes, repeat, stop"):
+        zephon.StaticMixtureWorkSource(datasets(), exhausted_policy="forever")

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import _native, errors
+from . import _native, _spec_enums, errors
 from .batch import Batch
 from .sources import StaticMixtureWorkSource
 
@@ -224,6 +224,9 @@ class Pipeline:
             aggregate_dir = os.fspath(aggregate_dir)
             if aggregate_dir and "://" not in aggregate_dir:
                 kwargs["aggregate_dir"] = os.path.abspath(aggregate_dir)
+        for name in _spec_enums.CHOICES.keys() & kwargs.keys():
+            if kwargs[name] is not None:
+                _spec_enums.check(name, kwargs[name])
         p = self._with()
         p._options.update(kwargs)
         return p
@@ -239,7 +242,8 @@ class Pipeline:
             if value is None:
                 continue
             if name in _SPEC_OPTIONS:
-                spec[name] = value
+                spec[name] = (_spec_enums.to_proto(name, value)
+                              if name in _spec_enums.CHOICES else value)
             elif name in _RANK_OPTIONS:
                 rank[name] = value
             elif name in _EXEC_OPTIONS:

@@ -9,8 +9,9 @@ import math
 import os
 from typing import Mapping, Sequence
 
+from . import _spec_enums
+
 _FORMATS = ("megatron", "flat", "jsonl")
-_POLICIES = ("stop_after_passes", "repeat", "stop")
 
 
 def _require_int(name: str, value, minimum: int = 0) -> int:
@@ -122,9 +123,7 @@ class StaticMixtureWorkSource:
             if not (math.isfinite(w) and w > 0):
                 raise ValueError(f"mixture weight of dataset {name!r} is {w}: weights must be "
                                  "finite numbers > 0")
-        if exhausted_policy not in _POLICIES:
-            raise ValueError(f"exhausted_policy={exhausted_policy!r} is not supported; use one "
-                             f"of {', '.join(_POLICIES)}")
+        _spec_enums.check("exhausted_policy", exhausted_policy)
         self.datasets = datasets
         self.weights = weights
         self.seed = _require_int("seed", seed)
@@ -161,7 +160,8 @@ class StaticMixtureWorkSource:
             "chunk_size": str(self.chunk_size),
             "shuffle_shards": self.shuffle_shards,
             "shuffle_within_shard": self.shuffle_within_shard,
-            "exhausted_policy": self.exhausted_policy,
+            "exhausted_policy": _spec_enums.to_proto("exhausted_policy",
+                                                     self.exhausted_policy),
             "stop_after_passes": self.stop_after_passes,
             "shuffle_block_size": self.shuffle_block_size,
         }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -58,10 +59,10 @@ GroupStream::GroupStream(std::shared_ptr<const WorkSource> source, LaneOptions o
       progress_(std::move(progress)) {}
 
 absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
-    const proto::PipelineSpec& resolved_spec,
+    const ResolvedPipeline& resolved,
     std::vector<std::shared_ptr<const Dataset>> datasets, std::vector<uint32_t> owned_lanes,
     const std::vector<proto::LaneProgress>* restore) {
-  ASSIGN_OR_RETURN(LaneOptions options, LaneOptions::FromSpec(resolved_spec));
+  const LaneOptions& options = resolved.lanes;
   if (owned_lanes.empty()) return absl::InvalidArgumentError("owned_lanes is empty");
   for (size_t i = 1; i < owned_lanes.size(); ++i) {
     if (owned_lanes[i] <= owned_lanes[i - 1]) {
@@ -71,7 +72,7 @@ absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
   ASSIGN_OR_RETURN(std::vector<proto::LaneProgress> progress,
                    StartingProgress(owned_lanes, options.num_lanes, restore));
   ASSIGN_OR_RETURN(std::unique_ptr<WorkSource> ws,
-                   WorkSource::Create(resolved_spec.work_source(), std::move(datasets)));
+                   WorkSource::Create(resolved.spec.work_source(), std::move(datasets)));
   std::shared_ptr<const WorkSource> source(std::move(ws));
   std::vector<std::unique_ptr<LaneStream>> lanes;
   for (size_t i = 0; i < owned_lanes.size(); ++i) {
@@ -132,7 +133,7 @@ uint64_t GroupStream::dropped_tokens() const {
 std::string GroupStream::Explain() const {
   return absl::StrCat("work source: ", source_->Describe(), "\n",
                       "lanes: ", absl::StrJoin(owned_lanes_, ","), " of ", options_.num_lanes,
-                      " (routing ", options_.routing == Routing::kPermute ? "permute" : "modulo",
+                      " (routing ", OptionName(options_.routing),
                       ", round robin by least progress)\n",
                       "operators per lane: ", options_.Describe(), "\n");
 }

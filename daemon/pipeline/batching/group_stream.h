@@ -35,6 +35,7 @@
 #include "daemon/pipeline/formats/dataset.h"
 #include "daemon/pipeline/batching/lane_stream.h"
 #include "daemon/pipeline/ordering/work_source.h"
+#include "daemon/pipeline/spec.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/spec.pb.h"
 
@@ -42,8 +43,7 @@ namespace zephon::pipeline {
 
 class GroupStream {
  public:
-  // REQUIRES: `resolved_spec` came from ResolveSpec and `datasets` from OpenDatasets of
-  // it. `owned_lanes` (from OwnedLanes) must be non-empty, ascending and < C.
+  // REQUIRES: `datasets` came from OpenDatasets of `resolved.spec`. `owned_lanes` (from OwnedLanes) must be non-empty, ascending and < C.
   // `restore` (may be null = fresh start; only read during the call) is the per-lane
   // progress of a checkpoint, e.g. CheckpointState.lanes: it must hold exactly one
   // entry for every owned lane, and each owned lane starts at its entry (batch index
@@ -53,7 +53,7 @@ class GroupStream {
   // when `restore` lacks an owned lane, lists a lane twice or names a lane >= C, or
   // holds a position that is not one of that lane (LaneStream::Create).
   static absl::StatusOr<std::unique_ptr<GroupStream>> Create(
-      const proto::PipelineSpec& resolved_spec,
+      const ResolvedPipeline& resolved,
       std::vector<std::shared_ptr<const Dataset>> datasets, std::vector<uint32_t> owned_lanes,
       const std::vector<proto::LaneProgress>* restore = nullptr);
 

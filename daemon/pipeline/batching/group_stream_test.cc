@@ -1,3 +1,4 @@
+#include "daemon/pipeline/spec_string_form.h"
 #include "daemon/pipeline/batching/group_stream.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ proto::PipelineSpec ElasticSpec(uint32_t lanes, const std::string& mapping) {
   ws->set_chunk_size(5);
   ws->set_shuffle_shards(true);
   ws->set_shuffle_within_shard(true);
-  ws->set_exhausted_policy("stop_after_passes");
+  ws->set_exhausted_policy(proto::WorkSourceSpec::STOP_AFTER_PASSES);
   ws->set_stop_after_passes(2);
   auto* shuffle = spec.add_operators()->mutable_shuffle();
   shuffle->set_buffer_size(4);
@@ -39,7 +40,7 @@ proto::PipelineSpec ElasticSpec(uint32_t lanes, const std::string& mapping) {
   batch->set_microbatch_size(2);
   batch->set_drop_last(true);
   spec.set_canonical_replicas(lanes);
-  spec.set_mapping_strategy(mapping);
+  spec.set_mapping_strategy(ParseMappingStrategy(mapping).value());
   spec.set_flush_every_k_chunks(2);
   return ResolveSpec(spec, 1).value();
 }
@@ -47,8 +48,8 @@ proto::PipelineSpec ElasticSpec(uint32_t lanes, const std::string& mapping) {
 std::unique_ptr<GroupStream> Group(const proto::PipelineSpec& spec, uint32_t dp_degree,
                                    uint32_t d) {
   auto lanes = OwnedLanes(spec.canonical_replicas(), dp_degree, d,
-                          ParseMapping(spec.mapping_strategy()).value());
-  auto g = GroupStream::Create(spec, Corpus(), lanes.value());
+                          spec.mapping_strategy());
+  auto g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), lanes.value());
   EXPECT_TRUE(g.ok()) << g.status();
   return *std::move(g);
 }
@@ -176,7 +177,7 @@ TEST(GroupStreamTest, RestoringAfterAnyBatchContinuesExactly) {
       }
       ASSERT_GT(all.size(), 6u);
       for (size_t n = 0; n <= all.size(); ++n) {
-        auto restored = GroupStream::Create(spec, Corpus(), original->owned_lanes(), &after[n]);
+        auto restored = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), original->owned_lanes(), &after[n]);
         ASSERT_TRUE(restored.ok()) << restored.status();
         EXPECT_EQ(Keys((*restored)->Progress()), Keys(after[n])) << n;
         for (size_t k = n; k < all.size(); ++k) {
@@ -211,7 +212,7 @@ TEST(GroupStreamTest, RestoredOrderIsLeastProgressFirst) {
     const LanePosition end = by_key.at({lane, next[lane] - 1}).end;
     restore.push_back(Progress(lane, next[lane], end.flush_group_chunk, end.records_into_group));
   }
-  auto g = GroupStream::Create(spec, Corpus(), {0, 1, 2, 3}, &restore).value();
+  auto g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), {0, 1, 2, 3}, &restore).value();
   const std::vector<std::pair<uint32_t, uint64_t>> kOrder = {
       {1, 1}, {3, 1}, {1, 2}, {2, 2}, {3, 2}, {0, 3}, {1, 3}, {2, 3}};
   for (const auto& [lane, index] : kOrder) {
@@ -226,22 +227,22 @@ TEST(GroupStreamTest, RestoreNeedsExactlyOneEntryPerOwnedLane) {
   const auto spec = ElasticSpec(4, "contiguous");
   std::vector<proto::LaneProgress> restore = {Progress(0, 0, 0, 0), Progress(1, 0, 0, 0),
                                               Progress(3, 0, 0, 0)};
-  auto g = GroupStream::Create(spec, Corpus(), {2, 3}, &restore);
+  auto g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), {2, 3}, &restore);
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(g.status().message().find("owned lane 2"), std::string::npos) << g.status();
   // Other lanes' entries are ignored.
-  EXPECT_TRUE(GroupStream::Create(spec, Corpus(), {0, 1}, &restore).ok());
+  EXPECT_TRUE(GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), {0, 1}, &restore).ok());
   restore.push_back(Progress(1, 2, 0, 0));
-  g = GroupStream::Create(spec, Corpus(), {0, 1}, &restore);
+  g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), {0, 1}, &restore);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("lane 1"), std::string::npos) << g.status();
   restore = {Progress(0, 0, 0, 0), Progress(4, 0, 0, 0)};
-  g = GroupStream::Create(spec, Corpus(), {0}, &restore);
+  g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), {0}, &restore);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("lane 4"), std::string::npos) << g.status();
   restore = {Progress(0, 0, 1, 0)};  // flush_every_k_chunks is 2.
-  g = GroupStream::Create(spec, Corpus(), {0}, &restore);
+  g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), {0}, &restore);
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("lane 0"), std::string::npos) << g.status();
 }

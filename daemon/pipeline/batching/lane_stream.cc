@@ -7,6 +7,7 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/ordering/shuffle_buffer.h"
+#include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -23,10 +24,15 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   LaneOptions o;
   RETURN_IF_ERROR(CheckCanonicalReplicas(spec.canonical_replicas()));
   o.num_lanes = spec.canonical_replicas();
-  ASSIGN_OR_RETURN(o.routing, ParseRouting(spec.lane_routing().empty() ? "permute" : spec.lane_routing()));
+  // Defaults are ResolvePipeline's job; here they are only checked.
+  RETURN_IF_ERROR(CheckResolved(spec.lane_routing()));
+  o.routing = spec.lane_routing();
   o.routing_seed = spec.work_source().seed();
-  o.flush_every_k_chunks =
-      spec.flush_every_k_chunks() == 0 ? kDefaultFlushEveryKChunks : spec.flush_every_k_chunks();
+  if (spec.flush_every_k_chunks() == 0) {
+    return absl::InvalidArgumentError(
+        "flush_every_k_chunks is 0 in a resolved spec (ResolvePipeline sets the default)");
+  }
+  o.flush_every_k_chunks = spec.flush_every_k_chunks();
   const auto& ops = spec.operators();
   int i = 0;
   if (i < ops.size() && ops[i].has_shuffle()) {

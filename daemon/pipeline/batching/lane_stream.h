@@ -46,7 +46,7 @@ inline constexpr uint32_t kDefaultFlushEveryKChunks = 8;
 // The per-lane knobs of a spec, validated.
 struct LaneOptions {
   uint32_t num_lanes = 1;
-  Routing routing = Routing::kPermute;
+  LaneRouting routing = proto::PipelineSpec::PERMUTE;
   uint64_t routing_seed = 0;  // work_source.seed
   uint64_t flush_every_k_chunks = kDefaultFlushEveryKChunks;
   uint64_t shuffle_buffer_size = 0;  // 0 = no shuffle operator.
@@ -57,7 +57,9 @@ struct LaneOptions {
   // pack_flat.emit_positions (unset = true): whether batches publish "positions".
   bool emit_positions = true;
 
-  // The only reader of the operator list. Operators must be [shuffle?, pack_flat,
+  // The only reader of the operator list. REQUIRES a resolved spec (ResolvePipeline
+  // calls this after filling the defaults; others use ResolvedPipeline::lanes).
+  // Operators must be [shuffle?, pack_flat,
   // batch]; INVALID_ARGUMENT naming the operator index and value otherwise (also:
   // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, algorithm "wrap" or empty,
   // CheckCanonicalReplicas (lanes.h) on the spec's lane count).

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
+#include "daemon/pipeline/spec.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -26,13 +27,13 @@ proto::PipelineSpec LaneSpec(uint64_t chunk_size, uint32_t flush_every, uint64_t
   d->set_path("/unused");
   ws->set_chunk_size(chunk_size);
   spec.set_canonical_replicas(1);
-  spec.set_lane_routing("modulo");
+  spec.set_lane_routing(proto::PipelineSpec::MODULO);
   spec.set_flush_every_k_chunks(flush_every);
   spec.add_operators()->mutable_pack_flat()->set_max_length(max_length);
   auto* b = spec.add_operators()->mutable_batch();
   b->set_microbatch_size(microbatch);
   b->set_drop_last(drop_last);
-  return spec;
+  return ResolveSpec(spec, 1).value();  // LaneOptions and WorkSource take resolved specs
 }
 
 std::unique_ptr<LaneStream> MakeLane(const proto::PipelineSpec& spec,
@@ -97,7 +98,7 @@ TEST(LaneStreamTest, SampleIdsAreDeduplicatedWithinABatch) {
 proto::PipelineSpec ShuffledSpec() {
   proto::PipelineSpec spec = LaneSpec(8, 3, 16, 2, true);
   spec.set_canonical_replicas(3);
-  spec.set_lane_routing("permute");
+  spec.set_lane_routing(proto::PipelineSpec::PERMUTE);
   spec.mutable_work_source()->set_shuffle_within_shard(true);
   spec.mutable_work_source()->set_shuffle_shards(true);
   proto::OperatorSpec shuffle;
@@ -106,7 +107,7 @@ proto::PipelineSpec ShuffledSpec() {
   spec.mutable_operators()->Add()->CopyFrom(spec.operators(1));
   spec.mutable_operators(1)->CopyFrom(spec.operators(0));
   spec.mutable_operators(0)->CopyFrom(shuffle);
-  return spec;
+  return ResolveSpec(spec, 1).value();
 }
 
 TEST(LaneStreamTest, RestartingAtARecordedPositionReproducesTheStream) {

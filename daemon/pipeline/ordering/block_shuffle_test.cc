@@ -96,7 +96,7 @@ TEST(BlockShuffleTest, WorkSourcePermutesEachBlockOfTheShuffledOrder) {
   spec.set_chunk_size(10);
   spec.set_shuffle_shards(true);
   spec.set_shuffle_within_shard(true);
-  spec.set_exhausted_policy("repeat");
+  spec.set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
   const auto plain = Draws(spec, ds, 30);  // Three passes.
   spec.set_shuffle_block_size("16");
   const auto blocked = Draws(spec, ds, 30);

@@ -41,30 +41,16 @@ absl::Status CheckDpDegreeFitsLanes(int64_t dp_degree, int64_t canonical_replica
       "fixed for the life of a run; choose it for the largest dp_degree you expect"));
 }
 
-absl::StatusOr<Routing> ParseRouting(const std::string& name) {
-  if (name == "permute") return Routing::kPermute;
-  if (name == "modulo") return Routing::kModulo;
-  return absl::InvalidArgumentError(
-      absl::StrCat("lane_routing '", name, "' unknown (permute, modulo)"));
-}
-
-absl::StatusOr<Mapping> ParseMapping(const std::string& name) {
-  if (name == "contiguous") return Mapping::kContiguous;
-  if (name == "interleaved") return Mapping::kInterleaved;
-  return absl::InvalidArgumentError(
-      absl::StrCat("mapping_strategy '", name, "' unknown (contiguous, interleaved)"));
-}
-
-uint32_t LaneOfChunk(uint64_t g, uint32_t num_lanes, Routing routing, uint64_t seed) {
+uint32_t LaneOfChunk(uint64_t g, uint32_t num_lanes, LaneRouting routing, uint64_t seed) {
   const uint64_t slot = g % num_lanes;
-  if (routing == Routing::kModulo) return static_cast<uint32_t>(slot);
+  if (routing == proto::PipelineSpec::MODULO) return static_cast<uint32_t>(slot);
   return static_cast<uint32_t>(BlockPermutation(g / num_lanes, num_lanes, seed).Permute(slot));
 }
 
 uint64_t GlobalChunkOfLane(uint32_t lane, uint64_t lane_chunk_index, uint32_t num_lanes,
-                           Routing routing, uint64_t seed) {
+                           LaneRouting routing, uint64_t seed) {
   const uint64_t block_start = lane_chunk_index * num_lanes;
-  if (routing == Routing::kModulo) return block_start + lane;
+  if (routing == proto::PipelineSpec::MODULO) return block_start + lane;
   const Permutation perm = BlockPermutation(lane_chunk_index, num_lanes, seed);
   for (uint32_t slot = 0; slot < num_lanes; ++slot) {
     if (perm.Permute(slot) == lane) return block_start + slot;
@@ -73,14 +59,14 @@ uint64_t GlobalChunkOfLane(uint32_t lane, uint64_t lane_chunk_index, uint32_t nu
 }
 
 absl::StatusOr<std::vector<uint32_t>> OwnedLanes(uint32_t num_lanes, uint32_t dp_degree,
-                                                 uint32_t dp_group_id, Mapping mapping) {
+                                                 uint32_t dp_group_id, MappingStrategy mapping) {
   RETURN_IF_ERROR(CheckDpDegreeFitsLanes(dp_degree, num_lanes));
   if (dp_group_id >= dp_degree) {
     return absl::InvalidArgumentError(absl::StrCat("dp_group_id ", dp_group_id,
                                                    " must be < dp_degree ", dp_degree));
   }
   std::vector<uint32_t> lanes;
-  if (mapping == Mapping::kInterleaved) {
+  if (mapping == proto::PipelineSpec::INTERLEAVED) {
     for (uint32_t l = dp_group_id; l < num_lanes; l += dp_degree) lanes.push_back(l);
     return lanes;
   }

@@ -1,16 +1,16 @@
 // Lanes: routing of global chunks to lanes, and of lanes to data-parallel groups.
 //
 // Routing (C = canonical_replicas lanes, `seed` = work_source.seed):
-//   kModulo:  lane(g) = g mod C.
-//   kPermute: block = g / C, slot = g mod C,
+//   MODULO:  lane(g) = g mod C.
+//   PERMUTE: block = g / C, slot = g mod C,
 //             lane(g) = Permutation(C, Combine(seed ^ kLaneRoutingSalt, block)).Permute(slot)
 //   Either way every block of C consecutive global chunks gives each lane exactly one,
 //   so lane chunk index c of lane l is the chunk of block c routed to l.
 // Mapping (D = dp_degree groups, d = dp_group_id):
-//   kContiguous:  group d owns a consecutive block of lanes; the first C mod D groups
+//   CONTIGUOUS:  group d owns a consecutive block of lanes; the first C mod D groups
 //                 own floor(C/D) + 1 lanes, the rest floor(C/D) (C=8, D=3: {0,1,2},
 //                 {3,4,5}, {6,7}).
-//   kInterleaved: group d owns lanes l with l mod D == d.
+//   INTERLEAVED: group d owns lanes l with l mod D == d.
 //   Owned lanes are returned ascending: that is the group's round-robin order.
 // Pure functions; thread-safe.
 #ifndef ZEPHON_DAEMON_PIPELINE_ORDERING_LANES_H_
@@ -21,26 +21,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/spec.pb.h"
 
 namespace zephon::pipeline {
 
-enum class Routing { kPermute, kModulo };
-enum class Mapping { kContiguous, kInterleaved };
+// The spec's enums (proto/spec.proto). The functions below REQUIRE resolved values, never
+// *_UNSPECIFIED (ResolvePipeline fills the defaults).
+using LaneRouting = proto::PipelineSpec::LaneRouting;
+using MappingStrategy = proto::PipelineSpec::MappingStrategy;
 
 // Salt that keeps the routing permutations independent of the dataset shuffles.
 inline constexpr uint64_t kLaneRoutingSalt = 0x5A17E5ULL;
 
-// "permute" / "modulo"; INVALID_ARGUMENT naming `lane_routing` otherwise.
-absl::StatusOr<Routing> ParseRouting(const std::string& name);
-// "contiguous" / "interleaved"; INVALID_ARGUMENT naming `mapping_strategy` otherwise.
-absl::StatusOr<Mapping> ParseMapping(const std::string& name);
-
 // REQUIRES: num_lanes >= 1.
-uint32_t LaneOfChunk(uint64_t g, uint32_t num_lanes, Routing routing, uint64_t seed);
+uint32_t LaneOfChunk(uint64_t g, uint32_t num_lanes, LaneRouting routing, uint64_t seed);
 // The global chunk that is lane `lane`'s chunk number `lane_chunk_index`.
-// REQUIRES: lane < num_lanes. Inverse of LaneOfChunk (O(C) for kPermute).
+// REQUIRES: lane < num_lanes. Inverse of LaneOfChunk (O(C) for PERMUTE).
 uint64_t GlobalChunkOfLane(uint32_t lane, uint64_t lane_chunk_index, uint32_t num_lanes,
-                           Routing routing, uint64_t seed);
+                           LaneRouting routing, uint64_t seed);
 
 // The one check of a lane count (common/run_limits.h), on the int64 before it is
 // narrowed: OK when 1 <= canonical_replicas <= kMaxCanonicalReplicas; INVALID_ARGUMENT
@@ -53,7 +51,7 @@ absl::Status CheckDpDegreeFitsLanes(int64_t dp_degree, int64_t canonical_replica
 // Lanes owned by group d of D. INVALID_ARGUMENT (CheckDpDegreeFitsLanes) unless
 // 1 <= D <= C, and unless d < D.
 absl::StatusOr<std::vector<uint32_t>> OwnedLanes(uint32_t num_lanes, uint32_t dp_degree,
-                                                 uint32_t dp_group_id, Mapping mapping);
+                                                 uint32_t dp_group_id, MappingStrategy mapping);
 
 }  // namespace zephon::pipeline
 

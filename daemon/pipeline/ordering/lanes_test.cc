@@ -10,7 +10,7 @@ namespace zephon::pipeline {
 namespace {
 
 TEST(LanesTest, EveryBlockGivesEachLaneExactlyOneChunk) {
-  for (Routing r : {Routing::kModulo, Routing::kPermute}) {
+  for (LaneRouting r : {proto::PipelineSpec::MODULO, proto::PipelineSpec::PERMUTE}) {
     for (uint32_t c : {1u, 2u, 3u, 4u, 6u, 8u, 13u}) {
       for (uint64_t block = 0; block < 50; ++block) {
         std::set<uint32_t> lanes;
@@ -25,7 +25,7 @@ TEST(LanesTest, EveryBlockGivesEachLaneExactlyOneChunk) {
 }
 
 TEST(LanesTest, GlobalChunkOfLaneInvertsLaneOfChunk) {
-  for (Routing r : {Routing::kModulo, Routing::kPermute}) {
+  for (LaneRouting r : {proto::PipelineSpec::MODULO, proto::PipelineSpec::PERMUTE}) {
     for (uint32_t c : {1u, 4u, 6u}) {
       for (uint64_t g = 0; g < 200; ++g) {
         const uint32_t lane = LaneOfChunk(g, c, r, 5);
@@ -36,35 +36,35 @@ TEST(LanesTest, GlobalChunkOfLaneInvertsLaneOfChunk) {
 }
 
 TEST(LanesTest, ModuloIsGModC) {
-  EXPECT_EQ(LaneOfChunk(13, 4, Routing::kModulo, 9), 1u);
-  EXPECT_EQ(GlobalChunkOfLane(3, 2, 4, Routing::kModulo, 9), 11u);
+  EXPECT_EQ(LaneOfChunk(13, 4, proto::PipelineSpec::MODULO, 9), 1u);
+  EXPECT_EQ(GlobalChunkOfLane(3, 2, 4, proto::PipelineSpec::MODULO, 9), 11u);
 }
 
 TEST(LanesTest, PermuteIsNotAlwaysModulo) {
   int differ = 0;
   for (uint64_t g = 0; g < 400; ++g) {
-    differ += LaneOfChunk(g, 8, Routing::kPermute, 1) != g % 8;
+    differ += LaneOfChunk(g, 8, proto::PipelineSpec::PERMUTE, 1) != g % 8;
   }
   EXPECT_GT(differ, 100);
 }
 
 TEST(OwnedLanesTest, ContiguousUnevenSplitGivesFirstGroupsOneMore) {
-  EXPECT_EQ(OwnedLanes(8, 3, 0, Mapping::kContiguous).value(), (std::vector<uint32_t>{0, 1, 2}));
-  EXPECT_EQ(OwnedLanes(8, 3, 1, Mapping::kContiguous).value(), (std::vector<uint32_t>{3, 4, 5}));
-  EXPECT_EQ(OwnedLanes(8, 3, 2, Mapping::kContiguous).value(), (std::vector<uint32_t>{6, 7}));
-  EXPECT_EQ(OwnedLanes(8, 4, 3, Mapping::kContiguous).value(), (std::vector<uint32_t>{6, 7}));
-  EXPECT_EQ(OwnedLanes(4, 1, 0, Mapping::kContiguous).value(),
+  EXPECT_EQ(OwnedLanes(8, 3, 0, proto::PipelineSpec::CONTIGUOUS).value(), (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(OwnedLanes(8, 3, 1, proto::PipelineSpec::CONTIGUOUS).value(), (std::vector<uint32_t>{3, 4, 5}));
+  EXPECT_EQ(OwnedLanes(8, 3, 2, proto::PipelineSpec::CONTIGUOUS).value(), (std::vector<uint32_t>{6, 7}));
+  EXPECT_EQ(OwnedLanes(8, 4, 3, proto::PipelineSpec::CONTIGUOUS).value(), (std::vector<uint32_t>{6, 7}));
+  EXPECT_EQ(OwnedLanes(4, 1, 0, proto::PipelineSpec::CONTIGUOUS).value(),
             (std::vector<uint32_t>{0, 1, 2, 3}));
 }
 
 TEST(OwnedLanesTest, InterleavedTakesLanesCongruentToTheGroup) {
-  EXPECT_EQ(OwnedLanes(8, 3, 0, Mapping::kInterleaved).value(), (std::vector<uint32_t>{0, 3, 6}));
-  EXPECT_EQ(OwnedLanes(8, 3, 2, Mapping::kInterleaved).value(), (std::vector<uint32_t>{2, 5}));
-  EXPECT_EQ(OwnedLanes(6, 2, 1, Mapping::kInterleaved).value(), (std::vector<uint32_t>{1, 3, 5}));
+  EXPECT_EQ(OwnedLanes(8, 3, 0, proto::PipelineSpec::INTERLEAVED).value(), (std::vector<uint32_t>{0, 3, 6}));
+  EXPECT_EQ(OwnedLanes(8, 3, 2, proto::PipelineSpec::INTERLEAVED).value(), (std::vector<uint32_t>{2, 5}));
+  EXPECT_EQ(OwnedLanes(6, 2, 1, proto::PipelineSpec::INTERLEAVED).value(), (std::vector<uint32_t>{1, 3, 5}));
 }
 
 TEST(OwnedLanesTest, GroupsPartitionTheLanes) {
-  for (Mapping m : {Mapping::kContiguous, Mapping::kInterleaved}) {
+  for (MappingStrategy m : {proto::PipelineSpec::CONTIGUOUS, proto::PipelineSpec::INTERLEAVED}) {
     for (uint32_t c = 1; c <= 12; ++c) {
       for (uint32_t d = 1; d <= c; ++d) {
         std::multiset<uint32_t> all;
@@ -80,12 +80,12 @@ TEST(OwnedLanesTest, GroupsPartitionTheLanes) {
 }
 
 TEST(OwnedLanesTest, RejectsBadTopologyNamingTheValues) {
-  auto s = OwnedLanes(4, 5, 0, Mapping::kContiguous);
+  auto s = OwnedLanes(4, 5, 0, proto::PipelineSpec::CONTIGUOUS);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("dp_degree=5 exceeds canonical_replicas=4"),
             std::string::npos);
-  EXPECT_FALSE(OwnedLanes(4, 2, 2, Mapping::kContiguous).ok());
-  s = OwnedLanes(4, 0, 0, Mapping::kContiguous);
+  EXPECT_FALSE(OwnedLanes(4, 2, 2, proto::PipelineSpec::CONTIGUOUS).ok());
+  s = OwnedLanes(4, 0, 0, proto::PipelineSpec::CONTIGUOUS);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("dp_degree=0 is invalid"), std::string::npos);
 }
@@ -101,15 +101,6 @@ TEST(LanesTest, LaneCountIsCheckedOnTheInt64BeforeNarrowing) {
               std::string::npos)
         << s.message();
   }
-}
-
-TEST(LanesTest, ParsersNameTheBadValue) {
-  EXPECT_EQ(ParseRouting("modulo").value(), Routing::kModulo);
-  EXPECT_EQ(ParseMapping("interleaved").value(), Mapping::kInterleaved);
-  auto r = ParseRouting("random");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("random"), std::string::npos);
-  EXPECT_FALSE(ParseMapping("blocked").ok());
 }
 
 }  // namespace

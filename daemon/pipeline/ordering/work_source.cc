@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/ordering/block_shuffle.h"
+#include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -51,20 +51,20 @@ WorkSource::WorkSource(std::vector<std::shared_ptr<const Dataset>> datasets,
 
 absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
     const proto::WorkSourceSpec& spec, std::vector<std::shared_ptr<const Dataset>> datasets) {
-  if (spec.datasets_size() == 0) {
-    return absl::InvalidArgumentError("work_source.datasets: at least one dataset required");
+  // The spec's own validation and defaults are ResolvePipeline's; these two guard the
+  // REQUIRES (a division by a zero chunk size, an unknown policy) without repeating it.
+  RETURN_IF_ERROR(CheckResolved(spec.exhausted_policy()));
+  if (spec.chunk_size() == 0 ||
+      (spec.exhausted_policy() == proto::WorkSourceSpec::STOP_AFTER_PASSES &&
+       spec.stop_after_passes() == 0)) {
+    return absl::InvalidArgumentError(
+        "work_source.chunk_size and stop_after_passes must be >= 1 in a resolved spec "
+        "(ResolvePipeline sets the defaults)");
   }
-  if (datasets.size() != static_cast<size_t>(spec.datasets_size())) {
+  if (datasets.empty() || datasets.size() != static_cast<size_t>(spec.datasets_size())) {
     return absl::InvalidArgumentError(absl::StrCat("work_source.datasets has ",
                                                    spec.datasets_size(), " entries but ",
                                                    datasets.size(), " datasets were opened"));
-  }
-  std::set<std::string> names;
-  for (const auto& d : spec.datasets()) {
-    if (!names.insert(d.name()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("work_source.datasets: duplicate dataset name '", d.name(), "'"));
-    }
   }
   std::vector<double> weights(spec.weights().begin(), spec.weights().end());
   if (weights.empty()) {
@@ -78,42 +78,29 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("work_source.", normalized.status().message()));
   }
-  const uint64_t chunk_size = spec.chunk_size() == 0 ? kDefaultChunkSize : spec.chunk_size();
-  const std::string policy =
-      spec.exhausted_policy().empty() ? "stop_after_passes" : spec.exhausted_policy();
-  if (policy != "stop_after_passes" && policy != "stop" && policy != "repeat") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "work_source.exhausted_policy '", policy, "' unknown (stop_after_passes, stop, repeat)"));
-  }
-  for (int k = 0; k < spec.datasets_size(); ++k) {
-    if (spec.datasets(k).has_max_repeats() && policy != "repeat") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "work_source.datasets[", k, "] ('", spec.datasets(k).name(), "').max_repeats = ",
-          spec.datasets(k).max_repeats(), " needs exhausted_policy 'repeat', got '", policy,
-          "'"));
-    }
-  }
+  const uint64_t chunk_size = spec.chunk_size();
+  const proto::WorkSourceSpec::ExhaustedPolicy policy = spec.exhausted_policy();
   ASSIGN_OR_RETURN(std::vector<uint64_t> block_sizes,
                    ResolveBlockSizes(spec.shuffle_block_size(), datasets));
   MixtureSchedule schedule(*std::move(normalized), chunk_size);
   std::unique_ptr<WorkSource> ws(
       new WorkSource(std::move(datasets), schedule, spec, std::move(block_sizes)));
   ws->policy_ = policy;
-  const uint64_t passes = spec.stop_after_passes() == 0 ? 1 : spec.stop_after_passes();
-  if (policy == "stop_after_passes") {
+  const uint64_t passes = spec.stop_after_passes();
+  if (policy == proto::WorkSourceSpec::STOP_AFTER_PASSES) {
     uint64_t n_end = 0;
     for (size_t k = 0; k < ws->datasets_.size(); ++k) {
       const uint64_t limit = SaturatingMul(passes, ws->datasets_[k]->NumSamples());
       n_end = std::max(n_end, LastChunk(ws->schedule_, k, limit));
     }
     ws->num_chunks_ = n_end;
-  } else if (policy == "stop") {
+  } else if (policy == proto::WorkSourceSpec::STOP) {
     uint64_t n_end = std::numeric_limits<uint64_t>::max();
     for (size_t k = 0; k < ws->datasets_.size(); ++k) {
       n_end = std::min(n_end, LastChunk(ws->schedule_, k, ws->datasets_[k]->NumSamples()));
     }
     ws->num_chunks_ = n_end;
-  } else {  // "repeat"
+  } else {  // REPEAT
     for (size_t k = 0; k < ws->datasets_.size(); ++k) {
       if (!ws->max_repeats_[k]) continue;
       const uint64_t passes_k = uint64_t{1} + *ws->max_repeats_[k];
@@ -135,8 +122,8 @@ absl::Status WorkSource::NoChunkError(const proto::WorkSourceSpec& spec, uint64_
   schedule_.Quotas(0, &first_quotas);
   for (size_t k = 0; k < datasets_.size(); ++k) {
     uint64_t allowed_passes = 1;
-    if (policy_ == "stop_after_passes") allowed_passes = passes;
-    if (policy_ == "repeat") {
+    if (policy_ == proto::WorkSourceSpec::STOP_AFTER_PASSES) allowed_passes = passes;
+    if (policy_ == proto::WorkSourceSpec::REPEAT) {
       if (!max_repeats_[k]) continue;
       allowed_passes = uint64_t{1} + *max_repeats_[k];
     }
@@ -149,9 +136,10 @@ absl::Status WorkSource::NoChunkError(const proto::WorkSourceSpec& spec, uint64_
         first_quotas[k], " of chunk_size=", schedule_.chunk_size(), ")"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "work_source yields no chunk, so no batch (exhausted_policy '", policy_, "'): ",
+      "work_source yields no chunk, so no batch (exhausted_policy '", OptionName(policy_),
+      "'): ",
       absl::StrJoin(short_datasets, "; "),
-      ". Lower work_source.chunk_size or add data", spec.exhausted_policy() == "repeat"
+      ". Lower work_source.chunk_size or add data", policy_ == proto::WorkSourceSpec::REPEAT
           ? " (or raise max_repeats)" : ""));
 }
 
@@ -191,7 +179,7 @@ std::string WorkSource::Describe() const {
                                  ")"));
   }
   return absl::StrCat("StaticMixture[", absl::StrJoin(parts, ", "), "] chunk_size=",
-                      schedule_.chunk_size(), " policy=", policy_, " chunks=",
+                      schedule_.chunk_size(), " policy=", OptionName(policy_), " chunks=",
                       num_chunks_ ? absl::StrCat(*num_chunks_) : std::string("inf"));
 }
 

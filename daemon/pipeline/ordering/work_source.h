@@ -45,12 +45,13 @@ inline constexpr uint64_t kDefaultChunkSize = 1024;
 
 class WorkSource {
  public:
-  // `datasets[k]` is the opened spec.datasets(k). INVALID_ARGUMENT (naming option and
-  // value) for: a dataset count mismatch, duplicate dataset names, weights count !=
-  // datasets count, a weight <= 0, an unknown exhausted_policy, a bad
-  // shuffle_block_size, max_repeats without policy "repeat", and a finite stream of
-  // 0 chunks (datasets too small for one chunk: the error names each with its sample
-  // count and chunk_size). chunk_size 0 means 1024; stop_after_passes 0 means 1.
+  // REQUIRES: `spec` was resolved by ResolvePipeline (which fills the defaults and
+  // validates names, weights, max_repeats and the policy once); `datasets[k]` is the
+  // opened spec.datasets(k). INVALID_ARGUMENT for what needs the opened data: a
+  // dataset count mismatch, a weight <= 0, a shuffle_block_size the datasets cannot
+  // take, and a finite stream of 0 chunks (datasets too small for one chunk: the error
+  // names each with its sample count and chunk_size). An unresolved spec (unset
+  // exhausted_policy, chunk_size or stop_after_passes 0) is refused, not defaulted.
   static absl::StatusOr<std::unique_ptr<WorkSource>> Create(
       const proto::WorkSourceSpec& spec, std::vector<std::shared_ptr<const Dataset>> datasets);
 
@@ -80,7 +81,7 @@ class WorkSource {
   std::vector<std::optional<uint32_t>> max_repeats_;  // Per dataset; nullopt = unset.
   std::vector<std::unique_ptr<DatasetOrder>> orders_;
   std::optional<uint64_t> num_chunks_;
-  std::string policy_;
+  proto::WorkSourceSpec::ExhaustedPolicy policy_ = proto::WorkSourceSpec::STOP_AFTER_PASSES;
 };
 
 }  // namespace zephon::pipeline

@@ -1,0 +1,29 @@
+"""The spec's enum options (proto/spec.proto) and the one place that translates them.
+
+The Python API names each value in lower case (``mapping_strategy="interleaved"``); the
+attach request carries the proto enum value name (``INTERLEAVED``): the lower-case name
+upper-cased. zephond shows the lower-case names in errors and ``explain``, and the spec
+hash covers them (daemon/pipeline/spec_string_form.h). tests/e2e/test_spec_dicts.py
+checks CHOICES against the proto descriptors."""
+from __future__ import annotations
+
+# option -> its values, in the proto enum's order (the first is zephond's default).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "mapping_strategy": ("contiguous", "interleaved"),
+    "lane_routing": ("permute", "modulo"),
+    "exhausted_policy": ("stop_after_passes", "repeat", "stop"),
+}
+
+
+def check(option: str, value: object) -> str:
+    """``value`` if it is one of ``option``'s values; ValueError naming them otherwise."""
+    choices = CHOICES[option]
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{option}={value!r} is not supported; use one of "
+                         f"{', '.join(choices)}")
+    return value
+
+
+def to_proto(option: str, value: object) -> str:
+    """The proto enum value name for ``value`` of ``option`` (checked)."""
+    return check(option, value).upper()
