@@ -64,8 +64,8 @@ class AttachedReader {
   // bytes (the same for every rank). Records the batches this rank has taken from Next(),
   // never prefetched ones. Errors name the missing ranks or the disagreeing counts.
   absl::StatusOr<std::string> Checkpoint(absl::Duration timeout);
-  // Batches taken from Next() so far (what a checkpoint records in the wire field
-  // CheckpointRequest.delivered / RankProgress.delivered, names kept for the format).
+  // Batches taken from Next() so far, released or not (what a checkpoint records:
+  // CheckpointRequest.taken, RankProgress.taken).
   uint64_t taken() const;
 
   // The daemon's explain text for this rank's instance (stages, operators, queues, ring)

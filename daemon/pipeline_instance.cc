@@ -271,8 +271,8 @@ int PipelineInstance::attached_readers() const {
 }
 
 absl::StatusOr<std::vector<proto::LaneProgress>> PipelineInstance::ProgressAfter(
-    uint64_t n) const {
-  return progress_->ProgressAfter(n);
+    uint64_t n_taken) const {
+  return progress_->ProgressAfter(n_taken);
 }
 
 void PipelineInstance::Tick(absl::Time now) {

@@ -103,10 +103,11 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   // peers of a dead rank cannot keep identical batches, so they get a clear error.
   void DetachReader(uint32_t reader_index, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Per-lane progress of the owned lanes after the group delivered its first `n` batches
-  // (n = what every reader took from its iterator). FAILED_PRECONDITION when n exceeds
-  // what was produced or was already folded away.
-  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(uint64_t n) const override;
+  // Per-lane progress of the owned lanes after each reader took its first `n_taken`
+  // batches from its iterator. FAILED_PRECONDITION when n_taken exceeds what was
+  // produced or was already folded away.
+  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(
+      uint64_t n_taken) const override;
 
   // True once the ring was poisoned (a reader died or the pipeline failed): the
   // instance can no longer serve new readers.

@@ -114,7 +114,7 @@ def test_checkpoint_ls_inspect_verify(zephonctl, corpus, daemon, tmp_path):
 
     inspect = ctl(zephonctl, "checkpoint", "inspect", str(good))
     assert inspect.returncode == 0, inspect.stderr
-    for text in ("ctl-run", "spec_hash", "canonical_replicas (C)", "LANE", "RANK",
+    for text in ("ctl-run", "spec_hash", "canonical_replicas (C)", "LANE", "RANK", "TAKEN",
                  "checksum good"):
         assert text in inspect.stdout
     detail = json.loads(ctl(zephonctl, "checkpoint", "inspect", str(good), "--json").stdout)
@@ -122,7 +122,7 @@ def test_checkpoint_ls_inspect_verify(zephonctl, corpus, daemon, tmp_path):
     assert s["run_id"] == "ctl-run" and int(s["round"]) == 0
     assert s["canonical_replicas"] == 2 and len(s["lanes"]) == 2
     assert int(s["total_batches"]) == 4 and s["world_size"] == 1
-    assert [int(r["delivered"]) for r in s["ranks"]] == [4]
+    assert [int(r["taken"]) for r in s["ranks"]] == [4]
 
     bad = tmp_path / "corrupt.zckpt"
     data = bytearray(state)
