@@ -37,7 +37,7 @@ def test_status_and_explain_show_an_attached_reader(zephonctl, corpus, daemon):
         assert human.returncode == 0, human.stderr
         assert f"zephond pid {daemon.proc.pid}" in human.stdout
         assert "instance " in human.stdout and "attached" in human.stdout
-        assert "READER" in human.stdout and "fill" in human.stdout
+        assert "READER" in human.stdout and "RELEASED" in human.stdout and "fill" in human.stdout
 
         out = ctl(zephonctl, "status", "--socket", daemon.socket, "--json")
         assert out.returncode == 0, out.stderr
@@ -47,7 +47,7 @@ def test_status_and_explain_show_an_attached_reader(zephonctl, corpus, daemon):
         (instance,) = status["instances"]
         readers = [r for r in instance["readers"] if r["state"] == "attached"]
         assert len(readers) == 1 and int(readers[0]["pid"]) == os.getpid()
-        assert int(readers[0]["delivered"]) >= 2
+        assert int(readers[0]["released"]) >= 2
         (ring,) = doc["summary"]["instances"]
         assert ring["instance_id"] == instance["instance_id"]
         assert 0 <= ring["ring_fill"] <= ring["ring_slots"] == instance["ring_slots"]
