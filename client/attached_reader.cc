@@ -150,7 +150,7 @@ absl::StatusOr<std::string> AttachedReader::Checkpoint(absl::Duration timeout) {
   request.set_reader_index(reply_.reader_index());
   request.set_lease_epoch(reply_.lease_epoch());
   request.set_global_rank(global_rank_);
-  request.set_delivered(taken());
+  request.set_taken(taken());
   request.set_round(next_round_);
   proto::CheckpointResult result;
   grpc::ClientContext context;

@@ -49,14 +49,14 @@ class AttachedReader {
   // DEADLINE_EXCEEDED after `timeout`, naming the DP-group peer that holds the ring when
   // one does (DescribeStall; costs one bounded Status RPC).
   absl::StatusOr<shm::SlotView> Next(absl::Duration timeout);
-  // Releases (delivers) a loaned batch. Releases may come out of order.
+  // Releases a loaned batch. Releases may come out of order.
   absl::Status Release(uint64_t seq);
   // The ring mapping (valid for the reader's lifetime): every tensor of every batch lies
   // inside it.
   const uint8_t* mapping() const { return ring_->mapping(); }
   uint64_t mapping_bytes() const { return ring_->mapping_bytes(); }
-  // Batches released so far (the ring's consumed cursor). zephon_delivered() and
-  // Python's Pipeline.delivered return it under their public name.
+  // Batches released so far (the ring's consumed cursor): zephon_released() and
+  // Python's Pipeline.released.
   uint64_t released() const;
 
   // Collective checkpoint of the run: blocks until every rank of the run called it at
@@ -64,8 +64,8 @@ class AttachedReader {
   // bytes (the same for every rank). Records the batches this rank has taken from Next(),
   // never prefetched ones. Errors name the missing ranks or the disagreeing counts.
   absl::StatusOr<std::string> Checkpoint(absl::Duration timeout);
-  // Batches taken from Next() so far (what a checkpoint records in the wire field
-  // CheckpointRequest.delivered / RankProgress.delivered, names kept for the format).
+  // Batches taken from Next() so far, released or not (what a checkpoint records:
+  // CheckpointRequest.taken, RankProgress.taken).
   uint64_t taken() const;
 
   // The daemon's explain text for this rank's instance (stages, operators, queues, ring)

@@ -153,7 +153,9 @@ int zephon_release(zephon_reader* reader, uint64_t seq, char** error) {
   return s.ok() ? 0 : Fail(s, error);
 }
 
-uint64_t zephon_delivered(zephon_reader* reader) { return reader->reader->released(); }
+uint64_t zephon_released(zephon_reader* reader) { return reader->reader->released(); }
+
+uint64_t zephon_delivered(zephon_reader* reader) { return zephon_released(reader); }
 
 int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint64_t* size,
                       char** error) {

@@ -27,8 +27,10 @@
 extern "C" {
 #endif
 
-/* Version 1: the first versioned ABI (struct_size in zephon_batch). */
-#define ZEPHON_C_API_VERSION 1
+/* Version 1: the first versioned ABI (struct_size in zephon_batch).
+ * Version 2: adds zephon_released; zephon_delivered becomes its deprecated alias. No
+ * struct layout changed: a caller built against version 1 links and runs unchanged. */
+#define ZEPHON_C_API_VERSION 2
 
 #define ZEPHON_MAX_TENSORS 8
 
@@ -65,7 +67,11 @@ int zephon_attach(const char* socket_path, const char* zephond_path, const char*
  * library's zephon_batch, 9 = larger (see Versioning above). */
 int zephon_next(zephon_reader* reader, double timeout_s, zephon_batch* out, char** error);
 int zephon_release(zephon_reader* reader, uint64_t seq, char** error);
-/* Batches this reader has released (not merely taken); the name is kept for the ABI. */
+/* Batches this reader has released: every seq below the count was released (a batch
+ * still on loan, or released ahead of an older loan, does not count yet). */
+uint64_t zephon_released(zephon_reader* reader);
+/* Deprecated alias of zephon_released (same value), kept for callers written against
+ * version 1; use zephon_released. */
 uint64_t zephon_delivered(zephon_reader* reader);
 /* The reader's whole ring mapping. Tensor data pointers of every batch lie inside it, so
  * a binding can wrap it once and slice tensors by offset. Valid until zephon_detach. */

@@ -20,7 +20,7 @@ namespace {
 std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
 std::shared_ptr<spdlog::logger> RingLog() { return SubsystemLogger("ring"); }
 
-// Window of the delivered-rate samples in Status.
+// Window of the released-rate samples in Status.
 constexpr absl::Duration kRateWindow = absl::Seconds(10);
 
 // How long one Loan waits before re-checking for shutdown.
@@ -272,8 +272,8 @@ int PipelineInstance::attached_readers() const {
 }
 
 absl::StatusOr<std::vector<proto::LaneProgress>> PipelineInstance::ProgressAfter(
-    uint64_t n) const {
-  return progress_->ProgressAfter(n);
+    uint64_t n_taken) const {
+  return progress_->ProgressAfter(n_taken);
 }
 
 void PipelineInstance::Tick(absl::Time now) {
@@ -286,11 +286,11 @@ void PipelineInstance::Tick(absl::Time now) {
   if (absl::Status folded = progress_->FoldBelow(released); !folded.ok()) {
     Log()->warn("{}: {}", Where(), folded.ToString());
   }
-  const uint64_t delivered = Delivered();
+  const uint64_t all_released = Released();
   absl::MutexLock lock(&mu_);
-  delivered_samples_.emplace_back(now, delivered);
-  while (delivered_samples_.size() > 2 && now - delivered_samples_[1].first >= kRateWindow) {
-    delivered_samples_.pop_front();
+  released_samples_.emplace_back(now, all_released);
+  while (released_samples_.size() > 2 && now - released_samples_[1].first >= kRateWindow) {
+    released_samples_.pop_front();
   }
   if (!reserved_.empty() && now - created_ > config_.join_timeout) {
     Log()->warn("{}: {} expected local peer(s) did not attach within {}; no longer "
@@ -311,16 +311,16 @@ std::string PipelineInstance::Where() const {
                       " ring=", config_.shm_name, " gen=", writer_->generation());
 }
 
-uint64_t PipelineInstance::Delivered() const {
+uint64_t PipelineInstance::Released() const {
   const uint64_t published = writer_->published();
-  uint64_t delivered = published;
+  uint64_t released = published;
   bool any = false;
   for (const shm::ReaderInfo& r : writer_->Readers()) {
     if (r.state != shm::ReaderState::kAttached) continue;
-    delivered = any ? std::min(delivered, r.consumed) : r.consumed;
+    released = any ? std::min(released, r.consumed) : r.consumed;
     any = true;
   }
-  return std::min(delivered, published);
+  return std::min(released, published);
 }
 
 proto::InstanceStatus PipelineInstance::Status() const {
@@ -338,9 +338,9 @@ proto::InstanceStatus PipelineInstance::Status() const {
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
   const uint64_t produced = produced_.load();
   const uint64_t published = writer_->published();
-  const uint64_t delivered = Delivered();
-  s.set_delivered(delivered);
-  s.set_ring_occupancy(published - delivered);
+  const uint64_t released = Released();
+  s.set_released(released);
+  s.set_ring_occupancy(published - released);
   s.set_ring_generation(writer_->generation());
   s.set_readers_attached(static_cast<uint32_t>(attached_readers()));
   const exec::OrderedStageStats stage = batches_->stats();
@@ -348,11 +348,11 @@ proto::InstanceStatus PipelineInstance::Status() const {
   s.set_materialize_buffered(stage.buffered);
   {
     absl::MutexLock lock(&mu_);
-    if (delivered_samples_.size() >= 2) {
-      const auto& [t0, d0] = delivered_samples_.front();
-      const auto& [t1, d1] = delivered_samples_.back();
+    if (released_samples_.size() >= 2) {
+      const auto& [t0, r0] = released_samples_.front();
+      const auto& [t1, r1] = released_samples_.back();
       const double seconds = absl::ToDoubleSeconds(t1 - t0);
-      if (seconds > 0 && d1 >= d0) s.set_delivered_per_s(static_cast<double>(d1 - d0) / seconds);
+      if (seconds > 0 && r1 >= r0) s.set_released_per_s(static_cast<double>(r1 - r0) / seconds);
     }
   }
   for (const shm::ReaderInfo& r : writer_->Readers()) {
@@ -360,7 +360,7 @@ proto::InstanceStatus PipelineInstance::Status() const {
     rs->set_lag(produced > r.consumed ? produced - r.consumed : 0);
     rs->set_reader_index(r.index);
     rs->set_global_rank(r.rank < 0 ? 0 : r.rank);
-    rs->set_delivered(r.consumed);
+    rs->set_released(r.consumed);
     rs->set_state(std::string(shm::ReaderStateName(r.state)));
     rs->set_pid(r.pid);
   }

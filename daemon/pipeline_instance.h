@@ -103,10 +103,11 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   // peers of a dead rank cannot keep identical batches, so they get a clear error.
   void DetachReader(uint32_t reader_index, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Per-lane progress of the owned lanes after the group delivered its first `n` batches
-  // (n = what every reader took from its iterator). FAILED_PRECONDITION when n exceeds
-  // what was produced or was already folded away.
-  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(uint64_t n) const override;
+  // Per-lane progress of the owned lanes after each reader took its first `n_taken`
+  // batches from its iterator. FAILED_PRECONDITION when n_taken exceeds what was
+  // produced or was already folded away.
+  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(
+      uint64_t n_taken) const override;
 
   // True once the ring was poisoned (a reader died or the pipeline failed): the
   // instance can no longer serve new readers.
@@ -139,7 +140,7 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   void ProduceLoop();
   // Batches every attached reader released (min released cursor); `published` when
   // no reader is attached.
-  uint64_t Delivered() const;
+  uint64_t Released() const;
   // "run=... instance=... ring=... gen=...": the context every warning and error names.
   std::string Where() const;
 
@@ -158,8 +159,8 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // reader slots held for peers
   std::vector<uint32_t> attached_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> ranks_ ABSL_GUARDED_BY(mu_);     // global rank per attached_
-  // (tick time, delivered) over the last ~10 s, for the delivered rate in Status.
-  std::deque<std::pair<absl::Time, uint64_t>> delivered_samples_ ABSL_GUARDED_BY(mu_);
+  // (tick time, Released()) over the last ~10 s, for released_per_s in Status.
+  std::deque<std::pair<absl::Time, uint64_t>> released_samples_ ABSL_GUARDED_BY(mu_);
 
   // Written by the producer thread, read by status.
   std::atomic<uint64_t> produced_{0};

@@ -73,22 +73,23 @@ absl::Status ProgressLog::Record(uint64_t seq, uint32_t lane, uint64_t lane_batc
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<proto::LaneProgress>> ProgressLog::ProgressAfter(uint64_t n) const {
+absl::StatusOr<std::vector<proto::LaneProgress>> ProgressLog::ProgressAfter(
+    uint64_t n_taken) const {
   absl::MutexLock lock(&mu_);
   const uint64_t recorded = base_seq_ + entries_.size();
-  if (n > recorded) {
+  if (n_taken > recorded) {
     return absl::FailedPreconditionError(
-        absl::StrCat("progress log: progress after ", n, " batches asked, but only ", recorded,
+        absl::StrCat("progress log: progress after ", n_taken, " batches asked, but only ", recorded,
                      " were produced"));
   }
-  if (n < base_seq_) {
+  if (n_taken < base_seq_) {
     return absl::FailedPreconditionError(
-        absl::StrCat("progress log: progress after ", n,
+        absl::StrCat("progress log: progress after ", n_taken,
                      " batches asked, but batches below ", base_seq_,
                      " were already released by every reader and folded"));
   }
   std::vector<proto::LaneProgress> progress = base_;
-  for (uint64_t k = 0; k < n - base_seq_; ++k) Apply(entries_[k], &progress);
+  for (uint64_t k = 0; k < n_taken - base_seq_; ++k) Apply(entries_[k], &progress);
   return progress;
 }
 

@@ -1,17 +1,17 @@
-// ProgressLog: what one PipelineInstance's group has *delivered*, as per-lane progress.
+// ProgressLog: what one PipelineInstance's group has *taken*, as per-lane progress.
 //
-// A checkpoint records delivered batches, never prefetched ones (docs/design.md, Checkpoint
+// A checkpoint records batches taken, never prefetched ones (docs/design.md, Checkpoint
 // contract), but the producer runs ahead of the readers by up to the ring's slots plus
 // the open loans. So the producer Records every batch it publishes (seq 0, 1, ... in
 // stream order, with the lane, lane_batch_index and the lane's position after the
-// batch, pipeline::BatchPlan::end), and at checkpoint time ProgressAfter(delivered)
-// answers each owned lane's proto::LaneProgress after the group's first `delivered`
+// batch, pipeline::BatchPlan::end), and at checkpoint time ProgressAfter(n_taken)
+// answers each owned lane's proto::LaneProgress after the group's first `n_taken`
 // batches: {lane, next_batch_index, flush_group_chunk, records_into_group}. Merged over
 // all groups these are the topology-free CheckpointState.lanes that
 // pipeline::GroupStream::Create(..., restore) resumes from on any dp_degree.
 //
 // seq counts this instance's batches from its start (a restored instance starts again
-// at 0, from the restored progress), matching RankProgress.delivered.
+// at 0, from the restored progress), matching RankProgress.taken.
 //
 // Memory: one small entry per recorded batch above the folded base. The daemon calls
 // FoldBelow(min over the ring's readers of their released cursor) as readers release
@@ -55,7 +55,7 @@ class ProgressLog {
 
   // Records that batch `seq` of the stream is lane `lane`'s batch `lane_batch_index`,
   // after which the lane stands at `end`. REQUIRES: called in stream order, once per
-  // published batch, before that batch can be delivered.
+  // published batch, before any reader can take that batch.
   // Errors (nothing recorded; the producer should poison the instance):
   //   FAILED_PRECONDITION if seq != recorded() (a gap or a repeat), or if
   //   lane_batch_index is not the lane's next index; INVALID_ARGUMENT if `lane` is not
@@ -63,10 +63,11 @@ class ProgressLog {
   [[nodiscard]] absl::Status Record(uint64_t seq, uint32_t lane, uint64_t lane_batch_index,
                                     pipeline::LanePosition end) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Each owned lane's progress (ascending lanes) after the group delivered its first
-  // `n` batches. Errors: FAILED_PRECONDITION naming n and the bounds if n > recorded()
-  // (those batches were never produced) or n < base() (already folded away).
-  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(uint64_t n) const
+  // Each owned lane's progress (ascending lanes) after each reader of the group took
+  // its first `n_taken` batches. Errors: FAILED_PRECONDITION naming n_taken and the
+  // bounds if n_taken > recorded() (those batches were never produced) or
+  // n_taken < base() (already folded away).
+  absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(uint64_t n_taken) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Forgets the entries of batches < seq (their effect stays in the base), so

@@ -128,7 +128,7 @@ grpc::Status ZephonService::Checkpoint(grpc::ServerContext*,
   call.run_id = config.run_key;
   call.round = request->round();
   call.global_rank = request->global_rank();
-  call.delivered = request->delivered();
+  call.taken = request->taken();
   const std::shared_ptr<PipelineInstance> call_instance = *instance;
   call.instance = RoundInstanceOf(*std::move(instance));
   const absl::Time deadline =

@@ -80,7 +80,7 @@ class RingReader {
   // without releasing); holding slot_count of them stalls the producer.
   // Errors (all leave the reader usable; sticky ones repeat):
   //   ABORTED           ring poisoned: "rank R ... <reason>"; the job must restart.
-  //   CANCELLED         ring closed by zephond and everything published was delivered.
+  //   CANCELLED         ring closed by zephond and everything published was taken.
   //   OUT_OF_RANGE      "end of data": the producer published end-of-stream.
   //   UNAVAILABLE       the producer heartbeat is older than producer_timeout.
   //   DEADLINE_EXCEEDED nothing published within `timeout`; retrying is fine.

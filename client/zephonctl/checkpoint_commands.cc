@@ -215,10 +215,10 @@ void PrintState(const Checked& c, std::ostream& out) {
   }
   lanes.Print(out, "  ");
   out << "\nranks (" << s.ranks_size() << ")\n";
-  Table ranks({"RANK", "DP_GROUP", "DP_DEGREE", "DELIVERED", "DAEMON", "INSTANCE"});
+  Table ranks({"RANK", "DP_GROUP", "DP_DEGREE", "TAKEN", "DAEMON", "INSTANCE"});
   for (const auto& rank : s.ranks()) {
     ranks.AddRow({absl::StrCat(rank.global_rank()), absl::StrCat(rank.dp_group_id()),
-                  absl::StrCat(rank.dp_degree()), absl::StrCat(rank.delivered()), rank.daemon(),
+                  absl::StrCat(rank.dp_degree()), absl::StrCat(rank.taken()), rank.daemon(),
                   rank.instance_id()});
   }
   ranks.Print(out, "  ");

@@ -131,7 +131,7 @@ std::string ExtraFields(const Message& message, const std::set<std::string>& kno
 
 // Batches the slowest attached reader is behind the producer, and the fill of the ring.
 struct RingUse {
-  uint64_t fill = 0;     // produced - min delivered over live readers
+  uint64_t fill = 0;     // produced - min released over live readers
   uint64_t max_lag = 0;  // same number: the lag of the slowest reader
   int live_readers = 0;
 };
@@ -142,20 +142,19 @@ bool IsLive(const proto::ReaderStatus& reader) {
 
 RingUse RingUseOf(const proto::InstanceStatus& instance) {
   RingUse use;
-  uint64_t min_delivered = instance.produced();
+  uint64_t min_released = instance.produced();
   for (const auto& reader : instance.readers()) {
     if (!IsLive(reader)) continue;
     ++use.live_readers;
-    min_delivered = std::min(min_delivered, reader.delivered());
+    min_released = std::min(min_released, reader.released());
   }
-  use.fill = instance.produced() - std::min(min_delivered, instance.produced());
+  use.fill = instance.produced() - std::min(min_released, instance.produced());
   use.max_lag = use.fill;
   return use;
 }
 
 uint64_t Lag(const proto::InstanceStatus& instance, const proto::ReaderStatus& reader) {
-  return instance.produced() > reader.delivered() ? instance.produced() - reader.delivered()
-                                                  : 0;
+  return instance.produced() > reader.released() ? instance.produced() - reader.released() : 0;
 }
 
 struct Totals {
@@ -233,9 +232,9 @@ void PrintStatus(const proto::StatusReply& reply, std::ostream& out) {
   }
   static const std::set<std::string> kKnownInstance = {
       "instance_id", "run_id", "dp_degree", "dp_group_id", "spec_hash", "ring_name",
-      "ring_bytes", "ring_slots", "produced", "canonical_replicas", "delivered_per_s"};
+      "ring_bytes", "ring_slots", "produced", "canonical_replicas", "released_per_s"};
   static const std::set<std::string> kKnownReader = {"reader_index", "global_rank",
-                                                     "delivered", "state", "pid"};
+                                                     "released", "state", "pid"};
   for (const auto& instance : reply.instances()) {
     const RingUse use = RingUseOf(instance);
     out << "\ninstance " << instance.instance_id() << "\n";
@@ -247,16 +246,16 @@ void PrintStatus(const proto::StatusReply& reply, std::ostream& out) {
     out << absl::StrFormat("  ring %s  %s  produced %d  fill %d/%d slots  max lag %d\n",
                            instance.ring_name(), HumanBytes(instance.ring_bytes()),
                            instance.produced(), use.fill, instance.ring_slots(), use.max_lag);
-    if (std::optional<std::string> rate = NamedScalar(instance, "delivered_per_s")) {
+    if (std::optional<std::string> rate = NamedScalar(instance, "released_per_s")) {
       out << "  batches/s " << *rate << "\n";
     }
     if (std::string extra = ExtraFields(instance, kKnownInstance); !extra.empty()) {
       out << "  " << extra << "\n";
     }
-    Table table({"READER", "RANK", "STATE", "DELIVERED", "LAG", "PID", ""});
+    Table table({"READER", "RANK", "STATE", "RELEASED", "LAG", "PID", ""});
     for (const auto& reader : instance.readers()) {
       table.AddRow({absl::StrCat(reader.reader_index()), absl::StrCat(reader.global_rank()),
-                    reader.state(), absl::StrCat(reader.delivered()),
+                    reader.state(), absl::StrCat(reader.released()),
                     absl::StrCat(Lag(instance, reader)), absl::StrCat(reader.pid()),
                     ExtraFields(reader, kKnownReader)});
     }

@@ -45,7 +45,7 @@ proto::CheckpointState SampleState() {
     r->set_global_rank(rank);
     r->set_dp_degree(2);
     r->set_dp_group_id(rank);
-    r->set_delivered(21);
+    r->set_taken(21);
     r->set_daemon("node-a");
   }
   return state;

@@ -54,7 +54,7 @@ TEST(RpcLimitsTest, TheLargestWorldsCheckpointAndRestoreFitWithMargin) {
   rank.set_global_rank(kMaxWorldRanks - 1);
   rank.set_dp_degree(kMaxWorldRanks);
   rank.set_dp_group_id(kMaxWorldRanks - 1);
-  rank.set_delivered(UINT64_MAX);
+  rank.set_taken(UINT64_MAX);
   rank.set_instance_id(std::string(160, 'i'));  // run key, dp, group, spec hash, serial
   rank.set_daemon(std::string(108, 'd'));       // a socket path (sun_path) or host:port
   proto::LaneProgress lane;

@@ -35,17 +35,17 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
   report.set_run_id(run_id);
   report.set_round(round);
   report.set_daemon(options_.daemon_label);
-  // Readers of one instance are peers of one DP group: they must have delivered alike.
+  // Readers of one instance are peers of one DP group: they must have taken alike.
   std::map<std::string, std::vector<const RoundCall*>> by_instance;
   for (const auto& [rank, call] : calls) by_instance[call.instance->instance_id].push_back(&call);
   for (const auto& [instance_id, members] : by_instance) {
     const RoundInstance& instance = *members.front()->instance;
-    const uint64_t n = members.front()->delivered;
+    const uint64_t n = members.front()->taken;
     for (const RoundCall* c : members) {
-      if (c->delivered != n) {
+      if (c->taken != n) {
         std::vector<std::string> counts;
         for (const RoundCall* m : members) {
-          counts.push_back(absl::StrCat("rank ", m->global_rank, " delivered ", m->delivered));
+          counts.push_back(absl::StrCat("rank ", m->global_rank, " took ", m->taken));
         }
         return absl::FailedPreconditionError(absl::StrCat(
             "checkpoint round ", round, " of run ", run_id, ": DP group ",
@@ -76,7 +76,7 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
       rp->set_global_rank(c->global_rank);
       rp->set_dp_degree(instance.dp_degree);
       rp->set_dp_group_id(instance.dp_group_id);
-      rp->set_delivered(c->delivered);
+      rp->set_taken(c->taken);
       rp->set_instance_id(instance.instance_id);
       rp->set_daemon(options_.daemon_label);
     }

@@ -3,7 +3,7 @@
 // Every rank of a run calls checkpoint() on its node's zephond at the same training
 // step. The daemon waits until every rank of that run attached here has called (the
 // local participants, from the RunRoster), checks that the readers of each instance
-// delivered the same number of batches, turns the delivered counts into per-lane
+// took the same number of batches, turns the taken counts into per-lane
 // progress, and sends ONE pre-merged CheckpointReport to the run's leader (through the
 // LeaderReporter). Every local caller then gets the leader's answer: the same merged
 // bytes, or the same error. Each round is counted in DaemonCounters.
@@ -39,9 +39,9 @@ namespace zephon::checkpoint {
 class ProgressSource {
  public:
   virtual ~ProgressSource() = default;
-  // The instance's lane progress once each of its readers has taken `delivered` batches.
+  // The instance's lane progress once each of its readers has taken `n_taken` batches.
   virtual absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(
-      uint64_t delivered) const = 0;
+      uint64_t n_taken) const = 0;
 };
 
 // Which ranks of a run are attached to this daemon (InstanceRegistry in zephond).
@@ -72,7 +72,7 @@ struct RoundCall {
   std::string run_id;  // the run key: run_id, or "local-N" for an unnamed run
   uint64_t round = 0;
   uint32_t global_rank = 0;
-  uint64_t delivered = 0;  // batches the rank had taken from its iterator
+  uint64_t taken = 0;  // batches the rank had taken from its iterator
   std::shared_ptr<const RoundInstance> instance;  // not null
 };
 

@@ -59,14 +59,14 @@ class FakeRoster final : public RunRoster {
   const std::set<uint32_t> ranks_;
 };
 
-// One lane whose position is the number of batches delivered.
+// One lane whose position is the number of batches taken.
 class FakeProgress final : public ProgressSource {
  public:
   absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(
-      uint64_t delivered) const override {
+      uint64_t n_taken) const override {
     proto::LaneProgress lane;
     lane.set_lane(0);
-    lane.set_next_batch_index(delivered);
+    lane.set_next_batch_index(n_taken);
     return std::vector<proto::LaneProgress>{lane};
   }
 };
@@ -85,12 +85,12 @@ std::shared_ptr<const RoundInstance> Instance(const std::string& id, uint32_t dp
   return instance;
 }
 
-RoundCall Call(uint32_t rank, uint64_t delivered, std::shared_ptr<const RoundInstance> instance) {
+RoundCall Call(uint32_t rank, uint64_t taken, std::shared_ptr<const RoundInstance> instance) {
   RoundCall call;
   call.run_id = "run";
   call.round = 3;
   call.global_rank = rank;
-  call.delivered = delivered;
+  call.taken = taken;
   call.instance = std::move(instance);
   return call;
 }

@@ -168,7 +168,7 @@ TEST(RoundAggregatorTest, RetriedAndLateReportsOfACompletedRoundGetTheSameBytes)
   EXPECT_EQ(retry->checkpoint(), results[0]->checkpoint());
   // A run restarted under the same run_id, from scratch, reaching the same round.
   RunShape restarted = shape;
-  restarted.delivered = 2;
+  restarted.taken = 2;
   const Result stale = agg.Submit(MakeReport(restarted, "node-a", {0, 1, 2}), In(absl::Seconds(1)));
   EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(MessageHas(stale.status(), "restarted under the same run_id"));

@@ -137,24 +137,24 @@ absl::Status RoundState::CheckRanks(const proto::CheckpointReport& report) const
     }
     const std::pair<uint32_t, uint32_t> group{r.dp_degree(), r.dp_group_id()};
     uint32_t peer = 0;
-    uint64_t peer_delivered = 0;
+    uint64_t peer_taken = 0;
     std::string peer_daemon;
     if (auto g = groups_.find(group); g != groups_.end()) {
       peer = g->second.rank;
-      peer_delivered = g->second.delivered;
+      peer_taken = g->second.taken;
       peer_daemon = DaemonName(ranks_.at(peer).daemon());
     } else if (auto m = my_groups.find(group); m != my_groups.end()) {
       peer = m->second->global_rank();
-      peer_delivered = m->second->delivered();
+      peer_taken = m->second->taken();
       peer_daemon = who;
     } else {
       my_groups[group] = &r;
       continue;
     }
-    if (peer_delivered != r.delivered()) {
+    if (peer_taken != r.taken()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          Describe(), ": DP group ", r.dp_group_id(), ": rank ", peer, " delivered ",
-          peer_delivered, " batches but rank ", rank, " delivered ", r.delivered(),
+          Describe(), ": DP group ", r.dp_group_id(), ": rank ", peer, " took ",
+          peer_taken, " batches but rank ", rank, " took ", r.taken(),
           " — did every rank call checkpoint() at the same step? (rank ", peer, " on ",
           peer_daemon, ", rank ", rank, " on ", who, ")"));
     }
@@ -204,7 +204,7 @@ absl::Status RoundState::Apply(const proto::CheckpointReport& report) {
   for (proto::RankProgress r : report.ranks()) {
     if (r.daemon().empty()) r.set_daemon(report.daemon());
     groups_.try_emplace({r.dp_degree(), r.dp_group_id()},
-                        GroupEntry{r.global_rank(), r.delivered()});
+                        GroupEntry{r.global_rank(), r.taken()});
     ranks_[r.global_rank()] = std::move(r);
   }
   for (const proto::LaneProgress& l : report.lanes()) {
@@ -238,9 +238,9 @@ absl::Status RoundState::CheckConsistent(const proto::CheckpointReport& report) 
   }
   for (const proto::RankProgress& r : report.ranks()) {
     auto it = ranks_.find(r.global_rank());
-    if (it == ranks_.end() || it->second.delivered() != r.delivered() ||
+    if (it == ranks_.end() || it->second.taken() != r.taken() ||
         it->second.dp_degree() != r.dp_degree() || it->second.dp_group_id() != r.dp_group_id()) {
-      return restarted(absl::StrCat("rank ", r.global_rank(), " delivered ", r.delivered()));
+      return restarted(absl::StrCat("rank ", r.global_rank(), " took ", r.taken()));
     }
   }
   for (const proto::LaneProgress& l : report.lanes()) {

@@ -8,7 +8,7 @@
 //     aggregate_dir;
 //   - every rank is in [0, world_size), reported once, with dp_group_id < dp_degree,
 //     and all ranks share one dp_degree;
-//   - ranks of one DP group (same dp_degree, dp_group_id) delivered the same count;
+//   - ranks of one DP group (same dp_degree, dp_group_id) took the same count;
 //   - every lane is in [0, canonical_replicas); a lane reported twice must carry equal
 //     progress (peers of one DP group on different daemons report the same lanes:
 //     identical copies are deduplicated).
@@ -72,7 +72,7 @@ class RoundState {
   };
   struct GroupEntry {
     uint32_t rank = 0;
-    uint64_t delivered = 0;
+    uint64_t taken = 0;
   };
 
   absl::Status CheckHeader(const proto::CheckpointReport& report) const;

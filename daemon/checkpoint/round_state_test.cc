@@ -104,14 +104,14 @@ TEST(RoundStateTest, DpPeersWithDifferentCountsFailNamingRanksAndCounts) {
   RoundState state;
   proto::CheckpointReport a = MakeReport(shape, "node-a", {0});
   proto::CheckpointReport b = MakeReport(shape, "node-b", {1});
-  b.mutable_ranks(0)->set_delivered(11);
+  b.mutable_ranks(0)->set_taken(11);
   for (auto& l : *b.mutable_lanes()) l.set_next_batch_index(11);
   ASSERT_TRUE(state.Apply(a).ok());
   const absl::Status s = state.Apply(b);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(MessageHas(s,
-                         "checkpoint round 0 of run run-1: DP group 0: rank 0 delivered 12 "
-                         "batches but rank 1 delivered 11 — did every rank call "
+                         "checkpoint round 0 of run run-1: DP group 0: rank 0 took 12 "
+                         "batches but rank 1 took 11 — did every rank call "
                          "checkpoint() at the same step?"));
   EXPECT_TRUE(MessageHas(s, "rank 0 on node-a, rank 1 on node-b"));
 }
@@ -120,9 +120,9 @@ TEST(RoundStateTest, DpPeersMismatchWithinOneReportIsCaughtToo) {
   RunShape shape;
   RoundState state;
   proto::CheckpointReport a = MakeReport(shape, "node-a", {2, 3});
-  a.mutable_ranks(1)->set_delivered(13);
+  a.mutable_ranks(1)->set_taken(13);
   const absl::Status s = state.Apply(a);
-  EXPECT_TRUE(MessageHas(s, "DP group 1: rank 2 delivered 12 batches but rank 3 delivered 13"));
+  EXPECT_TRUE(MessageHas(s, "DP group 1: rank 2 took 12 batches but rank 3 took 13"));
 }
 
 TEST(RoundStateTest, LaneClaimedWithDifferentProgressNamesLaneAndDaemons) {
@@ -169,7 +169,7 @@ TEST(RoundStateTest, LateReportMustMatchTheCompletedRound) {
   // Same progress, other split across daemons: consistent (deterministic data).
   EXPECT_TRUE(state.CheckConsistent(MakeReport(shape, "node-x", {4, 5})).ok());
   RunShape restarted = shape;
-  restarted.delivered = 3;
+  restarted.taken = 3;
   const absl::Status s = state.CheckConsistent(MakeReport(restarted, "node-b", {3, 4, 5}));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(MessageHas(s, "restarted under the same run_id"));

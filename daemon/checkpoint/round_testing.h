@@ -3,7 +3,7 @@
 //
 // The run has world_size ranks in DP groups of `ranks_per_group` consecutive ranks
 // (tensor-parallel peers); group g owns lanes [g * lanes_per_group, (g+1) *
-// lanes_per_group). Every lane of group g is at next_batch_index == delivered(g).
+// lanes_per_group). Every lane of group g is at next_batch_index == taken(g).
 #ifndef ZEPHON_DAEMON_CHECKPOINT_ROUND_TESTING_H_
 #define ZEPHON_DAEMON_CHECKPOINT_ROUND_TESTING_H_
 
@@ -29,7 +29,7 @@ struct RunShape {
   uint32_t world_size = 6;
   uint32_t ranks_per_group = 2;
   uint32_t lanes_per_group = 2;
-  uint64_t delivered = 12;
+  uint64_t taken = 12;
   std::string aggregate_dir;
   double timeout_s = 0;
 
@@ -56,7 +56,7 @@ inline proto::CheckpointReport MakeReport(const RunShape& shape, const std::stri
     r->set_global_rank(rank);
     r->set_dp_degree(shape.dp_degree());
     r->set_dp_group_id(rank / shape.ranks_per_group);
-    r->set_delivered(shape.delivered);
+    r->set_taken(shape.taken);
     r->set_instance_id("inst-" + std::to_string(rank / shape.ranks_per_group));
     r->set_daemon(daemon);
     if (groups.empty() || groups.back() != rank / shape.ranks_per_group) {
@@ -67,9 +67,9 @@ inline proto::CheckpointReport MakeReport(const RunShape& shape, const std::stri
     for (uint32_t i = 0; i < shape.lanes_per_group; ++i) {
       proto::LaneProgress* l = report.add_lanes();
       l->set_lane(g * shape.lanes_per_group + i);
-      l->set_next_batch_index(shape.delivered);
-      l->set_flush_group_chunk(shape.delivered / 4);
-      l->set_records_into_group(shape.delivered % 4);
+      l->set_next_batch_index(shape.taken);
+      l->set_flush_group_chunk(shape.taken / 4);
+      l->set_records_into_group(shape.taken % 4);
     }
   }
   return report;

@@ -49,9 +49,13 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                                const ProcessStats& process) {
   MetricFamily produced = Family("zephon_batches_produced_total", "counter",
                                  "Batches published into the instance's ring.");
-  // "delivered" here means released by every reader; the public metric name is kept.
-  MetricFamily delivered = Family("zephon_batches_delivered_total", "counter",
-                                  "Batches released by every attached reader (min cursor).");
+  MetricFamily released = Family("zephon_batches_released_total", "counter",
+                                 "Batches released by every attached reader (min cursor).");
+  // The old name of the same figure, kept for one release so dashboards can move over.
+  MetricFamily delivered_alias =
+      Family("zephon_batches_delivered_total", "counter",
+             "Deprecated alias of zephon_batches_released_total (same value); it will be "
+             "removed in the next release.");
   MetricFamily occupancy = Family("zephon_ring_occupancy", "gauge",
                                   "Published batches not yet released by every reader.");
   MetricFamily slots = Family("zephon_ring_slots", "gauge", "Slots of the instance's ring.");
@@ -67,7 +71,8 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   for (const proto::InstanceStatus& s : status.instances()) {
     const Labels labels = InstanceLabels(s);
     produced.Add(labels, static_cast<double>(s.produced()));
-    delivered.Add(labels, static_cast<double>(s.delivered()));
+    released.Add(labels, static_cast<double>(s.released()));
+    delivered_alias.Add(labels, static_cast<double>(s.released()));
     occupancy.Add(labels, static_cast<double>(s.ring_occupancy()));
     slots.Add(labels, s.ring_slots());
     bytes.Add(labels, static_cast<double>(s.ring_bytes()));
@@ -81,8 +86,8 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
       lag.Add(std::move(reader), static_cast<double>(r.lag()));
     }
   }
-  std::vector<MetricFamily> out = {produced, delivered, occupancy, slots,   bytes,
-                                   readers,  lag,       in_flight, buffered};
+  std::vector<MetricFamily> out = {produced, released,  delivered_alias, occupancy, slots,
+                                   bytes,    readers,   lag,             in_flight, buffered};
 
   out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")
                     .Add({}, status.instances_size()));

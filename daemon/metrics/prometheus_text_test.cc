@@ -66,7 +66,7 @@ TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
   s->set_run_id("r1");
   s->set_dp_group_id(0);
   s->set_produced(10);
-  s->set_delivered(7);
+  s->set_released(7);
   s->set_ring_occupancy(3);
   s->set_ring_slots(8);
   s->set_readers_attached(1);
@@ -80,7 +80,7 @@ TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
       RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), process));
   const std::string labels = "{instance=\"r1/dp1/g0/abcd#1\",run=\"r1\",dp_group=\"0\"";
   EXPECT_NE(text.find("zephon_batches_produced_total" + labels + "} 10\n"), std::string::npos);
-  EXPECT_NE(text.find("zephon_batches_delivered_total" + labels + "} 7\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_batches_released_total" + labels + "} 7\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_ring_slots" + labels + "} 8\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_reader_lag_batches" + labels + ",rank=\"3\"} 3\n"),
             std::string::npos);
@@ -88,6 +88,25 @@ TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
   EXPECT_NE(text.find("# TYPE zephon_errors_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_instances 1\n"), std::string::npos);
   EXPECT_EQ(text.find("zephon_shard_cache"), std::string::npos);  // no cache, no families
+}
+
+// The old name stays exported for one release, with the same value and HELP saying so.
+TEST(DaemonMetricsTest, DeliveredIsADeprecatedAliasOfReleased) {
+  proto::StatusReply status;
+  proto::InstanceStatus* s = status.add_instances();
+  s->set_instance_id("i");
+  s->set_run_id("r");
+  s->set_produced(50);
+  s->set_released(41);
+  const std::string text =
+      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), ProcessStats()));
+  const std::string labels = "{instance=\"i\",run=\"r\",dp_group=\"0\"}";
+  EXPECT_NE(text.find("zephon_batches_released_total" + labels + " 41\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_batches_delivered_total" + labels + " 41\n"), std::string::npos);
+  EXPECT_NE(text.find("# HELP zephon_batches_delivered_total Deprecated alias of "
+                      "zephon_batches_released_total"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE zephon_batches_delivered_total counter\n"), std::string::npos);
 }
 
 TEST(DaemonMetricsTest, ShardCacheFiguresComeFromTheStatus) {

@@ -1,12 +1,12 @@
 // Property test of elastic resume (docs/design.md "Checkpoint contract", the guide's
 // "Planning For Elasticity"): checkpoint D groups after k steps (a step is C batches
-// in total, C/D from each group), merge every group's delivered progress
+// in total, C/D from each group), merge every group's progress after the batches it took
 // (daemon::ProgressLog) into C topology-free lane progresses, restore on every D'
 // dividing C, and the following steps hold exactly the multiset of (lane,
 // lane_batch_index, tokens, positions, sample ids) of an uninterrupted D = 1 run; again
 // after a second checkpoint/restore; a checkpoint at the end of data restores to
 // nothing; and a checkpoint after any number of batches (mid-step) on the same
-// topology continues batch by batch. The producer runs ahead of delivery (prefetch)
+// topology continues batch by batch. The producer runs ahead of the readers (prefetch)
 // and folds the log as batches are released, as the daemon does.
 #include <gtest/gtest.h>
 
@@ -28,7 +28,7 @@
 namespace zephon::pipeline {
 namespace {
 
-constexpr size_t kPrefetch = 3;  // Batches produced (and recorded) beyond delivery.
+constexpr size_t kPrefetch = 3;  // Batches produced (and recorded) beyond those taken.
 
 std::vector<std::shared_ptr<const Dataset>> Corpus() {
   return {testing::MakeSyntheticDataset("web", 1, 4, 50, 13),
@@ -83,8 +83,8 @@ class Topology {
     }
   }
 
-  // The next batch delivered by group d, or nullopt at its end.
-  std::optional<Batch> Deliver(uint32_t d) {
+  // The next batch group d takes, or nullopt at its end.
+  std::optional<Batch> Take(uint32_t d) {
     Group& g = groups_[d];
     while (!g.ended && g.queue.size() <= kPrefetch) {
       auto b = g.stream->Next().value();
@@ -98,9 +98,9 @@ class Topology {
     if (g.queue.empty()) return std::nullopt;
     Batch b = std::move(g.queue.front());
     g.queue.pop_front();
-    ++g.delivered;
+    ++g.taken;
     // Every reader released all but the batch it holds.
-    EXPECT_TRUE(g.log->FoldBelow(g.delivered - 1).ok());
+    EXPECT_TRUE(g.log->FoldBelow(g.taken - 1).ok());
     return b;
   }
 
@@ -108,7 +108,7 @@ class Topology {
   bool Step(uint32_t lanes, std::multiset<Key>* step) {
     for (uint32_t d = 0; d < dp_degree_; ++d) {
       for (uint32_t i = 0; i < lanes / dp_degree_; ++i) {
-        auto b = Deliver(d);
+        auto b = Take(d);
         if (!b) return false;
         step->insert(KeyOf(*b));
       }
@@ -117,11 +117,11 @@ class Topology {
   }
 
   // The merged, topology-free checkpoint: every group's progress after what it
-  // delivered, ordered by lane.
+  // took, ordered by lane.
   std::vector<proto::LaneProgress> Checkpoint() const {
     std::vector<proto::LaneProgress> merged;
     for (const Group& g : groups_) {
-      auto p = g.log->ProgressAfter(g.delivered);
+      auto p = g.log->ProgressAfter(g.taken);
       EXPECT_TRUE(p.ok()) << p.status();
       if (p.ok()) merged.insert(merged.end(), p->begin(), p->end());
     }
@@ -130,7 +130,7 @@ class Topology {
     return merged;
   }
 
-  uint64_t delivered(uint32_t d) const { return groups_[d].delivered; }
+  uint64_t taken(uint32_t d) const { return groups_[d].taken; }
 
  private:
   struct Group {
@@ -138,7 +138,7 @@ class Topology {
     std::unique_ptr<daemon::ProgressLog> log;
     std::deque<Batch> queue;
     uint64_t produced = 0;
-    uint64_t delivered = 0;
+    uint64_t taken = 0;
     bool ended = false;
   };
   const uint32_t dp_degree_;
@@ -240,7 +240,7 @@ TEST(ElasticResumeTest, CheckpointAtTheEndOfDataRestoresToNothing) {
     for (uint32_t d : Divisors(lanes)) {
       Topology run(spec, d, nullptr);
       for (uint32_t g = 0; g < d; ++g) {
-        while (run.Deliver(g).has_value()) {
+        while (run.Take(g).has_value()) {
         }
       }
       const auto at_end = run.Checkpoint();
@@ -252,7 +252,7 @@ TEST(ElasticResumeTest, CheckpointAtTheEndOfDataRestoresToNothing) {
       for (uint32_t d2 : Divisors(lanes)) {
         Topology restored(spec, d2, &at_end);
         for (uint32_t g = 0; g < d2; ++g) {
-          EXPECT_FALSE(restored.Deliver(g).has_value()) << "C=" << lanes << " D=" << d
+          EXPECT_FALSE(restored.Take(g).has_value()) << "C=" << lanes << " D=" << d
                                                         << " D'=" << d2 << " group " << g;
         }
         // Checkpointing the empty resumed run gives the same progress back.
@@ -266,7 +266,7 @@ TEST(ElasticResumeTest, CheckpointAtTheEndOfDataRestoresToNothing) {
   }
 }
 
-// Same topology, checkpoint after any number of delivered batches (mid-step, in the
+// Same topology, checkpoint after any number of batches taken (mid-step, in the
 // tail where lanes are running out, at the end): each group continues exactly, batch
 // by batch, until its end.
 TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch) {
@@ -277,7 +277,7 @@ TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch)
       {
         Topology run(spec, d, nullptr);
         for (uint32_t g = 0; g < d; ++g) {
-          while (auto b = run.Deliver(g)) original[g].push_back(KeyOf(*b));
+          while (auto b = run.Take(g)) original[g].push_back(KeyOf(*b));
         }
       }
       size_t longest = 0;
@@ -286,7 +286,7 @@ TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch)
         Topology run(spec, d, nullptr);
         for (uint32_t g = 0; g < d; ++g) {
           for (size_t i = 0; i < std::min(n, original[g].size()); ++i) {
-            ASSERT_TRUE(run.Deliver(g).has_value());
+            ASSERT_TRUE(run.Take(g).has_value());
           }
         }
         const auto checkpoint = run.Checkpoint();
@@ -294,12 +294,12 @@ TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch)
         for (uint32_t g = 0; g < d; ++g) {
           const std::string label =
               absl::StrCat("C=", lanes, " D=", d, " group ", g, " checkpoint after ", n);
-          for (size_t i = run.delivered(g); i < original[g].size(); ++i) {
-            auto b = restored.Deliver(g);
+          for (size_t i = run.taken(g); i < original[g].size(); ++i) {
+            auto b = restored.Take(g);
             ASSERT_TRUE(b.has_value()) << label << ": ran out at " << i;
             ASSERT_TRUE(KeyOf(*b) == original[g][i]) << label << ": batch " << i << " differs";
           }
-          EXPECT_FALSE(restored.Deliver(g).has_value()) << label;
+          EXPECT_FALSE(restored.Take(g).has_value()) << label;
         }
       }
     }

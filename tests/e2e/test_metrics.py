@@ -55,17 +55,22 @@ def test_metrics_health_and_ready_follow_the_daemon(tmp_path, corpus):
             read += 1
             if read == 6:
                 break
-        time.sleep(0.3)  # a few ticks: the delivered rate needs two samples
+        time.sleep(0.3)  # a few ticks: the released rate needs two samples
         code, text = _get(address, "/metrics")
         assert code == 200
         assert "# TYPE zephon_batches_produced_total counter" in text
         produced = _value(text, "zephon_batches_produced_total", run="metrics-run", dp_group=0)
-        delivered = _value(text, "zephon_batches_delivered_total", run="metrics-run", dp_group=0)
+        released = _value(text, "zephon_batches_released_total", run="metrics-run", dp_group=0)
         # The client releases a batch when it takes the next one.
-        assert produced >= delivered >= read - 1
+        assert produced >= released >= read - 1
+        # The old name is a deprecated alias for one release: same value, HELP says so.
+        assert _value(text, "zephon_batches_delivered_total", run="metrics-run",
+                      dp_group=0) == released
+        assert "# HELP zephon_batches_delivered_total Deprecated alias of " \
+               "zephon_batches_released_total" in text
         assert _value(text, "zephon_readers_attached", run="metrics-run") == 1
         assert _value(text, "zephon_ring_slots", run="metrics-run") == 4
-        assert _value(text, "zephon_ring_occupancy", run="metrics-run") == produced - delivered
+        assert _value(text, "zephon_ring_occupancy", run="metrics-run") == produced - released
         assert _value(text, "zephon_reader_lag_batches", run="metrics-run", rank=0) >= 0
         assert _value(text, "zephon_attach_total", result="ok") >= 1
         assert _value(text, "zephon_instances") == 1
@@ -76,8 +81,8 @@ def test_metrics_health_and_ready_follow_the_daemon(tmp_path, corpus):
 
         inst = zephon.daemon_status(d.socket)["instances"][0]
         assert inst["readers_attached"] == 1
-        assert int(inst["ring_occupancy"]) == int(inst["produced"]) - int(inst["delivered"])
-        assert "delivered_per_s" in inst and inst["delivered_per_s"] >= 0
+        assert int(inst["ring_occupancy"]) == int(inst["produced"]) - int(inst["released"])
+        assert "released_per_s" in inst and inst["released_per_s"] >= 0
         assert all("lag" in r for r in inst["readers"])
         pipe.close()
         assert _get(address, "/nope")[0] == 404

@@ -323,3 +323,26 @@ def test_several_open_loans_released_out_of_order(daemon, corpus):
     with pytest.raises(zephon.InvalidOptionError, match="max_open_batches=8"):
         next(iter(too_many))
     too_many.close()
+
+
+def test_released_counts_closed_batches_and_delivered_is_its_alias(daemon, corpus):
+    from zephon import _native
+    pipe = pipeline(corpus, daemon.socket, run_id="released", max_open_batches=3)
+    it = iter(pipe)
+    held = [next(it) for _ in range(3)]
+    handle = pipe._attach().mapping.handle
+
+    def counts():
+        with pytest.warns(DeprecationWarning, match="use Pipeline.released"):
+            delivered = pipe.delivered
+        return (pipe.released, delivered, _native.LIB.zephon_released(handle),
+                _native.LIB.zephon_delivered(handle))
+
+    assert counts() == (0, 0, 0, 0)  # three taken, none released
+    held[1].close()
+    assert counts() == (0, 0, 0, 0)  # seq 0 still on loan: the count is a prefix
+    held[0].close()
+    assert counts() == (2, 2, 2, 2)
+    held[2].close()
+    assert counts() == (3, 3, 3, 3)
+    pipe.close()

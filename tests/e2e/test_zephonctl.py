@@ -37,7 +37,7 @@ def test_status_and_explain_show_an_attached_reader(zephonctl, corpus, daemon):
         assert human.returncode == 0, human.stderr
         assert f"zephond pid {daemon.proc.pid}" in human.stdout
         assert "instance " in human.stdout and "attached" in human.stdout
-        assert "READER" in human.stdout and "fill" in human.stdout
+        assert "READER" in human.stdout and "RELEASED" in human.stdout and "fill" in human.stdout
 
         out = ctl(zephonctl, "status", "--socket", daemon.socket, "--json")
         assert out.returncode == 0, out.stderr
@@ -47,7 +47,7 @@ def test_status_and_explain_show_an_attached_reader(zephonctl, corpus, daemon):
         (instance,) = status["instances"]
         readers = [r for r in instance["readers"] if r["state"] == "attached"]
         assert len(readers) == 1 and int(readers[0]["pid"]) == os.getpid()
-        assert int(readers[0]["delivered"]) >= 2
+        assert int(readers[0]["released"]) >= 2
         (ring,) = doc["summary"]["instances"]
         assert ring["instance_id"] == instance["instance_id"]
         assert 0 <= ring["ring_fill"] <= ring["ring_slots"] == instance["ring_slots"]
@@ -114,7 +114,7 @@ def test_checkpoint_ls_inspect_verify(zephonctl, corpus, daemon, tmp_path):
 
     inspect = ctl(zephonctl, "checkpoint", "inspect", str(good))
     assert inspect.returncode == 0, inspect.stderr
-    for text in ("ctl-run", "spec_hash", "canonical_replicas (C)", "LANE", "RANK",
+    for text in ("ctl-run", "spec_hash", "canonical_replicas (C)", "LANE", "RANK", "TAKEN",
                  "checksum good"):
         assert text in inspect.stdout
     detail = json.loads(ctl(zephonctl, "checkpoint", "inspect", str(good), "--json").stdout)
@@ -122,7 +122,7 @@ def test_checkpoint_ls_inspect_verify(zephonctl, corpus, daemon, tmp_path):
     assert s["run_id"] == "ctl-run" and int(s["round"]) == 0
     assert s["canonical_replicas"] == 2 and len(s["lanes"]) == 2
     assert int(s["total_batches"]) == 4 and s["world_size"] == 1
-    assert [int(r["delivered"]) for r in s["ranks"]] == [4]
+    assert [int(r["taken"]) for r in s["ranks"]] == [4]
 
     bad = tmp_path / "corrupt.zckpt"
     data = bytearray(state)

@@ -204,7 +204,7 @@ void CheckpointSeeds(const fs::path& dir) {
     rank->set_global_rank(r);
     rank->set_dp_degree(2);
     rank->set_dp_group_id(r / 2);
-    rank->set_delivered(6);
+    rank->set_taken(6);
     rank->set_instance_id(absl::StrCat("inst-", r));
     rank->set_daemon("node-0");
   }

@@ -18,7 +18,7 @@ _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]  # client/python/zephon -> repo root (in a checkout)
 
 # The ZEPHON_C_API_VERSION of the c_api.h these bindings mirror.
-C_API_VERSION = 1
+C_API_VERSION = 2
 MAX_TENSORS = 8
 
 
@@ -122,7 +122,9 @@ def _load():
     lib.zephon_ring_region.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                        ctypes.POINTER(ctypes.c_uint64)]
     lib.zephon_ring_region.restype = None
-    lib.zephon_delivered.argtypes = [ctypes.c_void_p]
+    lib.zephon_released.argtypes = [ctypes.c_void_p]
+    lib.zephon_released.restype = ctypes.c_uint64
+    lib.zephon_delivered.argtypes = [ctypes.c_void_p]  # deprecated alias of zephon_released
     lib.zephon_delivered.restype = ctypes.c_uint64
     lib.zephon_end_lease.argtypes = [ctypes.c_void_p]
     lib.zephon_end_lease.restype = None

@@ -25,7 +25,7 @@ class Batch:
     """One batch of this rank: named tensors (``batch["tokens"]``, ``batch["positions"]``,
     numpy views into shared memory) plus ``batch.ids``, the samples that contributed.
 
-    The views are valid while the batch is open. It is released (delivered) by
+    The views are valid while the batch is open. It is released by
     ``close()``, by leaving a ``with batch:`` block, when it is garbage-collected, or when
     the iterator needs its loan back (``Pipeline.options(max_open_batches=...)``, default
     1: asking for the next batch releases the previous one). After that the daemon may
@@ -204,7 +204,7 @@ class Batch:
 
     # ----- lifetime --------------------------------------------------------------------
     def close(self) -> None:
-        """Releases (delivers) this batch. Idempotent."""
+        """Releases this batch (its ring slot may be reused). Idempotent."""
         if self._released:
             return
         self._released = True
@@ -220,7 +220,7 @@ class Batch:
             code = _native.LIB.zephon_release(mapping.handle, self.seq, ctypes.byref(err))
             if code != 0:
                 message = _native.take_string(err)
-                if code != errors.FAILED_PRECONDITION:  # already detached: nothing to deliver
+                if code != errors.FAILED_PRECONDITION:  # already detached: nothing to release
                     raise errors.from_code(code, message)
 
     release = close

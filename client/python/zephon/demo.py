@@ -134,7 +134,7 @@ def run_topology(python: str, workdir: Path, corpus: str, socket: str, dp_degree
 
 
 def step_sample_sets(results: list[dict], peers: int) -> list[frozenset]:
-    """Per step, the set of sample ids delivered across DP groups (one rank per group)."""
+    """Per step, the set of sample ids taken across DP groups (one rank per group)."""
     leaders = [r for r in results if r["rank"] % peers == 0]
     sets = []
     for s in range(STEPS):

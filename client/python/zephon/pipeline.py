@@ -148,12 +148,12 @@ class Pipeline:
     Builder methods return a new Pipeline; iteration attaches this rank (once) and yields
     one :class:`Batch` per step.
 
-    Loans: a batch is a loan of a ring slot. It is released (delivered) by
+    Loans: a batch is a loan of a ring slot. It is released by
     ``batch.close()``, by leaving ``with batch:``, by garbage collection, or when the
     iterator is asked for more batches than ``max_open_batches`` (default 1) allows to
     be open at once — then the oldest open batch is released first. Use
     ``max_open_batches=2`` to keep batch k open while batch k+1 is fetched (e.g. to
-    overlap a host-to-device copy). Releases may come in any order; delivery is in order.
+    overlap a host-to-device copy). Releases may come in any order; batches are taken in order.
     """
 
     def __init__(self, work_source: StaticMixtureWorkSource):
@@ -368,11 +368,18 @@ class Pipeline:
         return dict(self._attach().reply)
 
     @property
-    def delivered(self) -> int:
-        """Batches this rank has released so far (released, not merely taken: a batch
-        still on loan does not count). The public name is kept."""
+    def released(self) -> int:
+        """Batches this rank has released so far: every batch below this count was closed
+        (a batch still on loan, or one closed ahead of an older open one, does not count)."""
         mapping = self._attach().mapping
-        return int(_native.LIB.zephon_delivered(mapping.handle))
+        return int(_native.LIB.zephon_released(mapping.handle))
+
+    @property
+    def delivered(self) -> int:
+        """Deprecated alias of :attr:`released` (same value); use ``released``."""
+        warnings.warn("Pipeline.delivered is deprecated: use Pipeline.released (same value)",
+                      DeprecationWarning, stacklevel=2)
+        return self.released
 
     def explain(self) -> str:
         """The daemon's description of this rank's instance: stages, operators, queues,

@@ -3,7 +3,7 @@
 // Both carry `end`, the lane position right after the batch: a lane restarted at `end`
 // with first_batch_index = lane_batch_index + 1 regenerates the lane's following
 // batches exactly (LaneStream::Create), so (lane_batch_index + 1, end) is the lane's
-// checkpointable progress once this batch has been delivered (proto::LaneProgress).
+// checkpointable progress once this batch has been taken (proto::LaneProgress).
 //
 // tokens and positions are row-major [rows, cols] (cols = pack_flat max_length).
 // sample_ids lists every sample that contributed >= 1 token, in order of first

@@ -8,12 +8,12 @@
 // From a fresh start every lane is at batch 0, so this is strict round robin in
 // ascending lane order (owned lane 0, 1, ..., wrap; exhausted lanes skipped). Because
 // the order is a function of the lanes' progress only, a stream restored from the
-// progress after any delivered batch (Create with `restore`) continues exactly where
+// progress after any batch taken (Create with `restore`) continues exactly where
 // the original order was on the same topology, and on another topology starts with
 // the least-progressed lane (the guide's rule), so every step of C batches in total
 // again takes one batch from every lane.
 // The order advances on each Next()/NextPlan(); the daemon calls them as it fills its
-// ring, and delivery order equals production order (what was *delivered* is tracked
+// ring, and readers take batches in production order (what they took is tracked
 // separately, by daemon/progress_log.h).
 // NextPlan() is Next() without reading tokens: the daemon plans in order on its
 // producer thread and materializes the plans in parallel (pipeline::Materialize over
