@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/fd_handoff.h"
 #include "proto/zephon.grpc.pb.h"
 #include "shm/ring_writer.h"
@@ -62,8 +63,9 @@ TEST(AttachedReaderTest, DetachFromADaemonThatStoppedReadingIsBounded) {
   auto writer = shm::RingWriter::Create(absl::StrCat("attached-reader-test.", getpid()),
                                         shm::RingGeometry{4, 8192, 4}, "wedged/instance");
   ASSERT_TRUE(writer.ok()) << writer.status();
+  const testing::ShortTempDir socket_dir = testing::MakeShortTempDir("attached_reader");
   daemon::FdHandoffOptions options;
-  options.socket_path = absl::StrCat("/tmp/zephon-attached-reader-test.", getpid(), ".fds");
+  options.socket_path = socket_dir.path() + "/handoff.fds";
   auto handoff = daemon::FdHandoff::Start(options);
   ASSERT_TRUE(handoff.ok()) << handoff.status();
   WedgedAttachService service(writer->get(), handoff->get());

@@ -19,6 +19,7 @@
 #define ZEPHON_COMMON_ENV_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,9 +33,25 @@ namespace zephon {
 // What Env::Stat reports (links followed).
 struct FileStat {
   uint64_t size = 0;
-  absl::Time mtime;
+  absl::Time mtime;  // to the nanosecond
+  uint64_t inode = 0;
   bool is_regular = false;
   bool is_directory = false;
+};
+
+// A file opened for reading (Env::OpenForRead). Reads and stats go to the open file, not
+// its path: a rename over the path after the open does not change what they see.
+// Closed on destruction. Thread-safety: thread-safe (pread and fstat on one descriptor).
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+
+  // fstat(2) of the open file. Errors follow errno, naming the path ("cannot stat <path>").
+  virtual absl::StatusOr<FileStat> Stat() = 0;
+
+  // Up to `length` bytes at `offset`, fewer only at the end of the file (none past it).
+  // Errors follow errno (absl::ErrnoToStatus), naming the path ("cannot read <path>").
+  virtual absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t length) = 0;
 };
 
 class Env {
@@ -51,11 +68,18 @@ class Env {
   // the path and the step ("cannot open <path>", "cannot read <path>").
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
 
+  // Opens `path` (links followed) for ReadableFile's reads and stats. A directory opens
+  // too: check Stat().is_regular. Errors follow errno (NOT_FOUND, PERMISSION_DENIED, ...)
+  // and read "cannot open <path>: <strerror>".
+  virtual absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) = 0;
+
   // Replaces `path` with `bytes`: temp file, fsync, rename, directory fsync; on error the
   // temp file is gone and `path` is untouched. Contract and errors: common/atomic_file.h.
   virtual absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) = 0;
 
-  // Entry names in `dir` (not "." or ".."), in directory order. Errors name the dir.
+  // Entry names in `dir` (not "." or ".."), in directory order. NOT_FOUND ("no such
+  // directory: <dir>") when it or a parent is missing or is not a directory; other errors
+  // follow errno, naming the dir.
   virtual absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) = 0;
 
   // Removes a file. NOT_FOUND when absent; other errors follow errno, naming the path.

@@ -1,10 +1,13 @@
 #include "common/env.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,6 +57,45 @@ TEST(DefaultEnvTest, FilesRoundTripAndErrorsNameThePath) {
   EXPECT_NE(missing.message().find(path), std::string::npos) << missing;
   EXPECT_EQ(env->Stat(path).status().message(), "no such file: " + path);
   EXPECT_TRUE(absl::IsNotFound(env->ListDirectory(dir + "/nope").status()));
+}
+
+TEST(DefaultEnvTest, AnOpenFileReadsRangesAndKeepsItsInodeAcrossARename) {
+  Env* env = Env::Default();
+  const std::string dir = testing::MakeTempDir("env_open");
+  const std::string path = dir + "/obj";
+  ASSERT_TRUE(env->WriteFileAtomically(path, "0123456789").ok());
+  absl::StatusOr<std::unique_ptr<ReadableFile>> file = env->OpenForRead(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*(*file)->ReadAt(2, 3), "234");
+  EXPECT_EQ(*(*file)->ReadAt(8, 100), "89");  // short at the end
+  EXPECT_EQ(*(*file)->ReadAt(10, 5), "");
+  EXPECT_EQ(*(*file)->ReadAt(0, UINT64_MAX), "0123456789");  // "the rest", not UINT64_MAX
+  absl::StatusOr<FileStat> opened = (*file)->Stat();
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(opened->inode, static_cast<uint64_t>(st.st_ino));
+  EXPECT_EQ(opened->mtime, absl::TimeFromTimespec(st.st_mtim));  // nanoseconds kept
+  EXPECT_EQ(env->Stat(path)->inode, opened->inode);
+
+  ASSERT_TRUE(env->WriteFileAtomically(path, "replaced").ok());  // a new inode
+  EXPECT_EQ(*(*file)->ReadAt(0, 100), "0123456789");
+  EXPECT_EQ((*file)->Stat()->size, 10u);
+  EXPECT_NE(env->Stat(path)->inode, opened->inode);
+}
+
+TEST(DefaultEnvTest, MissingFilesAndDirectoriesAreNotFoundNamingThePath) {
+  Env* env = Env::Default();
+  const std::string dir = testing::MakeTempDir("env_missing");
+  const absl::Status open = env->OpenForRead(dir + "/nope").status();
+  EXPECT_TRUE(absl::IsNotFound(open)) << open;
+  EXPECT_NE(open.message().find("cannot open " + dir + "/nope"), std::string::npos) << open;
+  ASSERT_TRUE(env->WriteFileAtomically(dir + "/file", "x").ok());
+  // A file where a directory is expected is as absent as a missing one.
+  for (const std::string& missing : {dir + "/nope", dir + "/file", dir + "/file/sub"}) {
+    const absl::Status listed = env->ListDirectory(missing).status();
+    EXPECT_EQ(listed, absl::NotFoundError("no such directory: " + missing));
+  }
 }
 
 TEST(DefaultEnvTest, MemfdIsSealable) {
@@ -119,6 +161,36 @@ TEST(FakeEnvTest, InjectedMemfdAndRemoveFaultsCountDown) {
   env.FailNext(FakeEnv::Op::kRemove, 1, EACCES);
   EXPECT_TRUE(absl::IsPermissionDenied(env.RemoveFile(dir + "/x")));
   EXPECT_TRUE(env.RemoveFile(dir + "/x").ok());
+}
+
+TEST(FakeEnvTest, InjectedReadListAndStatFaultsNameThePathAndCountDown) {
+  FakeEnv env;
+  const std::string dir = testing::MakeTempDir("fake_env_read");
+  const std::string path = dir + "/obj";
+  ASSERT_TRUE(env.WriteFileAtomically(path, "bytes").ok());
+  absl::StatusOr<std::unique_ptr<ReadableFile>> file = env.OpenForRead(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+
+  env.FailNext(FakeEnv::Op::kRead, 2, EIO);
+  const absl::Status read = (*file)->ReadAt(0, 5).status();
+  EXPECT_EQ(read.code(), absl::StatusCode::kUnknown) << read;  // EIO, as absl maps it
+  EXPECT_NE(read.message().find("cannot read " + path), std::string::npos) << read;
+  EXPECT_EQ(env.ReadFile(path).status().code(), absl::StatusCode::kUnknown);
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kRead), 2);
+  EXPECT_EQ(*(*file)->ReadAt(0, 5), "bytes");  // spent
+  EXPECT_EQ((*file)->Stat()->size, 5u);         // a read fault leaves Stat alone
+
+  env.FailNext(FakeEnv::Op::kList, 1, EACCES);
+  const absl::Status listed = env.ListDirectory(dir).status();
+  EXPECT_TRUE(absl::IsPermissionDenied(listed)) << listed;
+  EXPECT_NE(listed.message().find(dir), std::string::npos) << listed;
+  EXPECT_EQ(Sorted(env.ListDirectory(dir)), std::vector<std::string>{"obj"});
+
+  env.FailNext(FakeEnv::Op::kStat, 1, EACCES);
+  const absl::Status stat = env.Stat(path).status();
+  EXPECT_TRUE(absl::IsPermissionDenied(stat)) << stat;
+  EXPECT_NE(stat.message().find("cannot stat " + path), std::string::npos) << stat;
+  EXPECT_TRUE(env.Stat(path).ok());
 }
 
 }  // namespace

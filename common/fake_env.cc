@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/atomic_file.h"
@@ -47,8 +50,37 @@ int FakeEnv::TakeFault(Op op) {
   return p.err;
 }
 
+// The real file, its ReadAt failing while the FakeEnv has read faults to fire.
+class FakeEnv::FaultyFile final : public ReadableFile {
+ public:
+  FaultyFile(FakeEnv* env, std::unique_ptr<ReadableFile> file, std::string path)
+      : env_(env), file_(std::move(file)), path_(std::move(path)) {}
+
+  absl::StatusOr<FileStat> Stat() override { return file_->Stat(); }
+  absl::StatusOr<std::string> ReadAt(uint64_t offset, uint64_t length) override {
+    if (const int err = env_->TakeFault(Op::kRead); err != 0) {
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot read ", path_));
+    }
+    return file_->ReadAt(offset, length);
+  }
+
+ private:
+  FakeEnv* const env_;
+  const std::unique_ptr<ReadableFile> file_;
+  const std::string path_;
+};
+
 absl::StatusOr<std::string> FakeEnv::ReadFile(const std::string& path) {
+  if (const int err = TakeFault(Op::kRead); err != 0) {
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot read ", path));
+  }
   return Env::Default()->ReadFile(path);
+}
+
+absl::StatusOr<std::unique_ptr<ReadableFile>> FakeEnv::OpenForRead(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<ReadableFile>> file = Env::Default()->OpenForRead(path);
+  if (!file.ok()) return file.status();
+  return std::make_unique<FaultyFile>(this, *std::move(file), path);
 }
 
 absl::Status FakeEnv::WriteFileAtomically(const std::string& path, std::string_view bytes) {
@@ -74,6 +106,9 @@ absl::Status FakeEnv::WriteFileAtomically(const std::string& path, std::string_v
 }
 
 absl::StatusOr<std::vector<std::string>> FakeEnv::ListDirectory(const std::string& dir) {
+  if (const int err = TakeFault(Op::kList); err != 0) {
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot list directory ", dir));
+  }
   return Env::Default()->ListDirectory(dir);
 }
 
@@ -85,6 +120,9 @@ absl::Status FakeEnv::RemoveFile(const std::string& path) {
 }
 
 absl::StatusOr<FileStat> FakeEnv::Stat(const std::string& path) {
+  if (const int err = TakeFault(Op::kStat); err != 0) {
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot stat ", path));
+  }
   return Env::Default()->Stat(path);
 }
 

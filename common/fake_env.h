@@ -1,14 +1,17 @@
 // FakeEnv: the Env for tests. A clock that moves only when the test says so, over the
 // real filesystem and memfds (point tests at a temp dir), with injected faults: the next
-// N atomic-write data writes, renames, file removals or memfd creations fail with a
-// chosen errno. A failed data write first writes half its bytes, so the failure strikes a
-// partly written temp file and the writer's cleanup is what the test observes.
+// N atomic-write data writes, renames, file removals, memfd creations, reads (ReadFile
+// and ReadableFile::ReadAt), directory listings or Stat calls fail with a chosen errno. A
+// failed data write first writes half its bytes, so the failure strikes a partly written
+// temp file and the writer's cleanup is what the test observes.
 //
-// Thread-safety: thread-safe (one mutex). Testonly.
+// Thread-safety: thread-safe (one mutex). Files from OpenForRead must not outlive the
+// FakeEnv. Testonly.
 #ifndef ZEPHON_COMMON_FAKE_ENV_H_
 #define ZEPHON_COMMON_FAKE_ENV_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,7 +24,7 @@ namespace zephon {
 
 class FakeEnv final : public Env {
  public:
-  enum class Op { kWrite, kRename, kRemove, kMemfd };
+  enum class Op { kWrite, kRename, kRemove, kMemfd, kRead, kList, kStat };
 
   // The clock starts at `start` (a fixed instant, not the real time: tests are repeatable).
   explicit FakeEnv(absl::Time start = absl::FromUnixSeconds(1'800'000'000)) : now_(start) {}
@@ -37,6 +40,7 @@ class FakeEnv final : public Env {
   // Advances the clock by `duration`; returns at once.
   void SleepFor(absl::Duration duration) override { Advance(duration); }
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override;
   absl::Status WriteFileAtomically(const std::string& path, std::string_view bytes) override;
   absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) override;
   absl::Status RemoveFile(const std::string& path) override;
@@ -49,6 +53,8 @@ class FakeEnv final : public Env {
     int err = 0;
     int fired = 0;
   };
+  class FaultyFile;
+
   // The errno to fail this `op` with, or 0 to run it for real.
   int TakeFault(Op op) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/fake_env.h"
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 #include "shm/fd_passing.h"
 #include "shm/segment.h"
@@ -37,18 +38,13 @@ namespace {
 
 constexpr absl::Duration kWait = absl::Seconds(5);
 
-std::string TempSocketPath() {
-  static int n = 0;
-  return absl::StrCat("/tmp/zephon-handoff-test.", getpid(), ".", n++, ".fds");
-}
-
 class FdHandoffTest : public ::testing::Test {
  protected:
   void Start(absl::Duration ttl = absl::Seconds(30),
              absl::Duration io_timeout = absl::Seconds(2), Env* env = Env::Default()) {
     FdHandoffOptions options;
     options.env = env;
-    options.socket_path = TempSocketPath();
+    options.socket_path = socket_dir_.path() + "/handoff.fds";
     options.token_ttl = ttl;
     options.io_timeout = io_timeout;
     auto handoff = FdHandoff::Start(options);
@@ -71,6 +67,8 @@ class FdHandoffTest : public ::testing::Test {
     return shm::ClaimRingFds(handoff_->socket_path(), token, absl::Now() + kWait);
   }
 
+  // Declared first, so removed after the hand-off stopped serving in it.
+  const testing::ShortTempDir socket_dir_ = testing::MakeShortTempDir("handoff");
   std::unique_ptr<FdHandoff> handoff_;
   std::unique_ptr<shm::Segment> segment_;
 };
@@ -171,7 +169,7 @@ TEST_F(FdHandoffTest, SilentClientsDoNotDelayARealClaim) {
 TEST_F(FdHandoffTest, AcceptOutOfDescriptorsBacksOffInsteadOfSpinning) {
   // In a child process: its descriptor table is filled so the serving thread's accept4
   // fails with EMFILE while a connection waits; the thread must not spin a core on it.
-  const std::string path = TempSocketPath();
+  const std::string path = socket_dir_.path() + "/emfile.fds";
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -227,7 +225,9 @@ TEST_F(FdHandoffTest, PeerOfAnotherUserIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run a peer as another uid";
   Start();
   const std::string token = Offer();
-  // Open the file mode so the peer-credential check is what refuses it.
+  // Open the file mode (and let the peer through the 0700 scratch directory) so the
+  // peer-credential check is what refuses it.
+  ASSERT_EQ(chmod(socket_dir_.path().c_str(), 0711), 0);
   ASSERT_EQ(chmod(handoff_->socket_path().c_str(), 0666), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);

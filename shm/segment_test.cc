@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/fake_env.h"
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 #include "shm/test_util.h"
 
@@ -20,6 +21,8 @@ namespace zephon::shm {
 namespace {
 
 using ::zephon::shm::testing::UniqueShmName;
+using ::zephon::testing::MakeShortTempDir;
+using ::zephon::testing::ShortTempDir;
 
 // memfd names carry no leading slash.
 std::string UniqueMemfdName(const std::string& tag) { return UniqueShmName(tag).substr(1); }
@@ -166,30 +169,29 @@ TEST(SegmentTest, SweepPrefixRemovesOnlyMatchingLegacySegments) {
   EXPECT_EQ(shm_unlink(other.c_str()), 0);
 }
 
-// A scratch stand-in for /dev/shm holding legacy segments zephon.a and zephon.b.
-std::string LegacyShmDir() {
-  char dir_template[] = "/tmp/zephon-shmdir.XXXXXX";
-  EXPECT_NE(mkdtemp(dir_template), nullptr);
-  const std::string dir = dir_template;
-  std::ofstream(dir + "/zephon.a") << "x";
-  std::ofstream(dir + "/zephon.b") << "x";
+// A scratch stand-in for /dev/shm holding legacy segments zephon.a and zephon.b, removed
+// when the test ends.
+ShortTempDir LegacyShmDir() {
+  ShortTempDir dir = MakeShortTempDir("shmdir");
+  std::ofstream(dir.path() + "/zephon.a") << "x";
+  std::ofstream(dir.path() + "/zephon.b") << "x";
   return dir;
 }
 
 TEST(SegmentTest, SweepPrefixHonoursAnInjectedDirectory) {
-  const std::string dir = LegacyShmDir();
+  const ShortTempDir scratch = LegacyShmDir();
+  const std::string& dir = scratch.path();
   std::ofstream(dir + "/other") << "x";
   auto removed = Segment::SweepPrefix("zephon.", dir);
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 2);
   EXPECT_EQ(access((dir + "/other").c_str(), F_OK), 0);
-  unlink((dir + "/other").c_str());
-  rmdir(dir.c_str());
   EXPECT_EQ(Segment::SweepPrefix("", dir).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SegmentTest, SweepPrefixCountsOnlyWhatItRemoved) {
-  const std::string dir = LegacyShmDir();
+  const ShortTempDir scratch = LegacyShmDir();
+  const std::string& dir = scratch.path();
   FakeEnv env;
   env.FailNext(FakeEnv::Op::kRemove, 1, EACCES);  // e.g. another user's legacy segment
   auto removed = Segment::SweepPrefix("zephon.", dir, &env);
@@ -197,7 +199,6 @@ TEST(SegmentTest, SweepPrefixCountsOnlyWhatItRemoved) {
   EXPECT_EQ(*removed, 1);
   EXPECT_EQ(env.faults_fired(FakeEnv::Op::kRemove), 1);
   EXPECT_EQ(*Segment::SweepPrefix("zephon.", dir, &env), 1);  // the one left behind
-  rmdir(dir.c_str());
 }
 
 }  // namespace

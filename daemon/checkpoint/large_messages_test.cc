@@ -2,10 +2,7 @@
 // common/rpc_limits.h, applied by the production builders (PeerClient::Connect,
 // client::ConnectOrStart, ApplyRpcMessageLimits as main.cc uses it), carry messages past
 // gRPC's default 4 MiB, and the worst-case checkpoint of the largest world fits them.
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -15,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "client/connection.h"
 #include "common/rpc_limits.h"
+#include "common/temp_dir_testing.h"
 #include "daemon/checkpoint/peer_service.h"
 #include "gtest/gtest.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -23,23 +21,6 @@
 
 namespace zephon::checkpoint {
 namespace {
-
-// A fresh directory for a Unix socket: under /tmp, since Bazel's TEST_TMPDIR is too deep
-// for sun_path's 107 characters.
-// Removed with everything in it when the test ends.
-class SocketDir {
- public:
-  explicit SocketDir(const std::string& tag) : path_("/tmp/zephon-" + tag + "-XXXXXX") {
-    if (mkdtemp(path_.data()) == nullptr) ADD_FAILURE() << "cannot create " << path_;
-  }
-  SocketDir(const SocketDir&) = delete;
-  SocketDir& operator=(const SocketDir&) = delete;
-  ~SocketDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 constexpr size_t kOverDefaultLimit = size_t{6} << 20;  // gRPC's default receive: 4 MiB
 
@@ -108,7 +89,7 @@ std::unique_ptr<grpc::Server> Serve(grpc::Service* service, const std::string& a
 // Sends `report` through a real PeerClient to an echoing leader built with `limits`.
 absl::StatusOr<proto::CheckpointResult> ReportThrough(Limits limits,
                                                       const proto::CheckpointReport& report) {
-  const SocketDir dir("peer");
+  const testing::ShortTempDir dir = testing::MakeShortTempDir("peer");
   const std::string address = "unix:" + dir.path() + "/leader.sock";
   EchoLeader leader;
   std::unique_ptr<grpc::Server> server = Serve(&leader, address, limits);
@@ -158,7 +139,7 @@ class BigCheckpointDaemon final : public proto::Zephon::Service {
 };
 
 TEST(RpcLimitsTest, TheClientChannelReceivesCheckpointsOver4MiB) {
-  const SocketDir dir("client_big");
+  const testing::ShortTempDir dir = testing::MakeShortTempDir("client_big");
   const std::string socket = dir.path() + "/zephond.sock";
   BigCheckpointDaemon daemon(kOverDefaultLimit);
   std::unique_ptr<grpc::Server> server = Serve(&daemon, "unix:" + socket, Limits::kAll);

@@ -1,12 +1,15 @@
 #include "daemon/storage/block_index.h"
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/temp_dir_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::storage {
@@ -209,6 +212,172 @@ TEST(BlockIndexTest, AdoptedFilesAreLoadedFromTheirFileAndDuplicatesDoomed) {
   EXPECT_EQ(index.Counts().hits, 1u);
   index.Release(old->block, &doomed);
   deletes.Delete(doomed);
+}
+
+// Loads `id` as a block on disk ("/cache/<id>", `bytes` of payload) and releases it; the
+// payload is held in memory in place of the mapping. Returns whether it had to be loaded.
+bool LoadDiskBlock(BlockIndex& index, const std::string& id, uint64_t bytes,
+                   std::vector<std::string>* doomed) {
+  absl::StatusOr<BlockIndex::Acquired> a = Get(index, id, bytes, "/cache/" + id, doomed);
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (!a.ok()) return false;
+  if (a->load) {
+    a->block->memory.assign(bytes, 'x');
+    index.Loaded(*a, absl::OkStatus(), false);
+  }
+  index.Release(a->block, doomed);
+  return a->load;
+}
+
+TEST(BlockIndexTest, TheRecentlyUsedBlockStaysAndTheEvictedOneLoadsAgain) {
+  PendingDeletes deletes;
+  const uint64_t charge = EntryHeaderBytes("b0") + 100;
+  BlockIndex index(Options(2 * charge, 0), &deletes);  // room for two blocks
+  std::vector<std::string> doomed;
+  EXPECT_TRUE(LoadDiskBlock(index, "b0", 100, &doomed));
+  EXPECT_TRUE(LoadDiskBlock(index, "b1", 100, &doomed));
+  EXPECT_FALSE(LoadDiskBlock(index, "b0", 100, &doomed));  // a hit: now most recent
+  EXPECT_TRUE(LoadDiskBlock(index, "b2", 100, &doomed));   // evicts b1
+  EXPECT_EQ(index.Counts().evictions, 1u);
+  EXPECT_FALSE(LoadDiskBlock(index, "b0", 100, &doomed));  // still cached
+  EXPECT_TRUE(LoadDiskBlock(index, "b1", 100, &doomed));   // was evicted
+  const BlockIndexCounts c = index.Counts();
+  EXPECT_EQ(c.misses, 4u);
+  EXPECT_EQ(c.entries, 2u);
+  EXPECT_LE(c.resident_bytes, 2 * charge);
+  deletes.Delete(doomed);
+}
+
+TEST(BlockIndexTest, TheDiskChargeStaysWithinItsLimitOverManyBlocks) {
+  PendingDeletes deletes;
+  BlockIndex index(Options(3000, 0), &deletes);
+  std::vector<std::string> doomed;
+  for (int i = 0; i < 100; ++i) {
+    LoadDiskBlock(index, absl::StrCat("blk", i % 37), 512, &doomed);
+    ASSERT_LE(index.Counts().resident_bytes, 3000u) << "after block " << i;
+  }
+  const BlockIndexCounts c = index.Counts();
+  EXPECT_GT(c.evictions, 0u);
+  EXPECT_EQ(doomed.size(), c.evictions);  // every evicted block's file is to be deleted
+  deletes.Delete(doomed);
+}
+
+TEST(BlockIndexTest, ABlockBeingLoadedIsNotEvictedAndTheLimitHoldsOnceItIsDone) {
+  PendingDeletes deletes;
+  const uint64_t charge = EntryHeaderBytes("slow") + 250;
+  BlockIndex index(Options(charge + charge / 2, 0), &deletes);  // room for one block
+  std::vector<std::string> doomed;
+  absl::StatusOr<BlockIndex::Acquired> slow = Get(index, "slow", 250, "/cache/slow", &doomed);
+  ASSERT_TRUE(slow.ok() && slow->load);
+  for (int i = 0; i < 4; ++i) LoadDiskBlock(index, absl::StrCat("other", i), 250, &doomed);
+  EXPECT_EQ(doomed.size(), 4u);  // each other block went, the loading one stayed
+  EXPECT_EQ(index.Counts().pinned_bytes, charge);
+  slow->block->memory.assign(250, 's');
+  index.Loaded(*slow, absl::OkStatus(), false);
+  index.Release(slow->block, &doomed);
+  absl::StatusOr<BlockIndex::Acquired> again = Get(index, "slow", 250, "/cache/slow", &doomed);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->load);  // still cached
+  index.Release(again->block, &doomed);
+  const BlockIndexCounts c = index.Counts();
+  EXPECT_EQ(c.pinned_bytes, 0u);
+  EXPECT_LE(c.resident_bytes, charge + charge / 2);
+  deletes.Delete(doomed);
+}
+
+TEST(BlockIndexTest, LoadsInFlightMayExceedTheLimitUntilReleased) {
+  PendingDeletes deletes;
+  BlockIndex index(Options(0, 300), &deletes);  // room for one block of 200
+  std::vector<std::string> doomed;
+  std::vector<BlockIndex::Acquired> loads;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<BlockIndex::Acquired> a = Get(index, absl::StrCat("p", i), 200, "", &doomed);
+    ASSERT_TRUE(a.ok()) << a.status();  // over the limit, yet no failure
+    ASSERT_TRUE(a->load);
+    loads.push_back(*std::move(a));
+  }
+  EXPECT_EQ(index.Counts().resident_bytes, 800u);
+  for (BlockIndex::Acquired& a : loads) {
+    a.block->memory.assign(200, 'p');
+    index.Loaded(a, absl::OkStatus(), false);
+    index.Release(a.block, &doomed);
+  }
+  const BlockIndexCounts c = index.Counts();
+  EXPECT_LE(c.resident_bytes, 300u);
+  EXPECT_EQ(c.evictions, 3u);
+  EXPECT_EQ(c.errors, 0u);
+}
+
+TEST(BlockIndexTest, ConcurrentMissesOfOneBlockShareOneLoad) {
+  PendingDeletes deletes;
+  BlockIndex index(Options(0, 1 << 20), &deletes);
+  constexpr int kThreads = 8;
+  std::atomic<int> loaders{0};
+  std::vector<std::string> got(kThreads);
+  absl::Notification loaded;
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kThreads; ++i) {
+    readers.emplace_back([&, i] {
+      std::vector<std::string> d;
+      absl::StatusOr<BlockIndex::Acquired> a = Get(index, "one", 4, "", &d);
+      if (!a.ok()) return;
+      if (a->load) {
+        ++loaders;
+        loaded.WaitForNotificationWithTimeout(absl::Seconds(60));  // the others queue up
+        a->block->memory = "data";
+        index.Loaded(*a, absl::OkStatus(), false);
+      }
+      got[i].assign(a->block->payload(), 4);
+      index.Release(a->block, &d);
+    });
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (index.Counts().waits < kThreads - 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(index.Counts().waits, static_cast<uint64_t>(kThreads - 1));
+  loaded.Notify();
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(loaders.load(), 1);
+  EXPECT_EQ(index.Counts().misses, 1u);
+  for (const std::string& g : got) EXPECT_EQ(g, "data");
+}
+
+TEST(BlockIndexTest, BlocksBeyondTheMappingBudgetAreUnmappedAndLoadedFromTheirFile) {
+  const std::string dir = testing::MakeTempDir("block_index_mapped");
+  PendingDeletes deletes;
+  BlockIndexOptions options = Options(1 << 20, 0);
+  options.max_mapped_entries = 1;
+  BlockIndex index(options, &deletes);
+  std::vector<std::string> doomed;
+  // Maps the block's entry file (writing it first when `write`), as the cache's loader does.
+  const auto map = [&](const BlockIndex::Acquired& a, bool write) {
+    if (write) {
+      ASSERT_TRUE(WriteEntryFile(a.block->path, a.block->identity, "abcd").ok());
+    }
+    absl::StatusOr<EntryFileMap> m = MapEntryFile(a.block->path, a.block->identity, 4, {});
+    ASSERT_TRUE(m.ok()) << m.status();
+    a.block->map = *std::move(m);
+  };
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int i = 0; i < 4; ++i) {
+      const std::string id = absl::StrCat("m", i);
+      absl::StatusOr<BlockIndex::Acquired> a =
+          Get(index, id, 4, absl::StrCat(dir, "/", EntryFileName(id)), &doomed);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(a->load) << "pass " << pass << ": unmapped blocks are handed out to load";
+      EXPECT_EQ(a->try_file, pass > 0);  // from the file, not downloaded again
+      map(*a, /*write=*/pass == 0);
+      index.Loaded(*a, absl::OkStatus(), /*from_file=*/pass > 0);
+      EXPECT_EQ(std::string(a->block->payload(), 4), "abcd");
+      index.Release(a->block, &doomed);
+    }
+  }
+  const BlockIndexCounts c = index.Counts();
+  EXPECT_EQ(c.misses, 4u);
+  EXPECT_EQ(c.hits, 8u);
+  EXPECT_EQ(c.entries, 4u);
+  EXPECT_EQ(c.evictions, 0u);
 }
 
 }  // namespace

@@ -1,14 +1,14 @@
 #include "daemon/storage/local_store.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -22,21 +22,6 @@ namespace {
 absl::Status PathError(int err, absl::string_view what, const std::string& path) {
   return absl::ErrnoToStatus(err, absl::StrCat(what, " '", path, "'"));
 }
-
-// Closes the fd on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 absl::Status MkdirAll(const std::string& dir) {
   if (dir.empty()) return absl::OkStatus();
@@ -54,84 +39,56 @@ absl::Status MkdirAll(const std::string& dir) {
 }
 
 // Objects are replaced by rename, so a new version has a new inode or mtime.
-std::string LocalVersion(const struct stat& st) {
-  return absl::StrCat(st.st_size, "-",
-                      absl::ToInt64Nanoseconds(absl::TimeFromTimespec(st.st_mtim) -
-                                               absl::UnixEpoch()),
-                      "-", st.st_ino);
+std::string LocalVersion(const FileStat& st) {
+  return absl::StrCat(st.size, "-", absl::ToInt64Nanoseconds(st.mtime - absl::UnixEpoch()), "-",
+                      st.inode);
 }
 
-absl::StatusOr<ObjectInfo> StatFile(const std::string& path, const std::string& key) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return PathError(errno, "cannot stat object", path);
-  if (!S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("object path '", path, "' is not a regular file"));
-  }
-  ObjectInfo info;
-  info.key = key;
-  info.size = static_cast<uint64_t>(st.st_size);
-  info.mtime = absl::TimeFromTimespec(st.st_mtim);
-  info.version = LocalVersion(st);
-  return info;
+ObjectInfo InfoOf(const std::string& key, const FileStat& st) {
+  return ObjectInfo{key, st.size, st.mtime, LocalVersion(st)};
 }
 
-// Reads up to `length` bytes at `offset`; stops early only at end of file.
-absl::StatusOr<std::string> ReadAt(int fd, const std::string& path, uint64_t offset,
-                                   uint64_t length) {
-  std::string out(length, '\0');
-  uint64_t done = 0;
-  while (done < length) {
-    const ssize_t n = ::pread(fd, out.data() + done, length - done, offset + done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return PathError(errno, "cannot read object", path);
-    }
-    if (n == 0) break;
-    done += static_cast<uint64_t>(n);
-  }
-  out.resize(done);
-  return out;
+absl::Status NotARegularFile(const std::string& path) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("object path '", path, "' is not a regular file"));
 }
 
-// The entries of directory `dir` but ".", ".." and temp files, in readdir order. A
-// missing directory (or a file) has none.
-absl::Status ReadNames(const std::string& dir, std::vector<std::string>* names) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) {
-    if (errno == ENOENT || errno == ENOTDIR) return absl::OkStatus();
-    return PathError(errno, "cannot list directory", dir);
+// The entries of directory `dir` but temp files, in directory order. A missing
+// directory (or a file) has none.
+absl::Status ReadNames(Env* env, const std::string& dir, std::vector<std::string>* names) {
+  absl::StatusOr<std::vector<std::string>> listed = env->ListDirectory(dir);
+  if (absl::IsNotFound(listed.status())) return absl::OkStatus();
+  if (!listed.ok()) return listed.status();
+  for (std::string& name : *listed) {
+    if (!absl::StartsWith(name, kLocalTempPrefix)) names->push_back(std::move(name));
   }
-  errno = 0;
-  while (struct dirent* e = ::readdir(d)) {
-    const absl::string_view name = e->d_name;
-    if (name == "." || name == ".." || absl::StartsWith(name, kLocalTempPrefix)) continue;
-    names->emplace_back(name);
-  }
-  const int read_errno = errno;
-  ::closedir(d);
-  if (read_errno != 0) return PathError(read_errno, "cannot list directory", dir);
   return absl::OkStatus();
+}
+
+// Env::Stat of a listed entry; nullopt when it vanished since the listing (raced with a
+// Delete).
+absl::StatusOr<std::optional<FileStat>> StatListed(Env* env, const std::string& path) {
+  absl::StatusOr<FileStat> st = env->Stat(path);
+  if (absl::IsNotFound(st.status())) return std::nullopt;
+  if (!st.ok()) return st.status();
+  return *st;
 }
 
 // Whether List would find an object under directory `dir`: a regular file, not a temp
 // file, at any depth. Stops at the first one.
-absl::StatusOr<bool> HoldsObject(const std::string& dir) {
+absl::StatusOr<bool> HoldsObject(Env* env, const std::string& dir) {
   std::vector<std::string> names;
-  RETURN_IF_ERROR(ReadNames(dir, &names));
+  RETURN_IF_ERROR(ReadNames(env, dir, &names));
   std::vector<std::string> subdirs;
   for (const std::string& name : names) {
     const std::string path = dir + "/" + name;
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT) continue;  // raced with a Delete
-      return PathError(errno, "cannot stat", path);
-    }
-    if (S_ISREG(st.st_mode)) return true;
-    if (S_ISDIR(st.st_mode)) subdirs.push_back(path);
+    ASSIGN_OR_RETURN(const std::optional<FileStat> st, StatListed(env, path));
+    if (!st.has_value()) continue;
+    if (st->is_regular) return true;
+    if (st->is_directory) subdirs.push_back(path);
   }
   for (const std::string& sub : subdirs) {  // this level's files before any subtree
-    ASSIGN_OR_RETURN(bool found, HoldsObject(sub));
+    ASSIGN_OR_RETURN(bool found, HoldsObject(env, sub));
     if (found) return true;
   }
   return false;
@@ -139,28 +96,24 @@ absl::StatusOr<bool> HoldsObject(const std::string& dir) {
 
 // Appends every regular file under `dir` (key prefix `key_dir`, "" or ending in '/')
 // whose key starts with `prefix`. Missing directories contribute nothing.
-absl::Status Walk(const std::string& dir, const std::string& key_dir,
+absl::Status Walk(Env* env, const std::string& dir, const std::string& key_dir,
                   const std::string& prefix, std::vector<ObjectInfo>* out) {
   std::vector<std::string> names;
-  RETURN_IF_ERROR(ReadNames(dir, &names));
+  RETURN_IF_ERROR(ReadNames(env, dir, &names));
   for (const std::string& name : names) {
     const std::string key = key_dir + name;
     const std::string path = dir + "/" + name;
-    // Prune subtrees that cannot contain a match: key/ must be a prefix of `prefix`
-    // or have `prefix` as its prefix.
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT) continue;  // raced with a Delete
-      return PathError(errno, "cannot stat", path);
-    }
-    if (S_ISDIR(st.st_mode)) {
+    ASSIGN_OR_RETURN(const std::optional<FileStat> st, StatListed(env, path));
+    if (!st.has_value()) continue;
+    if (st->is_directory) {
+      // Prune subtrees that cannot contain a match: key/ must be a prefix of `prefix`
+      // or have `prefix` as its prefix.
       const std::string sub = key + "/";
       if (absl::StartsWith(sub, prefix) || absl::StartsWith(prefix, sub)) {
-        RETURN_IF_ERROR(Walk(path, sub, prefix, out));
+        RETURN_IF_ERROR(Walk(env, path, sub, prefix, out));
       }
-    } else if (S_ISREG(st.st_mode) && absl::StartsWith(key, prefix)) {
-      out->push_back(ObjectInfo{key, static_cast<uint64_t>(st.st_size),
-                                absl::TimeFromTimespec(st.st_mtim), LocalVersion(st)});
+    } else if (st->is_regular && absl::StartsWith(key, prefix)) {
+      out->push_back(InfoOf(key, *st));
     }
   }
   return absl::OkStatus();
@@ -189,34 +142,27 @@ absl::StatusOr<std::string> LocalStore::GetRange(const std::string& key, uint64_
                                                  const std::string& if_version) {
   RETURN_IF_ERROR(ValidateKey(key));
   const std::string path = PathOf(key);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return PathError(errno, "cannot open object", path);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return PathError(errno, "cannot stat object", path);
-  if (!S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("object path '", path, "' is not a regular file"));
-  }
-  // The version of the inode this fd holds: a Put (rename) after this point creates
-  // another inode and cannot change what the preads below see.
+  ASSIGN_OR_RETURN(const std::unique_ptr<ReadableFile> file, env_->OpenForRead(path));
+  ASSIGN_OR_RETURN(const FileStat st, file->Stat());
+  if (!st.is_regular) return NotARegularFile(path);
+  // The version of the inode this file holds: a Put (rename) after this point creates
+  // another inode and cannot change what the reads below see.
   if (!if_version.empty()) {
     const std::string found = LocalVersion(st);
     if (found != if_version) {
       return VersionMismatchError(absl::StrCat("object '", path, "'"), if_version, found);
     }
   }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (offset > size) {
+  if (offset > st.size) {
     return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is past the end of '",
-                                              path, "' (", size, " bytes)"));
+                                              path, "' (", st.size, " bytes)"));
   }
-  ASSIGN_OR_RETURN(std::string bytes,
-                   ReadAt(fd.get(), path, offset, std::min(length, size - offset)));
+  ASSIGN_OR_RETURN(std::string bytes, file->ReadAt(offset, std::min(length, st.size - offset)));
   if (!if_version.empty()) {
     // Someone wrote into the file in place (cp over it, not a rename) while we read:
     // its size or mtime moved, and the bytes may mix two versions.
-    if (::fstat(fd.get(), &st) != 0) return PathError(errno, "cannot stat object", path);
-    const std::string after = LocalVersion(st);
+    ASSIGN_OR_RETURN(const FileStat now, file->Stat());
+    const std::string after = LocalVersion(now);
     if (after != if_version) {
       return VersionMismatchError(absl::StrCat("object '", path, "'"), if_version, after,
                                   "rewritten in place while it was read");
@@ -232,7 +178,7 @@ absl::Status LocalStore::Put(const std::string& key, std::string_view bytes) {
 
 absl::StatusOr<std::vector<ObjectInfo>> LocalStore::List(const std::string& prefix) {
   std::vector<ObjectInfo> out;
-  RETURN_IF_ERROR(Walk(root_.empty() ? "/" : root_, "", prefix, &out));
+  RETURN_IF_ERROR(Walk(env_, root_.empty() ? "/" : root_, "", prefix, &out));
   std::sort(out.begin(), out.end(),
             [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
   return out;
@@ -254,21 +200,17 @@ absl::StatusOr<DirectoryListing> LocalStore::ListDirectory(const std::string& pr
   }
   const absl::string_view name_prefix = absl::string_view(prefix).substr(key_dir.size());
   std::vector<std::string> names;
-  RETURN_IF_ERROR(ReadNames(dir, &names));
+  RETURN_IF_ERROR(ReadNames(env_, dir, &names));
   for (const std::string& name : names) {
     if (!absl::StartsWith(name, name_prefix)) continue;
     const std::string path = dir + "/" + name;
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT) continue;  // raced with a Delete
-      return PathError(errno, "cannot stat", path);
-    }
+    ASSIGN_OR_RETURN(const std::optional<FileStat> st, StatListed(env_, path));
+    if (!st.has_value()) continue;
     const std::string key = key_dir + name;
-    if (S_ISREG(st.st_mode)) {
-      out.objects.push_back(ObjectInfo{key, static_cast<uint64_t>(st.st_size),
-                                       absl::TimeFromTimespec(st.st_mtim), LocalVersion(st)});
-    } else if (S_ISDIR(st.st_mode)) {
-      ASSIGN_OR_RETURN(bool holds_object, HoldsObject(path));
+    if (st->is_regular) {
+      out.objects.push_back(InfoOf(key, *st));
+    } else if (st->is_directory) {
+      ASSIGN_OR_RETURN(bool holds_object, HoldsObject(env_, path));
       if (holds_object) out.common_prefixes.push_back(key + "/");
     }
   }
@@ -287,7 +229,10 @@ absl::Status LocalStore::Delete(const std::string& key) {
 
 absl::StatusOr<ObjectInfo> LocalStore::Head(const std::string& key) {
   RETURN_IF_ERROR(ValidateKey(key));
-  return StatFile(PathOf(key), key);
+  const std::string path = PathOf(key);
+  ASSIGN_OR_RETURN(const FileStat st, env_->Stat(path));
+  if (!st.is_regular) return NotARegularFile(path);
+  return InfoOf(key, st);
 }
 
 }  // namespace zephon::storage

@@ -6,9 +6,8 @@
 // its old or its new bytes. Temp files are named ".zephon-tmp.<name>.XXXXXX"; they are
 // removed on every error path and List and ListDirectory skip them.
 //
-// Put and Delete go through the Env given to Open (common/env.h), so a test can inject
-// their faults; reads, listings and Head use POSIX directly (they need the fd and inode
-// the Env does not expose).
+// Every read, listing, stat, write and delete goes through the Env given to Open
+// (common/env.h), so a test can inject their faults; only Open's mkdir -p is POSIX.
 //
 // Errors carry the filesystem path and errno text. Thread-safety: thread-safe (no
 // mutable state; the filesystem serializes).
@@ -45,11 +44,12 @@ class LocalStore final : public ObjectStore {
   const std::string& root() const { return root_; }
 
   // Conditional reads (if_version non-empty) compare the version ("<size>-<mtime
-  // ns>-<inode>", as Head reports it) of the file they opened, from that same fd, before
-  // reading; the fd pins the inode, so a Put (rename) racing the read cannot mix
-  // versions. The fd is stat'ed again after the read, so a writer rewriting the file in
-  // place (same inode) during the read also fails with VersionMismatchError when it
-  // moved the size or mtime (best effort: mtime ticks at the kernel's coarse clock).
+  // ns>-<inode>", as Head reports it) of the file they opened (Env::OpenForRead), from
+  // that open file, before reading; it pins the inode, so a Put (rename) racing the read
+  // cannot mix versions. The open file is stat'ed again after the read, so a writer
+  // rewriting the file in place (same inode) during the read also fails with
+  // VersionMismatchError when it moved the size or mtime (best effort: mtime ticks at the
+  // kernel's coarse clock).
   // Errors name the path.
   absl::StatusOr<std::string> Get(const std::string& key,
                                   const std::string& if_version = "") override;

@@ -371,5 +371,48 @@ TEST(LocalStoreEnvTest, PutAndDeleteGoThroughTheEnv) {
   EXPECT_EQ((*store)->Head("run/leader").status().code(), absl::StatusCode::kNotFound);
 }
 
+// Reads, listings and Head go through the store's Env too: each injected fault surfaces
+// as the store's error, naming the path, and the next call works.
+TEST(LocalStoreEnvTest, ReadsListingsAndHeadGoThroughTheEnv) {
+  const std::string root = testing::MakeTempDir("local_store_env") + "/store";
+  FakeEnv env;
+  auto opened = LocalStore::Open(root, &env);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  LocalStore& store = **opened;
+  ASSERT_TRUE(store.Put("d/obj", "0123456789").ok());
+  const std::string path = root + "/d/obj";
+
+  env.FailNext(FakeEnv::Op::kRead, 2, EIO);
+  for (const absl::Status& read :
+       {store.Get("d/obj").status(), store.GetRange("d/obj", 2, 3).status()}) {
+    EXPECT_EQ(read.code(), absl::StatusCode::kUnknown) << read;  // EIO
+    EXPECT_TRUE(absl::StrContains(read.message(), "cannot read " + path)) << read;
+  }
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kRead), 2);
+  EXPECT_EQ(*store.GetRange("d/obj", 2, 3), "234");
+
+  env.FailNext(FakeEnv::Op::kList, 2, EACCES);
+  const absl::Status list = store.List("d/").status();
+  EXPECT_TRUE(absl::IsPermissionDenied(list)) << list;
+  EXPECT_TRUE(absl::StrContains(list.message(), root)) << list;
+  const absl::Status level = store.ListDirectory("d/").status();
+  EXPECT_TRUE(absl::IsPermissionDenied(level)) << level;
+  EXPECT_TRUE(absl::StrContains(level.message(), root + "/d")) << level;
+  EXPECT_EQ(store.List("d/")->size(), 1u);
+
+  env.FailNext(FakeEnv::Op::kStat, 1, EACCES);
+  const absl::Status head = store.Head("d/obj").status();
+  EXPECT_TRUE(absl::IsPermissionDenied(head)) << head;
+  EXPECT_TRUE(absl::StrContains(head.message(), path)) << head;
+  EXPECT_EQ(env.faults_fired(FakeEnv::Op::kStat), 1);
+
+  // The version keeps its format ("<size>-<mtime ns>-<inode>"): shard cache entries on
+  // disk are named after it, so a change would orphan them.
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  const int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+  EXPECT_EQ(store.Head("d/obj")->version, absl::StrCat("10-", mtime_ns, "-", st.st_ino));
+}
+
 }  // namespace
 }  // namespace zephon::storage

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,6 +112,34 @@ TEST(OpenCacheDirTest, AFileInPlaceOfTheDirectoryIsFailedPrecondition) {
   absl::StatusOr<OpenedCacheDir> opened = OpenCacheDir(file, nullptr);
   EXPECT_TRUE(absl::IsFailedPrecondition(opened.status())) << opened.status();
   EXPECT_TRUE(absl::StrContains(opened.status().message(), file));
+}
+
+TEST(OpenCacheDirTest, APlantedLockSymlinkIsUnavailableAndNotFollowed) {
+  // Someone who can write the cache directory plants ".lock" as a symlink to a file the
+  // daemon may write (it often runs as root): opening must not go through it, and the
+  // cache gets UNAVAILABLE, its cue to run in memory as when another daemon holds it.
+  const std::string dir = TempDir("planted");
+  const std::string target = dir + "-target";
+  WriteRaw(target, "untouched");
+  ASSERT_EQ(symlink(target.c_str(), (dir + "/.lock").c_str()), 0);
+  absl::StatusOr<OpenedCacheDir> opened = OpenCacheDir(dir, nullptr);
+  EXPECT_TRUE(absl::IsUnavailable(opened.status())) << opened.status();
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "untouched");
+  struct stat st;
+  ASSERT_EQ(stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 9);
+}
+
+TEST(OpenCacheDirTest, AFifoNamedLikeAnEntryIsRejectedWithoutHangingTheScan) {
+  const std::string dir = TempDir("fifo");
+  const std::string fifo = dir + "/0123456789abcdef0123456789abcdef.blk";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  absl::StatusOr<OpenedCacheDir> opened = OpenCacheDir(dir, nullptr);  // returns at all
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_TRUE(opened->files.empty());
+  EXPECT_EQ(opened->rejected, 1u);
+  EXPECT_FALSE(Exists(fifo));
 }
 
 TEST(StoreEntryFileTest, WritesAndMapsThePayload) {

@@ -1,61 +1,15 @@
 #include "daemon/storage/shard_cache_fetch.h"
 
-#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/storage/fake_object_store_testing.h"
 #include "gtest/gtest.h"
 
 namespace zephon::storage {
 namespace {
-
-// One object in memory; records the reads; can fail them or return short bytes.
-class OneObjectStore final : public ObjectStore {
- public:
-  OneObjectStore(std::string bytes, std::string version)
-      : bytes_(std::move(bytes)), version_(std::move(version)) {}
-
-  absl::StatusOr<std::string> Get(const std::string& key,
-                                  const std::string& if_version = "") override {
-    reads.push_back(absl::StrCat("get ", key, " if '", if_version, "'"));
-    return Read(0, bytes_.size(), if_version);
-  }
-  absl::StatusOr<std::string> GetRange(const std::string& key, uint64_t offset, uint64_t length,
-                                       const std::string& if_version = "") override {
-    reads.push_back(absl::StrCat("range ", key, " ", offset, "+", length, " if '", if_version,
-                                 "'"));
-    return Read(offset, length, if_version);
-  }
-  absl::Status Put(const std::string&, std::string_view) override { return Unsupported(); }
-  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string&) override {
-    return Unsupported();
-  }
-  absl::StatusOr<DirectoryListing> ListDirectory(const std::string&) override {
-    return Unsupported();
-  }
-  absl::Status Delete(const std::string&) override { return Unsupported(); }
-  absl::StatusOr<ObjectInfo> Head(const std::string&) override { return Unsupported(); }
-
-  std::vector<std::string> reads;
-  absl::Status fail;  // returned by every read when not OK
-
- private:
-  static absl::Status Unsupported() { return absl::UnimplementedError("read-only fake"); }
-  absl::StatusOr<std::string> Read(uint64_t offset, uint64_t length,
-                                   const std::string& if_version) {
-    if (!fail.ok()) return fail;
-    if (!if_version.empty() && if_version != version_) {
-      return VersionMismatchError("fake object", if_version, version_);
-    }
-    if (offset > bytes_.size()) return absl::OutOfRangeError("offset past the end");
-    return bytes_.substr(offset, length);
-  }
-
-  std::string bytes_;
-  std::string version_;
-};
 
 ObjectInfo Info(uint64_t size, std::string version) {
   ObjectInfo info;
@@ -68,30 +22,34 @@ ObjectInfo Info(uint64_t size, std::string version) {
 constexpr char kUrl[] = "s3://bucket/data/obj";
 
 TEST(ShardCacheFetchTest, ASmallObjectIsOneConditionalGet) {
-  OneObjectStore store("0123456789", "v1");
+  FakeObjectStore store;
+  store.Set("data/obj", "0123456789", "v1");
   auto got = FetchBlock(store, kUrl, Info(10, "v1"), /*block_bytes=*/100, 0, 10, true);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, "0123456789");
-  EXPECT_EQ(store.reads, std::vector<std::string>{"get data/obj if 'v1'"});
+  EXPECT_EQ(store.reads(), std::vector<std::string>{"get data/obj if 'v1'"});
 }
 
 TEST(ShardCacheFetchTest, ABlockOfALargeObjectIsOneConditionalRange) {
-  OneObjectStore store("0123456789", "v1");
+  FakeObjectStore store;
+  store.Set("data/obj", "0123456789", "v1");
   auto got = FetchBlock(store, kUrl, Info(10, "v1"), /*block_bytes=*/4, 2, 2, true);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, "89");
-  EXPECT_EQ(store.reads, std::vector<std::string>{"range data/obj 8+2 if 'v1'"});
+  EXPECT_EQ(store.reads(), std::vector<std::string>{"range data/obj 8+2 if 'v1'"});
 }
 
 TEST(ShardCacheFetchTest, WithoutVerifyVersionTheReadIsUnconditional) {
-  OneObjectStore store("0123456789", "v2");
+  FakeObjectStore store;
+  store.Set("data/obj", "0123456789", "v2");
   auto got = FetchBlock(store, kUrl, Info(10, "v1"), 4, 0, 4, /*verify_version=*/false);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(store.reads, std::vector<std::string>{"range data/obj 0+4 if ''"});
+  EXPECT_EQ(store.reads(), std::vector<std::string>{"range data/obj 0+4 if ''"});
 }
 
 TEST(ShardCacheFetchTest, AReplacedObjectFailsNamingBothVersions) {
-  OneObjectStore store("0123456789", "v2");
+  FakeObjectStore store;
+  store.Set("data/obj", "0123456789", "v2");
   auto got = FetchBlock(store, kUrl, Info(10, "v1"), 4, 1, 4, true);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(absl::StrContains(got.status().message(), kUrl)) << got.status();
@@ -101,7 +59,8 @@ TEST(ShardCacheFetchTest, AReplacedObjectFailsNamingBothVersions) {
 }
 
 TEST(ShardCacheFetchTest, AChangedLengthIsDataLoss) {
-  OneObjectStore store("01234567", "");  // no versions: the length is the only check
+  FakeObjectStore store;
+  store.Set("data/obj", "01234567", "");  // no versions: the length is the only check
   auto shorter = FetchBlock(store, kUrl, Info(10, ""), 4, 2, 2, true);  // bytes [8, 10)
   EXPECT_EQ(shorter.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(shorter.status().message(), "block 2 (bytes [8, 10)) of "))
@@ -114,19 +73,21 @@ TEST(ShardCacheFetchTest, AChangedLengthIsDataLoss) {
 }
 
 TEST(ShardCacheFetchTest, ARangePastTheEndOfAShrunkObjectIsDataLoss) {
-  OneObjectStore store("0123", "");
+  FakeObjectStore store;
+  store.Set("data/obj", "0123", "");
   auto got = FetchBlock(store, kUrl, Info(12, ""), 4, 2, 4, true);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(got.status().message(), "passes the end")) << got.status();
 }
 
 TEST(ShardCacheFetchTest, StoreErrorsKeepTheirCodeAndNameTheBlockOnce) {
-  OneObjectStore store("0123456789", "v1");
-  store.fail = absl::UnavailableError("connection refused");
+  FakeObjectStore store;
+  store.Set("data/obj", "0123456789", "v1");
+  store.FailWith(absl::UnavailableError("connection refused"));
   auto got = FetchBlock(store, kUrl, Info(10, "v1"), 4, 1, 4, true);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(got.status().message(), absl::StrCat("block 1 of ", kUrl, ": connection refused"));
-  store.fail = absl::NotFoundError(absl::StrCat(kUrl, " not found"));
+  store.FailWith(absl::NotFoundError(absl::StrCat(kUrl, " not found")));
   got = FetchBlock(store, kUrl, Info(10, "v1"), 100, 0, 10, true);
   EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(got.status().message(), absl::StrCat(kUrl, " not found"));  // no second URL
