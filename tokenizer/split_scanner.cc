@@ -76,10 +76,15 @@ class Scanner {
  private:
   bool Is(size_t k, uint8_t bits) const { return k < n_ && (cls_[k] & bits) != 0; }
   bool IsNewline(size_t k) const { return k < n_ && (cp_[k] == '\r' || cp_[k] == '\n'); }
-  static char32_t Lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+  // Oniguruma's (?i:) folds case by Unicode: besides ASCII, LATIN SMALL LETTER LONG S
+  // (U+017F) folds to 's' (checked against HF tokenizers); no other character folds to a
+  // letter of the contractions.
+  static char32_t Lower(char32_t c) {
+    if (c >= 'A' && c <= 'Z') return c + 32;
+    return c == 0x17F ? 's' : c;
+  }
 
-  // '(s|t|re|ve|m|ll|d): end, or 0. Case-insensitivity is ASCII only (Oniguruma does not
-  // fold U+017F here; checked against HF tokenizers).
+  // '(s|t|re|ve|m|ll|d): end, or 0.
   size_t Contraction(size_t i, bool ignore_case) const {
     if (i >= n_ || cp_[i] != '\'' || i + 1 >= n_) return 0;
     auto at = [&](size_t k) { return ignore_case ? Lower(cp_[k]) : cp_[k]; };

@@ -108,6 +108,8 @@ def contraction_docs():
             docs.append(f"it'{v} he'{v} THEY'{v} x'{v}y '{v} '{v}'{v} 5'{v} '{v}")
     docs.append("It's I'M You'RE We'Ve She'Ll He'D Don'T isn'T SHE'S they'LL")
     docs.append("rock 'n' roll, 'tis, 'twas, y'all, ma'am, o'clock, '90s")
+    # U+017F LONG S folds to 's' under the regexes' (?i:), unlike K (Kelvin) for 'k'.
+    docs.append("it'\u017f x'\u017ft THEY'\u017f '\u017f'\u017f 'K x'\u212aa")
     return docs
 
 
