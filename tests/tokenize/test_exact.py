@@ -3,6 +3,7 @@
 tokenizer.json files, with and without special tokens, plus Decode round trips.
 The reference is HF tokenizers itself, never our own earlier output."""
 import json
+import random
 import unicodedata
 
 import pytest
@@ -116,3 +117,31 @@ def test_other_known_pre_tokenizers_match_hf(variant, encode_tool, corpus_texts,
     ref = run_reference(path, CORPUS)
     ours = run_ours(encode_tool, path, CORPUS)
     assert first_mismatch(corpus_texts, ours, ref, "ids", "ids") is None
+
+
+def random_documents(n, seed):
+    """Short random mixtures of the characters the regexes and added tokens care about:
+    case-folded contraction letters, whitespace kinds, marks, emoji parts, specials."""
+    rng = random.Random(seed)
+    pool = (list("aAbBsStTlLdDmMrReEvV'’ \t\n\r0123456789.,;:!?/-_()[]{}<>|\"#@$%^&*+=~`\\")
+            + list("éÉßſKİıçÇñ日本語中文한국어مرحبانमस्तेПриветΣσς😀👍🏽‍❤️🇺🇸½Ⅻ١٢")
+            + ["\u0301", "\u0308", "\u00a0", "\u3000", "\u2028", "\u0085", "\u200b", "\ufeff",
+               "<s>", "</s>", "<unk>", "<|endoftext|>", "<|im_end|>", "<think>",
+               "<|begin_of_text|>", "  ", "\r\n"])
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(0, 40))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZERS))
+def test_random_mixtures_match_hf(name, encode_tool, tmp_path):
+    texts = random_documents(1500, seed=14)
+    docs = tmp_path / "random.jsonl"
+    docs.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
+                    encoding="utf-8")
+    ref = run_reference(TOKENIZERS[name], docs)
+    ours = run_ours(encode_tool, TOKENIZERS[name], docs, "--decode")
+    special = run_ours(encode_tool, TOKENIZERS[name], docs, "--special_tokens",
+                       "tokenizer_default")
+    assert len(ours) == len(special) == len(ref) == len(texts)
+    assert first_mismatch(texts, ours, ref, "ids", "ids") is None
+    assert first_mismatch(texts, special, ref, "ids", "ids_special") is None
+    assert first_mismatch(texts, ours, ref, "decoded", "decoded") is None
