@@ -165,3 +165,11 @@ fuzz: setup
 fuzz-seeds: setup
 	$(BAZEL) run //tests/fuzz:write_seeds -- $(CURDIR)/tests/fuzz/corpus
 
+# Tokenizer throughput (docs/benchmarks.md): single-thread encode of tests/tokenize's
+# corpus (repeated to ~4 MB) with ours (//tokenizer:encode_tool) and HF tokenizers
+# (RAYON_NUM_THREADS=1, encodeBatch) in the same run, for the Llama 3 and Qwen 3
+# tokenizer.json; prints MB/s, tokens/s and the ratio. ~1 min.
+.PHONY: bench-tokenize
+bench-tokenize: setup setup-tokenize
+	$(BAZEL) build //tokenizer:encode_tool
+	$(PY) tests/tokenize/bench.py $(BENCH_ARGS)
