@@ -145,3 +145,27 @@ def test_random_mixtures_match_hf(name, encode_tool, tmp_path):
     assert first_mismatch(texts, ours, ref, "ids", "ids") is None
     assert first_mismatch(texts, special, ref, "ids", "ids_special") is None
     assert first_mismatch(texts, ours, ref, "decoded", "decoded") is None
+
+
+@pytest.mark.parametrize("variant", ["metaspace_first", "metaspace_always_split",
+                                     "metaspace_never", "nfkc"])
+def test_metaspace_and_nfkc_match_hf(variant, encode_tool, corpus_texts, tmp_path):
+    # Metaspace (newer Llama/Mistral tokenizer.json files) on Llama 2's vocabulary instead of
+    # its Prepend+Replace normalizer; NFKC on Qwen 3's instead of NFC.
+    if variant == "nfkc":
+        spec = json.loads(TOKENIZERS["qwen3"].read_text(encoding="utf-8"))
+        spec["normalizer"] = {"type": "NFKC"}
+    else:
+        spec = json.loads(TOKENIZERS["llama2"].read_text(encoding="utf-8"))
+        spec["normalizer"] = None
+        scheme = variant.split("_")[1]
+        spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                                 "prepend_scheme": scheme, "split": variant.endswith("split")}
+        spec["decoder"] = {"type": "Metaspace", "replacement": "\u2581",
+                           "prepend_scheme": scheme, "split": variant.endswith("split")}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+    ref = run_reference(path, CORPUS)
+    ours = run_ours(encode_tool, path, CORPUS, "--decode")
+    assert first_mismatch(corpus_texts, ours, ref, "ids", "ids") is None
+    assert first_mismatch(corpus_texts, ours, ref, "decoded", "decoded") is None
