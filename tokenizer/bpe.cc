@@ -99,9 +99,29 @@ int64_t Bpe::MergeOf(int32_t a, int32_t b) const {
 }
 
 Bpe::WordCache* Bpe::ThreadCache() const {
-  // Keyed by uid (never reused), so a cache can never outlive-and-alias its Bpe's ids.
-  thread_local absl::flat_hash_map<uint64_t, WordCache> caches;
-  return &caches[uid_];
+  // Each thread keeps the caches of its kMaxCachesPerThread most recently used Bpes, keyed
+  // by uid (never reused, so a cache can never serve another Bpe's ids); a destroyed Bpe's
+  // cache is dropped when newer ones push it out, so memory stays bounded per thread.
+  struct Slot {
+    uint64_t uid;
+    std::unique_ptr<WordCache> cache;
+  };
+  thread_local std::vector<Slot> slots;
+  thread_local uint64_t last_uid = 0;
+  thread_local WordCache* last_cache = nullptr;
+  if (last_uid == uid_) return last_cache;
+  WordCache* found = nullptr;
+  for (Slot& slot : slots) {
+    if (slot.uid == uid_) found = slot.cache.get();
+  }
+  if (found == nullptr) {
+    if (slots.size() >= kMaxCachesPerThread) slots.erase(slots.begin());
+    slots.push_back(Slot{uid_, std::make_unique<WordCache>()});
+    found = slots.back().cache.get();
+  }
+  last_uid = uid_;
+  last_cache = found;
+  return found;
 }
 
 void Bpe::Encode(std::string_view word, std::vector<int32_t>* ids) const {

@@ -4,7 +4,8 @@
 // Supports byte_fallback (<0xXX> tokens), unk_token with fuse_unk, and ignore_merges.
 //
 // Thread-safety: immutable after Create; Encode is const and thread-safe. Each thread keeps
-// its own word cache per Bpe (bounded; see kMaxCacheEntries), so no lock is taken.
+// its own word cache per Bpe (bounded: kMaxCacheEntries words, kMaxCachesPerThread Bpes),
+// so no lock is taken.
 #ifndef ZEPHON_TOKENIZER_BPE_H_
 #define ZEPHON_TOKENIZER_BPE_H_
 
@@ -58,6 +59,8 @@ class Bpe {
 
   // Per-thread cache bound; a full cache is cleared (cheap and keeps memory bounded).
   static constexpr size_t kMaxCacheEntries = 1 << 16;
+  // Caches kept per thread (one per recently used Bpe); the least recently created goes.
+  static constexpr size_t kMaxCachesPerThread = 8;
   // Longer words are not cached (HF's MAX_LENGTH is 256 as well).
   static constexpr size_t kMaxCachedWordBytes = 256;
 

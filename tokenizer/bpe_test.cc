@@ -69,6 +69,23 @@ TEST(BpeTest, ByteUnitsSplitMultibyteCharacters) {
   EXPECT_EQ(Enc(**bpe, "\xc3\xa9\xc3"), (std::vector<int32_t>{2, 0}));
 }
 
+TEST(BpeTest, ManyBpesOnOneThreadKeepTheirOwnCaches) {
+  // More Bpes than a thread keeps caches for, with the same word meaning different ids.
+  std::vector<std::unique_ptr<Bpe>> bpes;
+  for (int32_t k = 0; k < 2 * static_cast<int32_t>(Bpe::kMaxCachesPerThread); ++k) {
+    auto bpe = Bpe::Create({{"a", 10 * k}, {"b", 10 * k + 1}, {"ab", 10 * k + 2}},
+                           {{"a", "b"}}, {}, "test");
+    ASSERT_TRUE(bpe.ok());
+    bpes.push_back(*std::move(bpe));
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (size_t k = 0; k < bpes.size(); ++k) {
+      EXPECT_EQ(Enc(*bpes[k], "abab"), (std::vector<int32_t>{static_cast<int32_t>(10 * k + 2),
+                                                             static_cast<int32_t>(10 * k + 2)}));
+    }
+  }
+}
+
 TEST(BpeTest, RefusesMergesOfUnknownTokensNamingTheEntry) {
   auto bpe = Bpe::Create({{"a", 0}, {"b", 1}}, {{"a", "b"}}, {}, "tokenizer.json: model");
   ASSERT_FALSE(bpe.ok());

@@ -9,9 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/digest.h"
+#include "common/status_macros.h"
 #include "tokenizer/canonical_json.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -21,13 +20,6 @@ namespace zephon::tokenizer {
 namespace {
 
 using simdjson::dom::element;
-
-#define ZTOK_RETURN_IF_ERROR(expr)             \
-  do {                                         \
-    if (absl::Status _s = (expr); !_s.ok()) {  \
-      return _s;                               \
-    }                                          \
-  } while (0)
 
 absl::Status Bad(std::string_view file, std::string_view path, std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(Av(file), ": ", Av(path), " ", Av(what)));
@@ -55,8 +47,7 @@ bool Has(element obj, std::string_view key) {
 // Field `key` of `obj`. REQUIRES: Has(obj, key).
 element At(element obj, std::string_view key) {
   element v;
-  if (obj[key].get(v)) return obj;  // unreachable under the REQUIRES
-  return v;
+  return obj[key].get(v) ? obj : v;  // obj only when the REQUIRES is broken
 }
 
 absl::Status GetString(element obj, std::string_view key, std::string_view path,
@@ -103,7 +94,7 @@ absl::Status StringPattern(element obj, std::string_view path, std::string* out)
 absl::Status ParseNormalizer(element e, const std::string& path,
                              std::vector<NormalizerStep>* steps) {
   std::string type;
-  ZTOK_RETURN_IF_ERROR(TypeOf(e, path, &type));
+  RETURN_IF_ERROR(TypeOf(e, path, &type));
   if (type == "Sequence") {
     simdjson::dom::array list;
     if (Field(e, "normalizers").get(list)) {
@@ -111,7 +102,7 @@ absl::Status ParseNormalizer(element e, const std::string& path,
     }
     size_t i = 0;
     for (element child : list) {
-      ZTOK_RETURN_IF_ERROR(
+      RETURN_IF_ERROR(
           ParseNormalizer(child, absl::StrCat(path, ".normalizers[", i++, "]"), steps));
     }
     return absl::OkStatus();
@@ -123,11 +114,11 @@ absl::Status ParseNormalizer(element e, const std::string& path,
     step.kind = NormalizerStep::Kind::kNfkc;
   } else if (type == "Replace") {
     step.kind = NormalizerStep::Kind::kReplace;
-    ZTOK_RETURN_IF_ERROR(StringPattern(e, path, &step.pattern));
-    ZTOK_RETURN_IF_ERROR(GetString(e, "content", path, &step.content));
+    RETURN_IF_ERROR(StringPattern(e, path, &step.pattern));
+    RETURN_IF_ERROR(GetString(e, "content", path, &step.content));
   } else if (type == "Prepend") {
     step.kind = NormalizerStep::Kind::kPrepend;
-    ZTOK_RETURN_IF_ERROR(GetString(e, "prepend", path, &step.content));
+    RETURN_IF_ERROR(GetString(e, "prepend", path, &step.content));
   } else {
     return Unsupported(path, type, "NFC, NFKC, Replace, Prepend, Sequence");
   }
@@ -138,10 +129,10 @@ absl::Status ParseNormalizer(element e, const std::string& path,
 absl::Status ParsePrepend(element e, const std::string& path, PreTokenizerStep::Prepend* out) {
   std::string scheme;
   if (Has(e, "prepend_scheme")) {
-    ZTOK_RETURN_IF_ERROR(GetString(e, "prepend_scheme", path, &scheme));
+    RETURN_IF_ERROR(GetString(e, "prepend_scheme", path, &scheme));
   } else {
     bool add_prefix_space;
-    ZTOK_RETURN_IF_ERROR(GetBool(e, "add_prefix_space", path, true, &add_prefix_space));
+    RETURN_IF_ERROR(GetBool(e, "add_prefix_space", path, true, &add_prefix_space));
     scheme = add_prefix_space ? "always" : "never";
   }
   if (scheme == "always") *out = PreTokenizerStep::Prepend::kAlways;
@@ -154,7 +145,7 @@ absl::Status ParsePrepend(element e, const std::string& path, PreTokenizerStep::
 absl::Status ParsePreTokenizer(element e, const std::string& path,
                                std::vector<PreTokenizerStep>* steps) {
   std::string type;
-  ZTOK_RETURN_IF_ERROR(TypeOf(e, path, &type));
+  RETURN_IF_ERROR(TypeOf(e, path, &type));
   if (type == "Sequence") {
     simdjson::dom::array list;
     if (Field(e, "pretokenizers").get(list)) {
@@ -162,7 +153,7 @@ absl::Status ParsePreTokenizer(element e, const std::string& path,
     }
     size_t i = 0;
     for (element child : list) {
-      ZTOK_RETURN_IF_ERROR(
+      RETURN_IF_ERROR(
           ParsePreTokenizer(child, absl::StrCat(path, ".pretokenizers[", i++, "]"), steps));
     }
     return absl::OkStatus();
@@ -190,23 +181,23 @@ absl::Status ParsePreTokenizer(element e, const std::string& path,
     }
     step.pattern = *known;
     std::string behavior;
-    ZTOK_RETURN_IF_ERROR(GetString(e, "behavior", path, &behavior));
+    RETURN_IF_ERROR(GetString(e, "behavior", path, &behavior));
     if (behavior != "Isolated") {
       return Bad("tokenizer.json", path + ".behavior",
                  absl::StrCat("'", behavior, "' is not supported (supported: Isolated)"));
     }
     bool invert;
-    ZTOK_RETURN_IF_ERROR(GetBool(e, "invert", path, false, &invert));
+    RETURN_IF_ERROR(GetBool(e, "invert", path, false, &invert));
     if (invert) return Bad("tokenizer.json", path + ".invert", "true is not supported");
   } else if (type == "ByteLevel") {
     step.kind = PreTokenizerStep::Kind::kByteLevel;
-    ZTOK_RETURN_IF_ERROR(GetBool(e, "add_prefix_space", path, true, &step.add_prefix_space));
-    ZTOK_RETURN_IF_ERROR(GetBool(e, "use_regex", path, true, &step.use_regex));
+    RETURN_IF_ERROR(GetBool(e, "add_prefix_space", path, true, &step.add_prefix_space));
+    RETURN_IF_ERROR(GetBool(e, "use_regex", path, true, &step.use_regex));
   } else if (type == "Metaspace") {
     step.kind = PreTokenizerStep::Kind::kMetaspace;
-    ZTOK_RETURN_IF_ERROR(GetString(e, "replacement", path, &step.replacement));
-    ZTOK_RETURN_IF_ERROR(ParsePrepend(e, path, &step.prepend_scheme));
-    ZTOK_RETURN_IF_ERROR(GetBool(e, "split", path, true, &step.split));
+    RETURN_IF_ERROR(GetString(e, "replacement", path, &step.replacement));
+    RETURN_IF_ERROR(ParsePrepend(e, path, &step.prepend_scheme));
+    RETURN_IF_ERROR(GetBool(e, "split", path, true, &step.split));
   } else {
     return Unsupported(path, type, "Split, ByteLevel, Metaspace, Sequence");
   }
@@ -216,7 +207,7 @@ absl::Status ParsePreTokenizer(element e, const std::string& path,
 
 absl::Status ParseDecoder(element e, const std::string& path, std::vector<DecoderStep>* steps) {
   std::string type;
-  ZTOK_RETURN_IF_ERROR(TypeOf(e, path, &type));
+  RETURN_IF_ERROR(TypeOf(e, path, &type));
   if (type == "Sequence") {
     simdjson::dom::array list;
     if (Field(e, "decoders").get(list)) {
@@ -224,7 +215,7 @@ absl::Status ParseDecoder(element e, const std::string& path, std::vector<Decode
     }
     size_t i = 0;
     for (element child : list) {
-      ZTOK_RETURN_IF_ERROR(
+      RETURN_IF_ERROR(
           ParseDecoder(child, absl::StrCat(path, ".decoders[", i++, "]"), steps));
     }
     return absl::OkStatus();
@@ -234,15 +225,15 @@ absl::Status ParseDecoder(element e, const std::string& path, std::vector<Decode
     step.kind = DecoderStep::Kind::kByteLevel;
   } else if (type == "Replace") {
     step.kind = DecoderStep::Kind::kReplace;
-    ZTOK_RETURN_IF_ERROR(StringPattern(e, path, &step.pattern));
-    ZTOK_RETURN_IF_ERROR(GetString(e, "content", path, &step.content));
+    RETURN_IF_ERROR(StringPattern(e, path, &step.pattern));
+    RETURN_IF_ERROR(GetString(e, "content", path, &step.content));
   } else if (type == "ByteFallback") {
     step.kind = DecoderStep::Kind::kByteFallback;
   } else if (type == "Fuse") {
     step.kind = DecoderStep::Kind::kFuse;
   } else if (type == "Strip") {
     step.kind = DecoderStep::Kind::kStrip;
-    ZTOK_RETURN_IF_ERROR(GetString(e, "content", path, &step.content));
+    RETURN_IF_ERROR(GetString(e, "content", path, &step.content));
     int64_t start = 0, stop = 0;
     if (Field(e, "start").get(start) || Field(e, "stop").get(stop)) {
       return Bad("tokenizer.json", path, "needs integer start and stop");
@@ -251,9 +242,9 @@ absl::Status ParseDecoder(element e, const std::string& path, std::vector<Decode
     step.stop = static_cast<int>(stop);
   } else if (type == "Metaspace") {
     step.kind = DecoderStep::Kind::kMetaspace;
-    ZTOK_RETURN_IF_ERROR(GetString(e, "replacement", path, &step.content));
+    RETURN_IF_ERROR(GetString(e, "replacement", path, &step.content));
     PreTokenizerStep::Prepend prepend;
-    ZTOK_RETURN_IF_ERROR(ParsePrepend(e, path, &prepend));
+    RETURN_IF_ERROR(ParsePrepend(e, path, &prepend));
     step.prepend_scheme = static_cast<DecoderStep::Prepend>(prepend);
   } else {
     return Unsupported(path, type, "ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence");
@@ -268,7 +259,7 @@ absl::Status ParsePostProcessor(element e, const std::string& path,
                                 std::vector<std::string>* prefix_names,
                                 std::vector<std::string>* suffix_names) {
   std::string type;
-  ZTOK_RETURN_IF_ERROR(TypeOf(e, path, &type));
+  RETURN_IF_ERROR(TypeOf(e, path, &type));
   if (type == "Sequence") {
     simdjson::dom::array list;
     if (Field(e, "processors").get(list)) {
@@ -276,7 +267,7 @@ absl::Status ParsePostProcessor(element e, const std::string& path,
     }
     size_t i = 0;
     for (element child : list) {
-      ZTOK_RETURN_IF_ERROR(ParsePostProcessor(child,
+      RETURN_IF_ERROR(ParsePostProcessor(child,
                                               absl::StrCat(path, ".processors[", i++, "]"),
                                               prefix, suffix, prefix_names, suffix_names));
     }
@@ -339,12 +330,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   HfParts parts;
   if (Has(root, "normalizer")) {
     std::vector<NormalizerStep> steps;
-    ZTOK_RETURN_IF_ERROR(ParseNormalizer(At(root, "normalizer"), "normalizer", &steps));
+    RETURN_IF_ERROR(ParseNormalizer(At(root, "normalizer"), "normalizer", &steps));
     parts.normalizer.emplace(std::move(steps));
   }
   std::vector<PreTokenizerStep> pre_steps;
   if (Has(root, "pre_tokenizer")) {
-    ZTOK_RETURN_IF_ERROR(
+    RETURN_IF_ERROR(
         ParsePreTokenizer(At(root, "pre_tokenizer"), "pre_tokenizer", &pre_steps));
   }
   const bool byte_level =
@@ -352,18 +343,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   parts.pre_tokenizer = PreTokenizer(std::move(pre_steps));
   if (Has(root, "decoder")) {
     std::vector<DecoderStep> steps;
-    ZTOK_RETURN_IF_ERROR(ParseDecoder(At(root, "decoder"), "decoder", &steps));
+    RETURN_IF_ERROR(ParseDecoder(At(root, "decoder"), "decoder", &steps));
     parts.decoder = Decoder(std::move(steps), true);
   }
   Common common;
   std::vector<std::string> prefix_names, suffix_names;
   if (Has(root, "post_processor")) {
-    ZTOK_RETURN_IF_ERROR(ParsePostProcessor(At(root, "post_processor"), "post_processor",
+    RETURN_IF_ERROR(ParsePostProcessor(At(root, "post_processor"), "post_processor",
                                             &common.default_prefix, &common.default_suffix,
                                             &prefix_names, &suffix_names));
   }
   std::vector<AddedToken> added;
-  ZTOK_RETURN_IF_ERROR(
+  RETURN_IF_ERROR(
       ParseHfModel(root, byte_level, options.split_special_tokens, &parts, &added));
 
   // BOS/EOS: tokenizer_config.json, else the template, else well-known names.

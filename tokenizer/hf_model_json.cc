@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -104,17 +105,17 @@ absl::Status ParseHfModel(element root, bool byte_level, bool split_special_toke
   BpeOptions options;
   options.byte_units = byte_level;
   std::optional<std::string> prefix, suffix;
-  if (absl::Status s = OptionalString(model, "continuing_subword_prefix", &prefix); !s.ok()) return s;
-  if (absl::Status s = OptionalString(model, "end_of_word_suffix", &suffix); !s.ok()) return s;
+  RETURN_IF_ERROR(OptionalString(model, "continuing_subword_prefix", &prefix));
+  RETURN_IF_ERROR(OptionalString(model, "end_of_word_suffix", &suffix));
   if (prefix.has_value() || suffix.has_value()) {
     return Bad(prefix.has_value() ? "model.continuing_subword_prefix" : "model.end_of_word_suffix",
                "is not supported (only null or \"\")");
   }
-  if (absl::Status s = OptionalString(model, "unk_token", &options.unk_token); !s.ok()) return s;
+  RETURN_IF_ERROR(OptionalString(model, "unk_token", &options.unk_token));
   for (auto [key, field] : {std::make_pair("byte_fallback", &options.byte_fallback),
                             std::make_pair("ignore_merges", &options.ignore_merges),
                             std::make_pair("fuse_unk", &options.fuse_unk)}) {
-    if (absl::Status s = OptionalBool(model, key, field); !s.ok()) return s;
+    RETURN_IF_ERROR(OptionalBool(model, key, field));
   }
 
   simdjson::dom::object vocab_object;
@@ -179,7 +180,7 @@ absl::Status ParseHfModel(element root, bool byte_level, bool split_special_toke
   if (!bpe.ok()) return bpe.status();
   parts->bpe = *std::move(bpe);
 
-  if (absl::Status s = ParseAddedTokens(root, added); !s.ok()) return s;
+  RETURN_IF_ERROR(ParseAddedTokens(root, added));
   std::vector<AddedToken> raw, normalized;
   for (const AddedToken& t : *added) {
     parts->decode_tokens[t.id] = t.content;
@@ -190,7 +191,7 @@ absl::Status ParseHfModel(element root, bool byte_level, bool split_special_toke
   // Prepend), in the normalized pieces left after the raw-text pass.
   if (parts->normalizer.has_value()) {
     for (AddedToken& t : normalized) {
-      if (absl::Status s = parts->normalizer->Apply(&t.content); !s.ok()) return s;
+      RETURN_IF_ERROR(parts->normalizer->Apply(&t.content));
     }
   }
   if (!raw.empty()) parts->raw_added = std::make_unique<AddedTokens>(raw, split_special_tokens);

@@ -3,6 +3,7 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace zephon::tokenizer {
 
@@ -21,12 +22,12 @@ absl::Status HfTokenizer::EncodeText(std::string_view text, std::vector<int32_t>
     }
     const bool at_start = seg.text.data() == text.data();
     if (!p_.normalizer.has_value()) {
-      if (absl::Status s = EncodeNormalized(seg.text, at_start, ids); !s.ok()) return s;
+      RETURN_IF_ERROR(EncodeNormalized(seg.text, at_start, ids));
       continue;
     }
     normalized.assign(seg.text);
-    if (absl::Status s = p_.normalizer->Apply(&normalized); !s.ok()) return s;
-    if (absl::Status s = EncodeNormalized(normalized, at_start, ids); !s.ok()) return s;
+    RETURN_IF_ERROR(p_.normalizer->Apply(&normalized));
+    RETURN_IF_ERROR(EncodeNormalized(normalized, at_start, ids));
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_io.h"
+#include "common/status_macros.h"
 #include "tokenizer/unicode.h"
 
 namespace zephon::tokenizer {
@@ -47,18 +48,16 @@ absl::Status Tokenizer::CheckSpecialTokens(SpecialTokens mode) const {
 
 absl::Status Tokenizer::Encode(std::string_view text, SpecialTokens mode,
                                std::vector<int32_t>* ids) const {
-  if (absl::Status s = CheckSpecialTokens(mode); !s.ok()) return s;
+  RETURN_IF_ERROR(CheckSpecialTokens(mode));
   if (mode == SpecialTokens::kBos || mode == SpecialTokens::kBosEos) ids->push_back(*bos_);
   if (mode == SpecialTokens::kTokenizerDefault) {
     ids->insert(ids->end(), default_prefix_.begin(), default_prefix_.end());
   }
-  absl::Status s;
   if (IsValidUtf8(text)) {
-    s = EncodeText(text, ids);
+    RETURN_IF_ERROR(EncodeText(text, ids));
   } else {
-    s = EncodeText(ReplaceInvalidUtf8(text), ids);
+    RETURN_IF_ERROR(EncodeText(ReplaceInvalidUtf8(text), ids));
   }
-  if (!s.ok()) return s;
   if (mode == SpecialTokens::kTokenizerDefault) {
     ids->insert(ids->end(), default_suffix_.begin(), default_suffix_.end());
   }
@@ -69,7 +68,7 @@ absl::Status Tokenizer::Encode(std::string_view text, SpecialTokens mode,
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
                                                        SpecialTokens mode) const {
   std::vector<int32_t> ids;
-  if (absl::Status s = Encode(text, mode, &ids); !s.ok()) return s;
+  RETURN_IF_ERROR(Encode(text, mode, &ids));
   return ids;
 }
 
@@ -92,21 +91,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
           "' has no tokenizer.json; pass the directory of an HF model snapshot (saved with "
           "a fast tokenizer) or the tokenizer file itself"));
     }
-    absl::StatusOr<std::string> json = ReadFile(json_path);
-    if (!json.ok()) return json.status();
+    ASSIGN_OR_RETURN(std::string json, ReadFile(json_path));
     std::string config;
     struct stat cst;
     if (::stat(config_path.c_str(), &cst) == 0) {
-      absl::StatusOr<std::string> c = ReadFile(config_path);
-      if (!c.ok()) return c.status();
-      config = *std::move(c);
+      ASSIGN_OR_RETURN(config, ReadFile(config_path));
     }
-    return FromJson(*json, options, config);
+    return FromJson(json, options, config);
   }
-  absl::StatusOr<std::string> bytes = ReadFile(path);
-  if (!bytes.ok()) return bytes.status();
-  if (absl::EndsWith(path, ".model")) return FromSentencePieceModel(*bytes, options);
-  return FromJson(*bytes, options);
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  if (absl::EndsWith(path, ".model")) return FromSentencePieceModel(bytes, options);
+  return FromJson(bytes, options);
 }
 
 }  // namespace zephon::tokenizer
