@@ -25,6 +25,9 @@ struct Chars {
   size_t n = 0;
 };
 
+// Characters whose decode buffers a thread keeps between calls (about 9 MB).
+constexpr size_t kKeepChars = size_t{1} << 20;
+
 void Decode(std::string_view text, Chars* c) {
   c->cp.clear();
   c->cls.clear();
@@ -227,6 +230,9 @@ void ScanSplit(SplitPattern pattern, std::string_view text,
     pieces->push_back(text.substr(chars.byte[i], chars.byte[e] - chars.byte[i]));
     i = e;
   }
+  // Keep small buffers for the next call; give back what a huge document grew (9 bytes a
+  // character) so a thread does not hold it forever.
+  if (chars.cp.capacity() > kKeepChars) chars = Chars();
 }
 
 }  // namespace zephon::tokenizer
