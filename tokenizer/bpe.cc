@@ -2,7 +2,8 @@
 
 #include <atomic>
 #include <cstdio>
-#include <queue>
+#include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "tokenizer/unicode.h"
@@ -202,8 +203,9 @@ void Bpe::InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) co
 }
 
 void Bpe::MergeWord(std::string_view word, std::vector<int32_t>* ids) const {
-  std::vector<Symbol> sym;
-  sym.reserve(word.size());
+  // Reused per thread: uncached words (first sightings, words over kMaxCachedWordBytes).
+  thread_local std::vector<Symbol> sym;
+  sym.clear();
   InitialSymbols(word, &sym);
   const int32_t n = static_cast<int32_t>(sym.size());
   if (n == 0) return;
@@ -217,14 +219,23 @@ void Bpe::MergeWord(std::string_view word, std::vector<int32_t>* ids) const {
       return r != orank ? r > orank : pos > o.pos;
     }
   };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  // A min-heap (std::greater) over a reused per-thread vector.
+  thread_local std::vector<Candidate> heap;
+  heap.clear();
+  const std::greater<Candidate> after;
+  auto push = [&](Candidate c) {
+    heap.push_back(c);
+    std::push_heap(heap.begin(), heap.end(), after);
+  };
   for (int32_t i = 0; i + 1 < n; ++i) {
     const int64_t m = MergeOf(sym[i].id, sym[i + 1].id);
-    if (m >= 0) queue.push(Candidate{m, i});
+    if (m >= 0) heap.push_back(Candidate{m, i});
   }
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
+  std::make_heap(heap.begin(), heap.end(), after);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), after);
+    const Candidate top = heap.back();
+    heap.pop_back();
     Symbol& left = sym[top.pos];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = sym[left.next];
@@ -237,11 +248,11 @@ void Bpe::MergeWord(std::string_view word, std::vector<int32_t>* ids) const {
     if (right.next >= 0) sym[right.next].prev = top.pos;
     if (left.prev >= 0) {
       const int64_t m = MergeOf(sym[left.prev].id, left.id);
-      if (m >= 0) queue.push(Candidate{m, left.prev});
+      if (m >= 0) push(Candidate{m, left.prev});
     }
     if (left.next >= 0) {
       const int64_t m = MergeOf(left.id, sym[left.next].id);
-      if (m >= 0) queue.push(Candidate{m, top.pos});
+      if (m >= 0) push(Candidate{m, top.pos});
     }
   }
   for (int32_t i = 0; i >= 0; i = sym[i].next) ids->push_back(sym[i].id);

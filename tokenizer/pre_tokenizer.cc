@@ -8,7 +8,9 @@ namespace {
 
 void ApplyStep(const PreTokenizerStep& step, Word w, std::deque<std::string>* arena,
                std::vector<Word>* out) {
-  std::vector<std::string_view> pieces;
+  // Reused per thread: this runs once per piece of every document.
+  thread_local std::vector<std::string_view> pieces;
+  pieces.clear();
   switch (step.kind) {
     case PreTokenizerStep::Kind::kSplit:
       ScanSplit(step.pattern, w.text, &pieces);
@@ -66,6 +68,10 @@ void PreTokenizer::Apply(Word piece, std::deque<std::string>* arena,
                          std::vector<Word>* words) const {
   if (steps_.empty()) {
     if (!piece.text.empty()) words->push_back(piece);
+    return;
+  }
+  if (steps_.size() == 1) {
+    ApplyStep(steps_[0], piece, arena, words);
     return;
   }
   std::vector<Word> current{piece}, next;
