@@ -50,6 +50,8 @@ class Tokenizer {
   // An HF tokenizer.json. `config_json`, when not empty, is the model's
   // tokenizer_config.json: its bos_token / eos_token name BOS and EOS. Without it they
   // come from the post_processor's template, else from well-known token names.
+  // The file's "truncation" and "padding" are ignored: lengths belong to the caller
+  // (Pipeline.tokenize's max_length), and a saved tokenizer often carries stale ones.
   // Errors: INVALID_ARGUMENT naming the JSON path of a malformed or unsupported component.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(
       std::string_view json, const TokenizerOptions& options = {},
