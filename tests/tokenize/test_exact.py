@@ -10,6 +10,8 @@ import pytest
 
 from conftest import CORPUS, TOKENIZERS, run_ours, run_reference
 
+pytestmark = pytest.mark.usefixtures("hf_reference")
+
 # What each tokenizer's normalizer does to text that decoding cannot undo.
 NORMALIZE = {"llama3": lambda s: s, "qwen3": lambda s: unicodedata.normalize("NFC", s),
              "llama2": lambda s: s}
