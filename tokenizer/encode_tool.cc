@@ -1,0 +1,134 @@
+// encode_tool: JSONL documents in, JSONL token ids out, with the tokenizer library. The
+// driver of tests/tokenize (exactness against HF tokenizers) and of `make bench-tokenize`.
+//
+//   encode_tool --tokenizer PATH [--special_tokens MODE] [--split_special_tokens]
+//               [--decode] [--bench_seconds S] < docs.jsonl > ids.jsonl
+//
+// Each input line is {"text": "..."}; each output line is {"ids": [...]} (plus
+// "decoded": "..." with --decode). With --bench_seconds, nothing is written per line: the
+// documents are encoded repeatedly on one thread for at least S seconds (after one warm-up
+// pass) and one JSON line reports bytes, tokens, seconds, MB/s and tokens/s.
+#include <simdjson.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using zephon::tokenizer::SpecialTokens;
+using zephon::tokenizer::Tokenizer;
+
+void AppendJsonString(std::string_view s, std::string* out) {
+  out->push_back('"');
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(ch);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out->append(buf);
+    } else {
+      out->push_back(ch);
+    }
+  }
+  out->push_back('"');
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "encode_tool: %s\n", message.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string path, special = "none";
+  bool split_special = false, decode = false;
+  double bench_seconds = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg == "--tokenizer") path = value();
+    else if (arg == "--special_tokens") special = value();
+    else if (arg == "--split_special_tokens") split_special = true;
+    else if (arg == "--decode") decode = true;
+    else if (arg == "--bench_seconds") bench_seconds = std::atof(value().c_str());
+    else return Fail(absl::StrCat("unknown argument '", arg, "'; see the usage in encode_tool.cc"));
+  }
+  if (path.empty()) return Fail("--tokenizer PATH is required");
+  absl::StatusOr<SpecialTokens> mode = zephon::tokenizer::ParseSpecialTokens(special);
+  if (!mode.ok()) return Fail(mode.status().ToString());
+  zephon::tokenizer::TokenizerOptions options;
+  options.split_special_tokens = split_special;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Load(path, options);
+  if (!tok.ok()) return Fail(tok.status().ToString());
+
+  std::vector<std::string> texts;
+  simdjson::dom::parser parser;
+  std::string line;
+  size_t line_no = 0;
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    std::string_view text;
+    simdjson::dom::element doc;
+    if (parser.parse(line).get(doc) || doc["text"].get(text)) {
+      return Fail(absl::StrCat("stdin line ", line_no, ": expected {\"text\": \"...\"}"));
+    }
+    texts.emplace_back(text);
+  }
+
+  if (bench_seconds > 0) {
+    size_t bytes = 0;
+    for (const std::string& t : texts) bytes += t.size();
+    std::vector<int32_t> ids;
+    for (const std::string& t : texts) (void)(*tok)->Encode(t, *mode, &ids);  // warm-up
+    size_t tokens = 0, passes = 0;
+    const auto start = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    while (elapsed < bench_seconds) {
+      for (const std::string& t : texts) {
+        ids.clear();
+        if (absl::Status s = (*tok)->Encode(t, *mode, &ids); !s.ok()) return Fail(s.ToString());
+        tokens += ids.size();
+      }
+      ++passes;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::printf(
+        "{\"bytes\": %zu, \"tokens\": %zu, \"passes\": %zu, \"seconds\": %.4f, "
+        "\"mb_per_s\": %.3f, \"tokens_per_s\": %.1f}\n",
+        bytes * passes, tokens, passes, elapsed, bytes * passes / elapsed / 1e6,
+        tokens / elapsed);
+    return 0;
+  }
+
+  std::string out;
+  for (const std::string& t : texts) {
+    absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(t, *mode);
+    if (!ids.ok()) return Fail(ids.status().ToString());
+    out.assign("{\"ids\": [");
+    for (size_t k = 0; k < ids->size(); ++k) {
+      if (k > 0) out.append(", ");
+      absl::StrAppend(&out, (*ids)[k]);
+    }
+    out.push_back(']');
+    if (decode) {
+      absl::StatusOr<std::string> text = (*tok)->Decode(*ids);
+      if (!text.ok()) return Fail(text.status().ToString());
+      out.append(", \"decoded\": ");
+      AppendJsonString(*text, &out);
+    }
+    out.append("}\n");
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+  return 0;
+}

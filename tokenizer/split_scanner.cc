@@ -1,0 +1,238 @@
+#include "tokenizer/split_scanner.h"
+
+#include <cstdint>
+
+#include "tokenizer/unicode.h"
+
+namespace zephon::tokenizer {
+namespace {
+
+constexpr std::string_view kGpt2Source =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kCl100kSource =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Source =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kO200kSource =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// The text decoded once into code points and their classes, so the scanner below reads
+// like the regex: positions are character indices, n is one past the last.
+struct Chars {
+  std::vector<char32_t> cp;
+  std::vector<uint8_t> cls;
+  std::vector<uint32_t> byte;  // byte offset of each character, plus the end
+  size_t n = 0;
+};
+
+// Characters whose decode buffers a thread keeps between calls (about 9 MB).
+constexpr size_t kKeepChars = size_t{1} << 20;
+
+void Decode(std::string_view text, Chars* c) {
+  c->cp.clear();
+  c->cls.clear();
+  c->byte.clear();
+  size_t i = 0;
+  while (i < text.size()) {
+    int len;
+    const char32_t cp = DecodeUtf8(text, i, &len);
+    c->cp.push_back(cp);
+    c->cls.push_back(ClassOf(cp));
+    c->byte.push_back(static_cast<uint32_t>(i));
+    i += len;
+  }
+  c->byte.push_back(static_cast<uint32_t>(text.size()));
+  c->n = c->cp.size();
+}
+
+class Scanner {
+ public:
+  Scanner(SplitPattern p, const Chars& c) : p_(p), cp_(c.cp), cls_(c.cls), n_(c.n) {}
+
+  // End (character index) of the match starting at i. REQUIRES: i < n.
+  size_t MatchAt(size_t i) const {
+    size_t e;
+    switch (p_) {
+      case SplitPattern::kGpt2:
+        if ((e = Contraction(i, /*ignore_case=*/false)) != 0) return e;
+        if ((e = SpaceThen(i, kLetter)) != 0) return e;
+        if ((e = SpaceThen(i, kNumber)) != 0) return e;
+        if ((e = SpacePunct(i, /*trail_slash=*/false, /*trail_newlines=*/false)) != 0) return e;
+        return Whitespace(i, /*newline_alt=*/false);
+      case SplitPattern::kCl100k:
+      case SplitPattern::kQwen2:
+        if ((e = Contraction(i, /*ignore_case=*/true)) != 0) return e;
+        if ((e = PrefixedLetters(i)) != 0) return e;
+        if ((e = Digits(i, p_ == SplitPattern::kCl100k ? 3 : 1)) != 0) return e;
+        if ((e = SpacePunct(i, false, true)) != 0) return e;
+        return Whitespace(i, /*newline_alt=*/true);
+      case SplitPattern::kO200k:
+        if ((e = O200kWord(i, /*lower_first=*/true)) != 0) return e;
+        if ((e = O200kWord(i, /*lower_first=*/false)) != 0) return e;
+        if ((e = Digits(i, 3)) != 0) return e;
+        if ((e = SpacePunct(i, true, true)) != 0) return e;
+        return Whitespace(i, /*newline_alt=*/true);
+    }
+    return i + 1;
+  }
+
+ private:
+  bool Is(size_t k, uint8_t bits) const { return k < n_ && (cls_[k] & bits) != 0; }
+  bool IsNewline(size_t k) const { return k < n_ && (cp_[k] == '\r' || cp_[k] == '\n'); }
+  // Oniguruma's (?i:) folds case by Unicode: besides ASCII, LATIN SMALL LETTER LONG S
+  // (U+017F) folds to 's' (checked against HF tokenizers); no other character folds to a
+  // letter of the contractions.
+  static char32_t Lower(char32_t c) {
+    if (c >= 'A' && c <= 'Z') return c + 32;
+    return c == 0x17F ? 's' : c;
+  }
+
+  // '(s|t|re|ve|m|ll|d): end, or 0.
+  size_t Contraction(size_t i, bool ignore_case) const {
+    if (i >= n_ || cp_[i] != '\'' || i + 1 >= n_) return 0;
+    auto at = [&](size_t k) { return ignore_case ? Lower(cp_[k]) : cp_[k]; };
+    const char32_t a = at(i + 1);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if (i + 2 >= n_) return 0;
+    const char32_t b = at(i + 2);
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    return 0;
+  }
+
+  size_t RunOf(size_t k, uint8_t bits) const {
+    while (Is(k, bits)) ++k;
+    return k;
+  }
+
+  // GPT-2's ` ?\p{L}+` and ` ?\p{N}+`.
+  size_t SpaceThen(size_t i, uint8_t bits) const {
+    const size_t j = cp_[i] == ' ' ? i + 1 : i;
+    if (Is(j, bits)) return RunOf(j, bits);
+    return 0;
+  }
+
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  size_t PrefixedLetters(size_t i) const {
+    if (Is(i, kLetter)) return RunOf(i, kLetter);
+    if (!Is(i, kNumber) && !IsNewline(i) && Is(i + 1, kLetter)) return RunOf(i + 1, kLetter);
+    return 0;
+  }
+
+  size_t Digits(size_t i, size_t max) const {
+    size_t k = i;
+    while (k - i < max && Is(k, kNumber)) ++k;
+    return k == i ? 0 : k;
+  }
+
+  bool IsPunct(size_t k) const { return k < n_ && !Is(k, kSpace | kLetter | kNumber); }
+
+  // ` ?[^\s\p{L}\p{N}]+` followed by [\r\n]* (cl100k) or [\r\n/]* (o200k).
+  size_t SpacePunct(size_t i, bool trail_slash, bool trail_newlines) const {
+    size_t j = cp_[i] == ' ' && IsPunct(i + 1) ? i + 1 : i;
+    if (!IsPunct(j)) return 0;
+    while (IsPunct(j)) ++j;
+    if (trail_newlines) {
+      while (IsNewline(j) || (trail_slash && j < n_ && cp_[j] == '/')) ++j;
+    }
+    return j;
+  }
+
+  // \s*[\r\n]+ (when newline_alt), then \s+(?!\S), then \s+. REQUIRES: cp_[i] is \s or
+  // nothing else matched (then it is a lone character the caller steps over).
+  size_t Whitespace(size_t i, bool newline_alt) const {
+    if (!Is(i, kSpace)) return i + 1;
+    const size_t e = RunOf(i, kSpace);
+    if (newline_alt) {
+      for (size_t k = e; k > i; --k) {
+        if (IsNewline(k - 1)) return k;
+      }
+    }
+    if (e == n_) return e;
+    if (e - 1 > i) return e - 1;
+    return e;
+  }
+
+  // o200k's two word alternatives:
+  //   P? [U]* [L]+ C?   (lower_first)   and   P? [U]+ [L]* C?
+  // with U = Lu Lt Lm Lo M, L = Ll Lm Lo M, P = [^\r\n\p{L}\p{N}], C = a contraction.
+  size_t O200kWord(size_t i, bool lower_first) const {
+    if (!IsNewline(i) && !Is(i, kLetter | kNumber)) {
+      const size_t e = O200kBody(i + 1, lower_first);
+      if (e != 0) return e;
+    }
+    return O200kBody(i, lower_first);
+  }
+  bool IsU(size_t k) const {
+    return k < n_ && ((cls_[k] & (kLetter | kMark)) != 0 && (cls_[k] & kLower) == 0);
+  }
+  bool IsL(size_t k) const {
+    return k < n_ && ((cls_[k] & (kLetter | kMark)) != 0 && (cls_[k] & kUpperish) == 0);
+  }
+  size_t O200kBody(size_t p, bool lower_first) const {
+    size_t a = p;
+    while (IsU(a)) ++a;
+    size_t end;
+    if (lower_first) {
+      // [U]* backs off until [L]+ can start: the largest b <= a with L at b.
+      if (IsL(a)) {
+        end = a;
+        while (IsL(end)) ++end;
+      } else {
+        size_t b = a;
+        while (b > p && !IsL(b - 1)) --b;
+        if (b == p) return 0;
+        end = b;  // L at b-1; the character after it (if < a) is not L
+      }
+    } else {
+      if (a == p) return 0;
+      end = a;
+      while (IsL(end)) ++end;
+    }
+    const size_t c = Contraction(end, /*ignore_case=*/true);
+    return c != 0 ? c : end;
+  }
+
+  const SplitPattern p_;
+  const std::vector<char32_t>& cp_;
+  const std::vector<uint8_t>& cls_;
+  const size_t n_;
+};
+
+}  // namespace
+
+std::optional<SplitPattern> RecognizeSplitPattern(std::string_view regex) {
+  for (SplitPattern p : {SplitPattern::kGpt2, SplitPattern::kCl100k, SplitPattern::kQwen2,
+                         SplitPattern::kO200k}) {
+    if (regex == SplitPatternSource(p)) return p;
+  }
+  return std::nullopt;
+}
+
+std::string_view SplitPatternSource(SplitPattern pattern) {
+  switch (pattern) {
+    case SplitPattern::kGpt2: return kGpt2Source;
+    case SplitPattern::kCl100k: return kCl100kSource;
+    case SplitPattern::kQwen2: return kQwen2Source;
+    case SplitPattern::kO200k: return kO200kSource;
+  }
+  return {};
+}
+
+void ScanSplit(SplitPattern pattern, std::string_view text,
+               std::vector<std::string_view>* pieces) {
+  // One decode buffer per thread: pieces are short and this runs per document.
+  thread_local Chars chars;
+  Decode(text, &chars);
+  const Scanner scanner(pattern, chars);
+  size_t i = 0;
+  while (i < chars.n) {
+    const size_t e = scanner.MatchAt(i);
+    pieces->push_back(text.substr(chars.byte[i], chars.byte[e] - chars.byte[i]));
+    i = e;
+  }
+  // Keep small buffers for the next call; give back what a huge document grew (9 bytes a
+  // character) so a thread does not hold it forever.
+  if (chars.cp.capacity() > kKeepChars) chars = Chars();
+}
+
+}  // namespace zephon::tokenizer

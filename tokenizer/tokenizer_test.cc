@@ -1,0 +1,216 @@
+#include "tokenizer/tokenizer.h"
+
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_replace.h"
+#include "common/temp_dir_testing.h"
+
+namespace zephon::tokenizer {
+namespace {
+
+// A tiny Llama 2 style tokenizer.json: Prepend + Replace normalizers, no pre-tokenizer,
+// byte_fallback BPE, a BOS template and the Llama 2 decoder chain.
+constexpr char kJson[] = R"json({
+  "version": "1.0",
+  "added_tokens": [
+    {"id": 0, "content": "<unk>", "special": true, "normalized": false},
+    {"id": 1, "content": "<s>", "special": true, "normalized": false},
+    {"id": 2, "content": "</s>", "special": true, "normalized": false}
+  ],
+  "normalizer": {"type": "Sequence", "normalizers": [
+    {"type": "Prepend", "prepend": "▁"},
+    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+  "pre_tokenizer": null,
+  "post_processor": {"type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "pair": [],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+  "decoder": {"type": "Sequence", "decoders": [
+    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+    {"type": "ByteFallback"}, {"type": "Fuse"},
+    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+  "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "fuse_unk": true,
+    "byte_fallback": true,
+    "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 3, "a": 4, "b": 5, "▁a": 6, "ab": 7,
+              "<0xEF>": 8, "<0xBF>": 9, "<0xBD>": 10},
+    "merges": ["▁ a", "a b"]}
+})json";
+
+std::string Replaced(std::string_view from, std::string_view to) {
+  return absl::StrReplaceAll(kJson, {{absl::string_view(from.data(), from.size()),
+                                      absl::string_view(to.data(), to.size())}});
+}
+
+std::unique_ptr<Tokenizer> Make(const std::string& json = kJson, TokenizerOptions options = {}) {
+  auto tok = Tokenizer::FromJson(json, options);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return tok.ok() ? *std::move(tok) : nullptr;
+}
+
+std::string LoadError(const std::string& json) {
+  auto tok = Tokenizer::FromJson(json);
+  EXPECT_FALSE(tok.ok());
+  return tok.ok() ? "" : std::string(tok.status().message());
+}
+
+using Ids = std::vector<int32_t>;
+
+TEST(TokenizerTest, EncodesWithEachSpecialTokensMode) {
+  auto tok = Make();
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(*tok->Encode("a b"), (Ids{6, 3, 5}));  // "▁a▁b"
+  EXPECT_EQ(*tok->Encode("a b", SpecialTokens::kTokenizerDefault), (Ids{1, 6, 3, 5}));
+  EXPECT_EQ(*tok->Encode("a b", SpecialTokens::kBosEos), (Ids{1, 6, 3, 5, 2}));
+  EXPECT_EQ(*tok->Encode("", SpecialTokens::kEos), (Ids{2}));
+  EXPECT_EQ(*tok->Encode("", SpecialTokens::kNone), Ids{});
+  EXPECT_EQ(tok->bos_token_id(), 1);
+  EXPECT_EQ(tok->eos_token_id(), 2);
+  EXPECT_EQ(tok->vocab_size(), 11);
+}
+
+TEST(TokenizerTest, SpecialTokensInTextAndSplitSpecialTokens) {
+  auto tok = Make();
+  // Each piece between special tokens is normalized on its own (Prepend per piece), as HF.
+  EXPECT_EQ(*tok->Encode("a</s>b"), (Ids{6, 2, 3, 5}));
+  TokenizerOptions split;
+  split.split_special_tokens = true;
+  auto plain = Make(kJson, split);
+  const Ids ids = *plain->Encode("</s>");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 0);
+  EXPECT_NE(plain->fingerprint(), tok->fingerprint());
+}
+
+TEST(TokenizerTest, InvalidUtf8BecomesReplacementCharacter) {
+  auto tok = Make();
+  EXPECT_EQ(*tok->Encode("a\xff"), *tok->Encode("a\xef\xbf\xbd"));
+  EXPECT_EQ(*tok->Encode("a\xff"), (Ids{6, 8, 9, 10}));  // U+FFFD by byte fallback
+}
+
+TEST(TokenizerTest, DecodesLikeTheReference) {
+  auto tok = Make();
+  EXPECT_EQ(*tok->Decode(Ids{1, 6, 3, 5}), "<s> a b");
+  EXPECT_EQ(*tok->Decode(*tok->Encode("a b ab")), "a b ab");
+  auto bad = tok->Decode(Ids{99});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(TokenizerTest, ModesNeedingMissingTokensFailAtCheck) {
+  auto tok = Make(Replaced(R"({"SpecialToken": {"id": "<s>", "type_id": 0}}, )", ""));
+  ASSERT_NE(tok, nullptr);
+  // "<s>" is still found by name; drop it from the names to see the error.
+  auto none = Make(absl::StrReplaceAll(
+      Replaced(R"({"SpecialToken": {"id": "<s>", "type_id": 0}}, )", ""),
+      {{"\"<s>\"", "\"<S>\""}}));
+  ASSERT_NE(none, nullptr);
+  EXPECT_EQ(none->bos_token_id(), std::nullopt);
+  EXPECT_EQ(none->CheckSpecialTokens(SpecialTokens::kBos).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(none->Encode("a", SpecialTokens::kBosEos).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  TokenizerOptions with_bos;
+  with_bos.bos_token_id = 4;
+  auto fixed = Tokenizer::FromJson(Replaced("\"<s>\"", "\"<S>\""), with_bos);
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ((*fixed)->Encode("a", SpecialTokens::kBos)->front(), 4);
+}
+
+TEST(TokenizerTest, FingerprintIgnoresFormattingButNotContent) {
+  auto a = Make();
+  auto b = Make(absl::StrReplaceAll(kJson, {{"\n", ""}, {"  ", " "}}));
+  auto c = Make(Replaced(R"("merges": ["▁ a", "a b"])", R"("merges": ["a b", "▁ a"])"));
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(a->fingerprint(), b->fingerprint());
+  EXPECT_NE(a->fingerprint(), c->fingerprint());
+  EXPECT_EQ(a->fingerprint().rfind("sha256:", 0), 0u);
+}
+
+TEST(TokenizerTest, RefusesUnsupportedComponentsNamingTheirJsonPath) {
+  EXPECT_EQ(LoadError(Replaced(R"("pre_tokenizer": null)",
+                               R"("pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                                   {"type": "Metaspace", "replacement": "▁"},
+                                   {"type": "Whitespace"}]})")),
+            "tokenizer.json: pre_tokenizer.pretokenizers[1].type 'Whitespace' is not supported "
+            "(supported: Split, ByteLevel, Metaspace, Sequence)");
+  EXPECT_NE(LoadError(Replaced(R"("pre_tokenizer": null)",
+                               R"("pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"},
+                                   "behavior": "Isolated", "invert": false})"))
+                .find("tokenizer.json: pre_tokenizer.pattern.Regex '\\w+' is not a supported regex"),
+            std::string::npos);
+  EXPECT_NE(LoadError(Replaced(R"({"type": "Prepend", "prepend": "▁"})", R"({"type": "Lowercase"})"))
+                .find("tokenizer.json: normalizer.normalizers[0].type 'Lowercase' is not supported"),
+            std::string::npos);
+  EXPECT_NE(LoadError(Replaced(R"("type": "BPE")", R"("type": "Unigram")"))
+                .find("tokenizer.json: model.type 'Unigram' is not supported"),
+            std::string::npos);
+  EXPECT_NE(LoadError(Replaced(R"("a b"])", R"("a c"])")).find("model.merges[1]"),
+            std::string::npos);
+  EXPECT_NE(LoadError(Replaced(R"({"type": "Fuse"})", R"({"type": "WordPiece"})"))
+                .find("decoder.decoders[2].type 'WordPiece' is not supported"),
+            std::string::npos);
+  EXPECT_NE(LoadError("{not json").find("tokenizer.json: not valid JSON"), std::string::npos);
+}
+
+std::string WriteFile(const std::string& dir, const std::string& name, const std::string& body) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path) << body;
+  return path;
+}
+
+TEST(TokenizerTest, LoadsFilesAndModelDirectories) {
+  const std::string dir = testing::MakeTempDir("tok");
+  EXPECT_EQ(Tokenizer::Load(dir + "/missing.json").status().code(), absl::StatusCode::kNotFound);
+  auto empty_dir = Tokenizer::Load(dir);
+  EXPECT_EQ(empty_dir.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(empty_dir.status().message().find("has no tokenizer.json"), std::string::npos);
+
+  const std::string file = WriteFile(dir, "tokenizer.json", kJson);
+  auto from_file = Tokenizer::Load(file);
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(*(*from_file)->Encode("ab"), (Ids{6, 5}));  // "▁ab": ▁+a outranks a+b
+
+  WriteFile(dir, "tokenizer_config.json",
+            R"({"bos_token": {"content": "</s>"}, "eos_token": "<unk>"})");
+  auto from_dir = Tokenizer::Load(dir);
+  ASSERT_TRUE(from_dir.ok()) << from_dir.status();
+  EXPECT_EQ((*from_dir)->bos_token_id(), 2);
+  EXPECT_EQ((*from_dir)->eos_token_id(), 0);
+
+  WriteFile(dir, "tokenizer_config.json", R"({"eos_token": "<nope>"})");
+  auto bad = Tokenizer::Load(dir);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tokenizer_config.json: eos_token '<nope>'"),
+            std::string::npos);
+
+  auto spm = Tokenizer::Load(WriteFile(dir, "broken.model", "not a model"));
+  ASSERT_FALSE(spm.ok());
+  EXPECT_NE(spm.status().message().find("SentencePiece model"), std::string::npos);
+}
+
+TEST(TokenizerTest, ConcurrentEncodesAgree) {
+  auto tok = Make();
+  const Ids expected = *tok->Encode("ab a b ab ba");
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) ok[t] += *tok->Encode("ab a b ab ba") == expected;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok, (std::vector<int>{200, 200, 200, 200}));
+}
+
+TEST(TokenizerTest, ParsesSpecialTokensNames) {
+  EXPECT_EQ(*ParseSpecialTokens("bos_eos"), SpecialTokens::kBosEos);
+  EXPECT_EQ(*ParseSpecialTokens("tokenizer_default"), SpecialTokens::kTokenizerDefault);
+  EXPECT_EQ(ParseSpecialTokens("both").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zephon::tokenizer
