@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/attached_reader.h"
+#include "client/c_api_internal.h"
 #include "client/connection.h"
 #include "client/daemon_queries.h"
 #include "common/paths.h"
@@ -25,19 +26,9 @@ struct zephon_reader {
 
 namespace {
 
-char* Dup(const std::string& s) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  std::memcpy(p, s.data(), s.size());
-  p[s.size()] = '\0';
-  return p;
-}
-
-int Fail(const absl::Status& status, char** error) {
-  if (error != nullptr) *error = Dup(std::string(status.message()));
-  return static_cast<int>(status.code());
-}
-
-std::string OrEmpty(const char* s) { return s == nullptr ? std::string() : std::string(s); }
+using zephon::client::c_api::Dup;
+using zephon::client::c_api::Fail;
+using zephon::client::c_api::OrEmpty;
 
 absl::Status CheckOwner(const zephon_reader* reader) {
   if (reader->owner_pid == getpid()) return absl::OkStatus();

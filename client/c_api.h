@@ -29,8 +29,10 @@ extern "C" {
 
 /* Version 1: the first versioned ABI (struct_size in zephon_batch).
  * Version 2: adds zephon_released; zephon_delivered becomes its deprecated alias. No
- * struct layout changed: a caller built against version 1 links and runs unchanged. */
-#define ZEPHON_C_API_VERSION 2
+ * struct layout changed: a caller built against version 1 links and runs unchanged.
+ * Version 3: adds the tokenizer (zephon_tokenizer_*, zephon_tokenizer_options,
+ * zephon_free_array). Nothing older changed. */
+#define ZEPHON_C_API_VERSION 3
 
 #define ZEPHON_MAX_TENSORS 8
 
@@ -95,6 +97,70 @@ int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint
 int zephon_explain(const char* socket_path, const char* instance_id, double timeout_s,
                    char** text, char** error);
 int zephon_status(const char* socket_path, double timeout_s, char** json, char** error);
+
+/* ---- Tokenizer: the tokenizer library the daemon's tokenize stage uses (tokenizer/
+ * tokenizer.h), for users to check their setup and for tests. No daemon involved.
+ * A zephon_tokenizer is immutable once loaded and thread-safe: any number of threads may
+ * encode and decode with one handle at once (ctypes drops the GIL around each call).
+ * special_tokens (encode) is one of "none", "bos", "eos", "bos_eos", "tokenizer_default";
+ * another name fails with 3 INVALID_ARGUMENT listing them. Arrays the library returns
+ * (ids, offsets) are malloc'ed and freed with zephon_free_array; text with zephon_free. */
+
+typedef struct zephon_tokenizer zephon_tokenizer;
+
+/* Load options; a NULL options pointer means all defaults. */
+typedef struct {
+  uint32_t struct_size;          /* set by the caller: sizeof(zephon_tokenizer_options) */
+  uint32_t split_special_tokens; /* nonzero: special added tokens in text are plain text */
+  int32_t bos_token_id;          /* >= 0 overrides the tokenizer's BOS; -1 keeps it */
+  int32_t eos_token_id;          /* >= 0 overrides the tokenizer's EOS; -1 keeps it */
+} zephon_tokenizer_options;
+
+/* From a local path: a tokenizer.json, an HF model directory holding one (with its
+ * tokenizer_config.json for BOS/EOS), or a SentencePiece .model. Errors name the path:
+ * 5 NOT_FOUND (no such file, or a directory without tokenizer.json); 3 INVALID_ARGUMENT
+ * for a malformed or unsupported tokenizer (naming the JSON path of the component), a
+ * URL such as s3:// (this library reads local files only: download it first), or a
+ * struct_size other than sizeof(zephon_tokenizer_options). */
+int zephon_tokenizer_load(const char* path, const zephon_tokenizer_options* options,
+                          zephon_tokenizer** out, char** error);
+/* From the bytes of a tokenizer.json (e.g. tokenizers.Tokenizer.to_str()); config_json
+ * (config_size bytes, NULL/0 = none) is an optional tokenizer_config.json naming
+ * bos_token / eos_token. Errors as zephon_tokenizer_load's. */
+int zephon_tokenizer_from_json(const char* json, uint64_t json_size, const char* config_json,
+                               uint64_t config_size, const zephon_tokenizer_options* options,
+                               zephon_tokenizer** out, char** error);
+/* Frees the tokenizer. NULL is ignored. No call on it may be in flight. */
+void zephon_tokenizer_free(zephon_tokenizer* tokenizer);
+
+/* The ids of text (text_size bytes; invalid UTF-8 is replaced by U+FFFD first) into
+ * *ids (*num_ids entries; *ids is NULL when there are none). Errors: 3 (special_tokens),
+ * 9 FAILED_PRECONDITION when it needs a BOS/EOS the tokenizer does not define. */
+int zephon_tokenizer_encode(const zephon_tokenizer* tokenizer, const char* text,
+                            uint64_t text_size, const char* special_tokens, int32_t** ids,
+                            uint64_t* num_ids, char** error);
+/* Encodes num_texts documents (texts[i] of sizes[i] bytes) on up to num_threads threads
+ * (0 = one per hardware thread); the ids do not depend on num_threads. On success *ids
+ * holds all ids, document i at [(*offsets)[i], (*offsets)[i + 1]), and *offsets has
+ * num_texts + 1 entries. Errors as zephon_tokenizer_encode's, naming the document. */
+int zephon_tokenizer_encode_batch(const zephon_tokenizer* tokenizer, const char* const* texts,
+                                  const uint64_t* sizes, uint64_t num_texts,
+                                  const char* special_tokens, uint32_t num_threads,
+                                  int32_t** ids, uint64_t** offsets, char** error);
+/* The text of ids (special tokens included) into *text (*text_size bytes plus a NUL;
+ * free it with zephon_free). Errors: 11 OUT_OF_RANGE naming an id not in the vocabulary. */
+int zephon_tokenizer_decode(const zephon_tokenizer* tokenizer, const int32_t* ids,
+                            uint64_t num_ids, char** text, uint64_t* text_size, char** error);
+/* One past the largest id the tokenizer produces (added tokens included). */
+int32_t zephon_tokenizer_vocab_size(const zephon_tokenizer* tokenizer);
+/* BOS / EOS id, or -1 when the tokenizer defines none (and no option named one). */
+int32_t zephon_tokenizer_bos_token_id(const zephon_tokenizer* tokenizer);
+int32_t zephon_tokenizer_eos_token_id(const zephon_tokenizer* tokenizer);
+/* "sha256:<hex>" of the canonical tokenizer plus the options that change ids (see
+ * Tokenizer::fingerprint). Owned by the tokenizer: valid until zephon_tokenizer_free. */
+const char* zephon_tokenizer_fingerprint(const zephon_tokenizer* tokenizer);
+/* Frees an array the library returned (ids, offsets). NULL is ignored. */
+void zephon_free_array(void* p);
 
 /* The C API version this library was built with (its ZEPHON_C_API_VERSION). */
 uint32_t zephon_c_api_version(void);

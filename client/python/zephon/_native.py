@@ -18,7 +18,7 @@ _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]  # client/python/zephon -> repo root (in a checkout)
 
 # The ZEPHON_C_API_VERSION of the c_api.h these bindings mirror.
-C_API_VERSION = 2
+C_API_VERSION = 3
 MAX_TENSORS = 8
 
 
@@ -49,8 +49,22 @@ class BatchInfo(ctypes.Structure):
         self.struct_size = ctypes.sizeof(BatchInfo)  # the library checks it (c_api.h)
 
 
+class TokenizerOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("split_special_tokens", ctypes.c_uint32),
+        ("bos_token_id", ctypes.c_int32),
+        ("eos_token_id", ctypes.c_int32),
+    ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(TokenizerOptions)  # the library checks it
+
+
 # Every struct of c_api.h and its mirror here (the layout test walks this).
-C_STRUCTS = {"zephon_tensor": Tensor, "zephon_batch": BatchInfo}
+C_STRUCTS = {"zephon_tensor": Tensor, "zephon_batch": BatchInfo,
+             "zephon_tokenizer_options": TokenizerOptions}
 
 
 def _first_existing(candidates):
@@ -104,6 +118,39 @@ def _check_version(lib, path: str, expected: int) -> None:
             f"Python package needs C API version {expected}; {fix}")
 
 
+def _declare_tokenizer(lib) -> None:
+    """The zephon_tokenizer_* functions (c_api.h, "Tokenizer"); handles are c_void_p."""
+    P = ctypes.POINTER
+    void_pp = P(ctypes.c_void_p)
+    lib.zephon_tokenizer_load.argtypes = [ctypes.c_char_p, P(TokenizerOptions), void_pp, void_pp]
+    lib.zephon_tokenizer_load.restype = ctypes.c_int
+    lib.zephon_tokenizer_from_json.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p,
+                                               ctypes.c_uint64, P(TokenizerOptions), void_pp,
+                                               void_pp]
+    lib.zephon_tokenizer_from_json.restype = ctypes.c_int
+    lib.zephon_tokenizer_free.argtypes = [ctypes.c_void_p]
+    lib.zephon_tokenizer_free.restype = None
+    lib.zephon_tokenizer_encode.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
+                                            ctypes.c_char_p, P(P(ctypes.c_int32)),
+                                            P(ctypes.c_uint64), void_pp]
+    lib.zephon_tokenizer_encode.restype = ctypes.c_int
+    lib.zephon_tokenizer_encode_batch.argtypes = [
+        ctypes.c_void_p, P(ctypes.c_char_p), P(ctypes.c_uint64), ctypes.c_uint64,
+        ctypes.c_char_p, ctypes.c_uint32, P(P(ctypes.c_int32)), P(P(ctypes.c_uint64)), void_pp]
+    lib.zephon_tokenizer_encode_batch.restype = ctypes.c_int
+    lib.zephon_tokenizer_decode.argtypes = [ctypes.c_void_p, P(ctypes.c_int32), ctypes.c_uint64,
+                                            void_pp, P(ctypes.c_uint64), void_pp]
+    lib.zephon_tokenizer_decode.restype = ctypes.c_int
+    for name in ("vocab_size", "bos_token_id", "eos_token_id"):
+        fn = getattr(lib, f"zephon_tokenizer_{name}")
+        fn.argtypes = [ctypes.c_void_p]
+        fn.restype = ctypes.c_int32
+    lib.zephon_tokenizer_fingerprint.argtypes = [ctypes.c_void_p]
+    lib.zephon_tokenizer_fingerprint.restype = ctypes.c_char_p
+    lib.zephon_free_array.argtypes = [ctypes.c_void_p]
+    lib.zephon_free_array.restype = None
+
+
 def _load():
     path = library_path()
     lib = ctypes.CDLL(path)
@@ -143,6 +190,7 @@ def _load():
                                   ctypes.POINTER(ctypes.c_void_p),
                                   ctypes.POINTER(ctypes.c_void_p)]
     lib.zephon_status.restype = ctypes.c_int
+    _declare_tokenizer(lib)
     lib.zephon_ring_abi_major.restype = ctypes.c_uint32
     lib.zephon_free.argtypes = [ctypes.c_void_p]
     lib.zephon_free.restype = None
