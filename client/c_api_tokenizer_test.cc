@@ -17,6 +17,7 @@ constexpr int kInvalidArgument = 3;
 constexpr int kNotFound = 5;
 constexpr int kFailedPrecondition = 9;
 constexpr int kOutOfRange = 11;
+constexpr int kUnimplemented = 12;
 
 // A tiny Llama 2 style tokenizer.json (as tokenizer/tokenizer_test.cc's).
 constexpr char kJson[] = R"json({
@@ -199,6 +200,12 @@ TEST(CApiTokenizerTest, ErrorsNameThePathTheJsonPathAndTheValidModes) {
            &error);
   EXPECT_EQ(r.code, kInvalidArgument);
   EXPECT_NE(r.message.find("download the tokenizer first"), std::string::npos) << r.message;
+  EXPECT_EQ(tok, nullptr);
+
+  const std::string model = WriteFile(dir, "spm.model", "not read");
+  r = Take(zephon_tokenizer_load(model.c_str(), nullptr, &tok, &error), &error);
+  EXPECT_EQ(r.code, kUnimplemented);
+  EXPECT_NE(r.message.find("tokenizer.json"), std::string::npos) << r.message;
   EXPECT_EQ(tok, nullptr);
 
   tok = FromJson(kJson);

@@ -1,10 +1,8 @@
-// The C++ client's batch encode: many documents through one
-// tokenizer::Tokenizer on a few threads, ids in input order. What
-// zephon_tokenizer_encode_batch (c_api.h) and so zephon.Tokenizer.encode_batch
-// run; the daemon's tokenize stage has its own worker pool.
+// The C++ client's batch encode: many documents through one tokenizer::Tokenizer on a
+// few threads, ids in input order. What zephon_tokenizer_encode_batch (c_api.h) and so
+// zephon.Tokenizer.encode_batch run; the daemon's tokenize stage has its own worker pool.
 //
-// Thread-safety: EncodeBatch is reentrant; it only reads the (thread-safe)
-// Tokenizer.
+// Thread-safety: EncodeBatch is reentrant; it only reads the (thread-safe) Tokenizer.
 #ifndef ZEPHON_CLIENT_ENCODE_BATCH_H_
 #define ZEPHON_CLIENT_ENCODE_BATCH_H_
 
@@ -25,13 +23,14 @@ struct EncodedBatch {
   std::vector<uint64_t> offsets;
 };
 
-// Encodes `texts` (any bytes; invalid UTF-8 is replaced as Tokenizer::Encode
-// does) with `mode` on min(num_threads, texts.size()) threads (num_threads 0 =
-// one per hardware thread). The result does not depend on num_threads: each
-// document's ids equal tokenizer.Encode(texts[i], mode). Errors:
-// FAILED_PRECONDITION when `mode` needs a BOS/EOS the tokenizer lacks (checked
-// before any document is encoded); otherwise the first failing document's
-// error, by index, with its index in the message.
+// Encodes `texts` (any bytes; invalid UTF-8 is replaced as Tokenizer::Encode does) with
+// `mode` on up to num_threads threads, the calling one included (num_threads 0 = one per
+// hardware thread; documents are claimed a few at a time, so a short batch uses fewer).
+// The result does not depend on num_threads: document i's ids equal
+// tokenizer.Encode(texts[i], mode). The texts must stay valid for the call.
+// Errors: FAILED_PRECONDITION when `mode` needs a BOS/EOS the tokenizer lacks (checked
+// before any document is encoded); otherwise the first failing document's error, by
+// index, with its index in the message.
 absl::StatusOr<EncodedBatch> EncodeBatch(const tokenizer::Tokenizer& tokenizer,
                                          absl::Span<const std::string_view> texts,
                                          tokenizer::SpecialTokens mode, uint32_t num_threads);
