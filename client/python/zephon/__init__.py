@@ -9,17 +9,22 @@ served by one zephond daemon per node over shared memory.
                      canonical_replicas=8, aggregate_dir="/shared/agg", run_id="r1"))
     for batch in pipe:
         tokens = batch["tokens"]   # numpy [B, L] view into shared memory
+
+    tok = zephon.Tokenizer("models/llama3")  # the daemon's tokenizer, in process
+    ids = tok.encode("Hello", special_tokens="bos")
 """
 from .batch import Batch, SampleId
 from .corpus import write_megatron_dataset
-from .errors import (DaemonUnavailableError, InvalidOptionError, PeerLostError, PipelineError,
-                     ResourceExhaustedError, SpecMismatchError, ZephonError,
+from .errors import (DaemonUnavailableError, InvalidOptionError, NotFoundError, PeerLostError,
+                     PipelineError, ResourceExhaustedError, SpecMismatchError, ZephonError,
                      ZephonTimeoutError)
 from .pipeline import Pipeline, daemon_status
 from .sources import Dataset, StaticMixtureWorkSource
+from .tokenizer import Tokenizer
 
 __all__ = [
-    "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "PeerLostError",
-    "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId", "SpecMismatchError", "StaticMixtureWorkSource", "ZephonError",
+    "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "NotFoundError",
+    "PeerLostError", "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId",
+    "SpecMismatchError", "StaticMixtureWorkSource", "Tokenizer", "ZephonError",
     "ZephonTimeoutError", "daemon_status", "write_megatron_dataset",
 ]

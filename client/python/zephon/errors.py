@@ -25,7 +25,12 @@ class ZephonError(RuntimeError):
 
 
 class InvalidOptionError(ZephonError, ValueError):
-    """An option or spec value is invalid (e.g. dp_degree > canonical_replicas)."""
+    """An option, argument or spec value is invalid (e.g. dp_degree > canonical_replicas,
+    a malformed tokenizer.json)."""
+
+
+class NotFoundError(ZephonError, FileNotFoundError):
+    """A file or directory the call names does not exist (e.g. a tokenizer path)."""
 
 
 class SpecMismatchError(ZephonError):
@@ -57,6 +62,7 @@ class ZephonTimeoutError(ZephonError, TimeoutError):
 
 _BY_CODE = {
     INVALID_ARGUMENT: InvalidOptionError,
+    NOT_FOUND: NotFoundError,
     FAILED_PRECONDITION: SpecMismatchError,
     ABORTED: PeerLostError,
     UNAVAILABLE: DaemonUnavailableError,
