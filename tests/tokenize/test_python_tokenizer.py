@@ -274,3 +274,15 @@ def test_sentencepiece_models_are_refused_instead_of_aborting(tmp_path):
     with pytest.raises(zephon.ZephonError, match="SentencePiece .model files cannot") as e:
         zephon.Tokenizer(tmp_path / "tokenizer.model")
     assert "tokenizer.json" in str(e.value)
+
+
+@pytest.mark.xfail(strict=True, reason="tokenizer/hf_json.cc parses tokenizer_config.json "
+                   "with simdjson, which refuses transformers' model_max_length = int(1e30) "
+                   "(a big integer): real HF model directories fail to load until it does not")
+def test_a_real_transformers_config_with_a_huge_model_max_length(tmp_path):
+    (tmp_path / "tokenizer.json").write_text(json.dumps(TINY), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(
+        '{"bos_token": "a", "eos_token": "b", '
+        '"model_max_length": 1000000000000000019884624838656}', encoding="utf-8")
+    tok = zephon.Tokenizer(tmp_path)
+    assert (tok.bos_token_id, tok.eos_token_id) == (4, 5)

@@ -10,7 +10,7 @@ served by one zephond daemon per node over shared memory.
     for batch in pipe:
         tokens = batch["tokens"]   # numpy [B, L] view into shared memory
 
-    tok = zephon.Tokenizer("models/llama3")  # the daemon's tokenizer, in process
+    tok = zephon.Tokenizer("models/llama3/tokenizer.json")  # the daemon's tokenizer
     ids = tok.encode("Hello", special_tokens="bos")
 """
 from .batch import Batch, SampleId

@@ -2,7 +2,7 @@
 the C ABI (client/c_api.h, "Tokenizer"). For checking a setup (do these ids match what my
 training code expects?) and for tests; Pipeline.tokenize runs the same code in zephond.
 
-    tok = zephon.Tokenizer("models/llama3")            # a tokenizer.json or an HF model dir
+    tok = zephon.Tokenizer("models/llama3/tokenizer.json")   # or an HF model directory
     ids = tok.encode("Hello world", special_tokens="bos")
     text = tok.decode(ids)
 """
