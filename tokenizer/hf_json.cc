@@ -4,6 +4,7 @@
 // 'Whitespace' is not supported"), never discovered mid-run.
 #include <simdjson.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -317,6 +318,57 @@ absl::Status ParsePostProcessor(element e, const std::string& path,
 absl::Status ParseHfModel(element root, bool byte_level, bool split_special_tokens,
                           HfParts* parts, std::vector<AddedToken>* added);
 
+namespace {
+
+struct ConfigTokens {
+  std::optional<std::string> bos, eos;
+};
+
+// bos_token / eos_token of a tokenizer_config.json: a string, {"content": ...} or null.
+// On Demand, not DOM: transformers writes model_max_length = int(1e30), an integer the
+// DOM parser refuses, and only these two keys are read (the rest is skipped unparsed).
+absl::StatusOr<ConfigTokens> ReadConfigTokens(std::string_view config_json) {
+  namespace od = simdjson::ondemand;
+  const simdjson::padded_string padded(config_json);
+  od::parser parser;
+  od::document doc;
+  od::object config;
+  if (parser.iterate(padded).get(doc) || doc.get_object().get(config)) {
+    return absl::InvalidArgumentError(
+        "tokenizer_config.json: not a valid JSON object; fix or remove it");
+  }
+  ConfigTokens out;
+  for (const char* key : {"bos_token", "eos_token"}) {
+    od::value v;
+    const simdjson::error_code found = config.find_field_unordered(key).get(v);
+    if (found == simdjson::NO_SUCH_FIELD) continue;
+    od::json_type type;
+    if (found || v.type().get(type)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tokenizer_config.json: malformed JSON at ", key, "; fix or remove the file"));
+    }
+    if (type == od::json_type::null) continue;
+    if (type == od::json_type::object) {
+      od::object token;
+      const simdjson::error_code content =
+          v.get_object().get(token) ? simdjson::TAPE_ERROR
+                                    : token.find_field_unordered("content").get(v);
+      if (content == simdjson::NO_SUCH_FIELD) continue;
+      if (content) {
+        return Bad("tokenizer_config.json", key, "must be a string, {\"content\": ...} or null");
+      }
+    }
+    std::string_view name;
+    if (v.get_string().get(name)) {
+      return Bad("tokenizer_config.json", key, "must be a string, {\"content\": ...} or null");
+    }
+    (std::string_view(key) == "bos_token" ? out.bos : out.eos) = std::string(name);
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
     std::string_view json, const TokenizerOptions& options, std::string_view config_json) {
   simdjson::dom::parser parser;
@@ -368,26 +420,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   };
   std::string config_names;
   if (!config_json.empty()) {
-    simdjson::dom::parser config_parser;
-    element config;
-    if (config_parser.parse(config_json.data(), config_json.size()).get(config) ||
-        !config.is_object()) {
-      return absl::InvalidArgumentError(
-          "tokenizer_config.json: not a valid JSON object; fix or remove it");
-    }
-    for (const char* key : {"bos_token", "eos_token"}) {
-      if (!Has(config, key)) continue;
-      element v = At(config, key);
-      std::string_view name;
-      if (v.is_object() && !Has(v, "content")) continue;
-      if (v.is_object()) v = At(v, "content");
-      if (v.get(name)) {
-        return Bad("tokenizer_config.json", key, "must be a string, {\"content\": ...} or null");
-      }
-      std::optional<int32_t> id = id_of(std::string(name));
+    ASSIGN_OR_RETURN(const ConfigTokens names, ReadConfigTokens(config_json));
+    for (const auto& [key, name] : {std::make_pair("bos_token", names.bos),
+                                    std::make_pair("eos_token", names.eos)}) {
+      if (!name.has_value()) continue;
+      std::optional<int32_t> id = id_of(*name);
       if (!id.has_value()) {
         return Bad("tokenizer_config.json", key,
-                   absl::StrCat("'", Av(name), "' is not a token of tokenizer.json"));
+                   absl::StrCat("'", Av(*name), "' is not a token of tokenizer.json"));
       }
       (std::string_view(key) == "bos_token" ? common.bos : common.eos) = id;
       absl::StrAppend(&config_names, key, "=", *id, ";");
@@ -395,11 +435,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   } else {
     if (!prefix_names.empty()) common.bos = id_of(prefix_names.front());
     if (!suffix_names.empty()) common.eos = id_of(suffix_names.back());
+    // Well-known names count only as special added tokens: Qwen's vocabulary spells
+    // ordinary entries "<s>" and "</s>", and HF gives it no BOS.
+    auto special_id_of = [&](const char* content) -> std::optional<int32_t> {
+      for (const AddedToken& t : added) {
+        if (t.special && t.content == content) return t.id;
+      }
+      return std::nullopt;
+    };
     for (const char* name : {"<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>"}) {
-      if (!common.bos.has_value()) common.bos = id_of(name);
+      if (!common.bos.has_value()) common.bos = special_id_of(name);
     }
     for (const char* name : {"<|end_of_text|>", "</s>", "<eos>", "<|endoftext|>"}) {
-      if (!common.eos.has_value()) common.eos = id_of(name);
+      if (!common.eos.has_value()) common.eos = special_id_of(name);
     }
   }
   if (options.bos_token_id.has_value()) common.bos = options.bos_token_id;

@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -190,6 +191,45 @@ TEST(TokenizerTest, LoadsFilesAndModelDirectories) {
   auto spm = Tokenizer::Load(WriteFile(dir, "broken.model", "not a model"));
   ASSERT_FALSE(spm.ok());
   EXPECT_NE(spm.status().message().find("SentencePiece model"), std::string::npos);
+}
+
+TEST(TokenizerTest, WellKnownNamesAreBosEosOnlyAsSpecialAddedTokens) {
+  // No template and no config: "<s>" / "</s>" name BOS / EOS when they are special added
+  // tokens, never when they are ordinary vocabulary entries (Qwen's vocabulary has both).
+  const std::string no_template = Replaced(
+      R"({"SpecialToken": {"id": "<s>", "type_id": 0}}, )", "");
+  auto special = Make(no_template);
+  ASSERT_NE(special, nullptr);
+  EXPECT_EQ(special->bos_token_id(), std::optional<int32_t>(1));
+  EXPECT_EQ(special->eos_token_id(), std::optional<int32_t>(2));
+  const std::string ordinary = absl::StrReplaceAll(
+      no_template, {{R"(    {"id": 1, "content": "<s>", "special": true, "normalized": false},
+    {"id": 2, "content": "</s>", "special": true, "normalized": false}
+)", ""},
+                    {R"({"id": 0, "content": "<unk>", "special": true, "normalized": false},)",
+                     R"({"id": 0, "content": "<unk>", "special": true, "normalized": false})"},
+                    {R"("special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}})",
+                     R"("special_tokens": {})"}});
+  auto plain = Make(ordinary);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->bos_token_id(), std::nullopt);
+  EXPECT_EQ(plain->eos_token_id(), std::nullopt);
+}
+
+TEST(TokenizerTest, ConfigWithAHugeModelMaxLengthLoads) {
+  // transformers saves model_max_length = int(1e30): a valid JSON number no int64 holds.
+  auto tok = Tokenizer::FromJson(
+      kJson, {},
+      R"({"model_max_length": 1000000000000000019884624838656, "bos_token": null,)"
+      R"( "eos_token": {"content": "</s>", "lstrip": false}, "extra": [1e400, {"x": 1}]})");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ((*tok)->eos_token_id(), std::optional<int32_t>(2));
+  // bos_token null: not named by the config, so none (the template is not consulted).
+  EXPECT_EQ((*tok)->bos_token_id(), std::nullopt);
+  auto bad = Tokenizer::FromJson(kJson, {}, R"({"bos_token": 7})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bos_token"), std::string::npos) << bad.status();
+  EXPECT_FALSE(Tokenizer::FromJson(kJson, {}, "[1, 2]").ok());
 }
 
 TEST(TokenizerTest, ConcurrentEncodesAgree) {
