@@ -7,6 +7,7 @@
 #include "daemon/exec/worker_pool.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/spec.h"
+#include "daemon/pipeline/spec_string_form.h"
 #include "shm/ring_layout.h"
 
 namespace zephon::daemon {
@@ -96,6 +97,12 @@ absl::StatusOr<ResolvedAttach> ResolveAttach(const proto::AttachRequest& request
   ResolvedAttach out;
   ASSIGN_OR_RETURN(out.limits, ValidateExecution(request.execution()));
   proto::PipelineSpec spec = request.spec();
+  // A client from before the options became enums sends them as strings (fields 5-7,
+  // unknown now): read them as the enums, or its interleaved run would silently resolve
+  // to the default mapping.
+  if (absl::Status s = pipeline::UpgradeStringOptions(&spec); !s.ok()) {
+    return absl::InvalidArgumentError(s.message());
+  }
   if (resume != nullptr) RETURN_IF_ERROR(ApplyResumedLaneCount(*resume, &spec));
 
   ASSIGN_OR_RETURN(out.identity, ResolveIdentity(request.rank()));

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/run_limits.h"
+#include "daemon/pipeline/spec_string_form.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
 #include "shm/ring_layout.h"
 
@@ -124,6 +125,34 @@ TEST(ResolveAttachTest, ExplicitOptionsAreKept) {
   EXPECT_EQ(r->geometry.slot_count, 8u);  // 5 rounded up to a power of two
   EXPECT_EQ(r->limits.producer_timeout_ms, 2000u);
   EXPECT_EQ(r->limits.parallelism, 6u);
+}
+
+TEST(ResolveAttachTest, OptionsSentAsStringsByAnOlderClientAreRead) {
+  // An older client's binary spec: the options as strings at the numbers they had.
+  proto::AttachRequest request = Request(2, 1);
+  request.mutable_spec()->set_canonical_replicas(4);
+  request.mutable_spec()->set_mapping_strategy(proto::PipelineSpec::INTERLEAVED);
+  request.mutable_spec()->set_lane_routing(proto::PipelineSpec::MODULO);
+  request.mutable_spec()->mutable_work_source()->set_exhausted_policy(
+      proto::WorkSourceSpec::REPEAT);
+  const std::string old_bytes = pipeline::ToStringForm(request.spec()).SerializeAsString();
+  ASSERT_TRUE(request.mutable_spec()->ParseFromString(old_bytes));
+  ASSERT_EQ(request.spec().mapping_strategy(), proto::PipelineSpec::MAPPING_STRATEGY_UNSPECIFIED);
+  auto r = Resolve(request);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pipeline.spec.mapping_strategy(), proto::PipelineSpec::INTERLEAVED);
+  EXPECT_EQ(r->owned_lanes, (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(r->pipeline.lanes.routing, proto::PipelineSpec::MODULO);
+  EXPECT_EQ(r->pipeline.spec.work_source().exhausted_policy(), proto::WorkSourceSpec::REPEAT);
+  // A string this build does not know is refused, naming the option.
+  proto::PipelineSpecStringForm bad = pipeline::ToStringForm(request.spec());
+  bad.set_lane_routing("sideways");
+  ASSERT_TRUE(request.mutable_spec()->ParseFromString(bad.SerializeAsString()));
+  auto refused = Resolve(request);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("lane_routing 'sideways' unknown"), std::string::npos)
+      << refused.status();
 }
 
 TEST(ResolveAttachTest, SlotSizeIsTheSchemaOfTheOperatorList) {
