@@ -31,9 +31,10 @@ build: setup
 	$(BAZEL) build //...
 	@mkdir -p $(NATIVE)
 	@install -m 0755 bazel-bin/client/libzephon_c.so $(NATIVE)/libzephon_c.so
+	@install -m 0755 bazel-bin/tokenizer/libzephon_spm_shim.so $(NATIVE)/libzephon_spm_shim.so
 	@install -m 0755 bazel-bin/daemon/zephond $(NATIVE)/zephond
 	@install -m 0755 bazel-bin/client/zephonctl/zephonctl $(NATIVE)/zephonctl
-	@echo "built: $(NATIVE)/{libzephon_c.so,zephond}"
+	@echo "built: $(NATIVE)/{libzephon_c.so,libzephon_spm_shim.so,zephond}"
 
 demo: build
 	PYTHONPATH=client/python $(PY) -m zephon.demo

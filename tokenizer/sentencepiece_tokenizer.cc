@@ -44,6 +44,10 @@ int32_t SentencePieceTokenizer::vocab_size() const { return sp_->piece_size(); }
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSentencePieceModel(
     std::string_view model_bytes, const TokenizerOptions& options) {
   std::string error;
+  if (!internal::SpmProcessor::ShimAvailable(&error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SentencePiece models are unavailable: ", error));
+  }
   std::unique_ptr<internal::SpmProcessor> sp = internal::SpmProcessor::Load(model_bytes, &error);
   if (sp == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -58,7 +58,8 @@ class Tokenizer {
       std::string_view config_json = "");
 
   // A SentencePiece model (the bytes of a .model file).
-  // Errors: INVALID_ARGUMENT when libsentencepiece cannot parse it.
+  // Errors: INVALID_ARGUMENT when libsentencepiece cannot parse it; FAILED_PRECONDITION
+  // when libzephon_spm_shim.so (which holds libsentencepiece) cannot be found or loaded.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromSentencePieceModel(
       std::string_view model_bytes, const TokenizerOptions& options = {});
 
