@@ -116,13 +116,15 @@ typedef struct {
   int32_t eos_token_id;          /* >= 0 overrides the tokenizer's EOS; -1 keeps it */
 } zephon_tokenizer_options;
 
-/* From a local path: a tokenizer.json or an HF model directory holding one (with its
- * tokenizer_config.json for BOS/EOS). Errors name the path: 5 NOT_FOUND (no such file,
- * or a directory without tokenizer.json); 3 INVALID_ARGUMENT for a malformed or
- * unsupported tokenizer (naming the JSON path of the component), a URL such as s3://
- * (this library reads local files only: download it first), or a struct_size other than
- * sizeof(zephon_tokenizer_options); 12 UNIMPLEMENTED for a SentencePiece .model (Debian's
- * libsentencepiece embeds a protobuf that clashes with gRPC's in one process). */
+/* From a local path: a tokenizer.json, an HF model directory holding one (with its
+ * tokenizer_config.json for BOS/EOS), or a SentencePiece .model (read through
+ * libzephon_spm_shim.so, which must sit next to this library or be named by
+ * $ZEPHON_SPM_SHIM). Errors name the path: 5 NOT_FOUND (no such file, or a directory
+ * without tokenizer.json); 3 INVALID_ARGUMENT for a malformed or unsupported tokenizer
+ * (naming the JSON path of the component), a URL such as s3:// (this library reads local
+ * files only: download it first), or a struct_size other than
+ * sizeof(zephon_tokenizer_options); 9 FAILED_PRECONDITION for a .model when the shim
+ * cannot be found or loaded (the message names the paths tried). */
 int zephon_tokenizer_load(const char* path, const zephon_tokenizer_options* options,
                           zephon_tokenizer** out, char** error);
 /* From the bytes of a tokenizer.json (e.g. tokenizers.Tokenizer.to_str()); config_json

@@ -71,21 +71,6 @@ absl::Status CheckLocalPath(const std::string& path) {
                    "--recursive <url> ./tokenizer`) and pass the local file or directory"));
 }
 
-// Debian's libsentencepiece carries its own copy of protobuf 3.14 (1600 exported
-// google::protobuf symbols), and this library links gRPC's protobuf 3.21: in one process
-// the model parser binds to the 3.21 runtime, fails its version check and aborts the
-// process. Until the tokenizer isolates libsentencepiece, .model files are refused here
-// with an error instead (Tokenizer::Load picks SentencePiece by this extension).
-absl::Status CheckNotSentencePiece(const std::string& path) {
-  if (!absl::EndsWith(path, ".model")) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      "tokenizer '", path,
-      "': SentencePiece .model files cannot be loaded through the client library yet "
-      "(Debian's libsentencepiece embeds protobuf 3.14, which clashes with the protobuf "
-      "3.21 gRPC loads, and would abort the process); use the model's tokenizer.json (an "
-      "HF model snapshot has one), or tokenizer/encode_tool for the .model"));
-}
-
 // Errors of the factories name the JSON path of the component; say which file
 // too.
 absl::Status NamingPath(const absl::Status& status, const std::string& path) {
@@ -130,7 +115,6 @@ int zephon_tokenizer_load(const char* path, const zephon_tokenizer_options* opti
     return Fail(absl::InvalidArgumentError("zephon_tokenizer_load: path is empty"), error);
   }
   if (absl::Status s = CheckLocalPath(p); !s.ok()) return Fail(s, error);
-  if (absl::Status s = CheckNotSentencePiece(p); !s.ok()) return Fail(s, error);
   absl::StatusOr<TokenizerOptions> opts = ToOptions(options);
   if (!opts.ok()) return Fail(opts.status(), error);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Load(p, *opts);

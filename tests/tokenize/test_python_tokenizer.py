@@ -270,16 +270,6 @@ def test_missing_eos_is_a_value_error_naming_the_option(tmp_path):
 
 
 
-def test_sentencepiece_models_are_refused_instead_of_aborting(tmp_path):
-    # Debian's libsentencepiece embeds protobuf 3.14; libzephon_c.so loads gRPC's 3.21.
-    # Parsing a .model in one process with both aborts it (the version check fails), so
-    # the C ABI refuses .model files until the tokenizer isolates libsentencepiece. The
-    # model need not exist: the refusal comes before any read.
-    with pytest.raises(zephon.ZephonError, match="SentencePiece .model files cannot") as e:
-        zephon.Tokenizer(tmp_path / "tokenizer.model")
-    assert "tokenizer.json" in str(e.value)
-
-
 def test_a_real_transformers_config_with_a_huge_model_max_length(tmp_path):
     (tmp_path / "tokenizer.json").write_text(json.dumps(TINY), encoding="utf-8")
     (tmp_path / "tokenizer_config.json").write_text(

@@ -73,12 +73,13 @@ class Tokenizer:
     """A tokenizer loaded once and immutable afterwards; safe to share across threads
     (the GIL is released while the library encodes).
 
-    path_or_object: a local tokenizer.json or an HF model directory holding one (its
-    tokenizer_config.json names BOS/EOS); or an object with to_str() /
-    backend_tokenizer.to_str() (a `tokenizers` / `transformers` tokenizer), whose JSON is
-    passed as bytes. s3:// and other URLs are refused: download first. SentencePiece
-    .model files are refused for now (ZephonError, code 12): Debian's libsentencepiece
-    embeds a protobuf that clashes with gRPC's in one process (see c_api.h).
+    path_or_object: a local tokenizer.json, an HF model directory holding one (its
+    tokenizer_config.json names BOS/EOS) or a SentencePiece .model file; or an object
+    with to_str() / backend_tokenizer.to_str() (a `tokenizers` / `transformers`
+    tokenizer), whose JSON is passed as bytes. s3:// and other URLs are refused: download
+    first. .model files are read through _native/libzephon_spm_shim.so (`make build`
+    installs it; $ZEPHON_SPM_SHIM overrides the path); without it loading one raises
+    SpecMismatchError (code 9) naming the paths tried.
     split_special_tokens: special added tokens in text are encoded as plain text.
     bos_token_id / eos_token_id: override the BOS/EOS the tokenizer names.
 
