@@ -9,9 +9,8 @@
 #include "absl/strings/str_cat.h"
 
 namespace zephon::tokenizer {
-namespace {
 
-void AppendString(std::string_view s, std::string* out) {
+void AppendJsonString(std::string_view s, std::string* out) {
   out->push_back('"');
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
@@ -29,8 +28,6 @@ void AppendString(std::string_view s, std::string* out) {
   out->push_back('"');
 }
 
-}  // namespace
-
 void AppendCanonicalJson(simdjson::dom::element element, std::string* out) {
   using simdjson::dom::element_type;
   switch (element.type()) {
@@ -45,7 +42,7 @@ void AppendCanonicalJson(simdjson::dom::element element, std::string* out) {
       out->push_back('{');
       for (size_t i = 0; i < fields.size(); ++i) {
         if (i > 0) out->push_back(',');
-        AppendString(fields[i].first, out);
+        AppendJsonString(fields[i].first, out);
         out->push_back(':');
         AppendCanonicalJson(fields[i].second, out);
       }
@@ -65,7 +62,7 @@ void AppendCanonicalJson(simdjson::dom::element element, std::string* out) {
       break;
     }
     case element_type::STRING:
-      AppendString(element.get_string().value_unsafe(), out);
+      AppendJsonString(element.get_string().value_unsafe(), out);
       break;
     case element_type::INT64:
       absl::StrAppend(out, element.get_int64().value_unsafe());

@@ -12,6 +12,9 @@
 
 namespace zephon::tokenizer {
 
+// Appends `s` as a JSON string (quotes, \" \\ and \u00XX escapes; other bytes as they are).
+void AppendJsonString(std::string_view s, std::string* out);
+
 // Appends the canonical text of `element` to *out.
 void AppendCanonicalJson(simdjson::dom::element element, std::string* out);
 

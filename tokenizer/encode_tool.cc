@@ -18,30 +18,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tokenizer/canonical_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
 
+using zephon::tokenizer::AppendJsonString;
 using zephon::tokenizer::SpecialTokens;
 using zephon::tokenizer::Tokenizer;
-
-void AppendJsonString(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(ch);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out->append(buf);
-    } else {
-      out->push_back(ch);
-    }
-  }
-  out->push_back('"');
-}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "encode_tool: %s\n", message.c_str());
