@@ -67,3 +67,16 @@ def run_reference(tokenizer, docs_path):
     out = subprocess.run(["node", str(HERE / "reference.mjs"), "encode", str(tokenizer),
                           str(docs_path)], capture_output=True, check=True, cwd=HERE)
     return read_jsonl(out.stdout.decode("utf-8"))
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """reference(name): run_reference of TOKENIZERS[name] on the corpus, once per session
+    (each run starts node and encodes every document with HF tokenizers)."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = run_reference(TOKENIZERS[name], CORPUS)
+        return cache[name]
+    return get

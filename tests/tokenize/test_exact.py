@@ -29,17 +29,6 @@ def first_mismatch(texts, ours, ref, key_ours, key_ref):
             f"  ours: {ours[i][key_ours]!s:.400}\n  HF:   {ref[i][key_ref]!s:.400}")
 
 
-@pytest.fixture(scope="module")
-def reference():
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            cache[name] = run_reference(TOKENIZERS[name], CORPUS)
-        return cache[name]
-    return get
-
-
 @pytest.mark.parametrize("name", sorted(TOKENIZERS))
 def test_ids_equal_hf_without_special_tokens(name, encode_tool, corpus_texts, reference):
     ref = reference(name)

