@@ -10,6 +10,7 @@
 
 #include "client/c_api.h"
 #include "common/temp_dir_testing.h"
+#include "tokenizer/tiny_tokenizer_testing.h"
 
 namespace {
 
@@ -18,32 +19,7 @@ constexpr int kNotFound = 5;
 constexpr int kFailedPrecondition = 9;
 constexpr int kOutOfRange = 11;
 
-// A tiny Llama 2 style tokenizer.json (as tokenizer/tokenizer_test.cc's).
-constexpr char kJson[] = R"json({
-  "version": "1.0",
-  "added_tokens": [
-    {"id": 0, "content": "<unk>", "special": true, "normalized": false},
-    {"id": 1, "content": "<s>", "special": true, "normalized": false},
-    {"id": 2, "content": "</s>", "special": true, "normalized": false}
-  ],
-  "normalizer": {"type": "Sequence", "normalizers": [
-    {"type": "Prepend", "prepend": "▁"},
-    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
-  "pre_tokenizer": null,
-  "post_processor": {"type": "TemplateProcessing",
-    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-    "pair": [],
-    "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
-  "decoder": {"type": "Sequence", "decoders": [
-    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
-    {"type": "ByteFallback"}, {"type": "Fuse"},
-    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
-  "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "fuse_unk": true,
-    "byte_fallback": true,
-    "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 3, "a": 4, "b": 5, "▁a": 6, "ab": 7,
-              "<0xEF>": 8, "<0xBF>": 9, "<0xBD>": 10},
-    "merges": ["▁ a", "a b"]}
-})json";
+constexpr const auto& kJson = zephon::tokenizer::kTinyLlama2Json;
 
 using Ids = std::vector<int32_t>;
 

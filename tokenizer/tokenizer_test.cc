@@ -10,37 +10,12 @@
 
 #include "absl/strings/str_replace.h"
 #include "common/temp_dir_testing.h"
+#include "tokenizer/tiny_tokenizer_testing.h"
 
 namespace zephon::tokenizer {
 namespace {
 
-// A tiny Llama 2 style tokenizer.json: Prepend + Replace normalizers, no pre-tokenizer,
-// byte_fallback BPE, a BOS template and the Llama 2 decoder chain.
-constexpr char kJson[] = R"json({
-  "version": "1.0",
-  "added_tokens": [
-    {"id": 0, "content": "<unk>", "special": true, "normalized": false},
-    {"id": 1, "content": "<s>", "special": true, "normalized": false},
-    {"id": 2, "content": "</s>", "special": true, "normalized": false}
-  ],
-  "normalizer": {"type": "Sequence", "normalizers": [
-    {"type": "Prepend", "prepend": "▁"},
-    {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
-  "pre_tokenizer": null,
-  "post_processor": {"type": "TemplateProcessing",
-    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-    "pair": [],
-    "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
-  "decoder": {"type": "Sequence", "decoders": [
-    {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
-    {"type": "ByteFallback"}, {"type": "Fuse"},
-    {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
-  "model": {"type": "BPE", "dropout": null, "unk_token": "<unk>", "fuse_unk": true,
-    "byte_fallback": true,
-    "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "▁": 3, "a": 4, "b": 5, "▁a": 6, "ab": 7,
-              "<0xEF>": 8, "<0xBF>": 9, "<0xBD>": 10},
-    "merges": ["▁ a", "a b"]}
-})json";
+constexpr const auto& kJson = kTinyLlama2Json;
 
 std::string Replaced(std::string_view from, std::string_view to) {
   return absl::StrReplaceAll(kJson, {{absl::string_view(from.data(), from.size()),

@@ -11,7 +11,7 @@ import zephon
 from conftest import TOKENIZERS, skip_without_reference
 from test_exact import LLAMA2_SPECIALS, NORMALIZE, first_mismatch
 
-# A tiny Llama 2 style tokenizer.json (as client/c_api_tokenizer_test.cc's).
+# A tiny Llama 2 style tokenizer.json (tokenizer/tiny_tokenizer_testing.h's, as a dict).
 TINY = {
     "version": "1.0",
     "added_tokens": [
