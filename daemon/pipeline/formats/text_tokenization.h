@@ -1,0 +1,49 @@
+// TextTokenization: the resolved `tokenize` operator, as the formats layer sees it.
+//
+// A JSONL dataset opened with a TextTokenization is a *text* dataset: each record's
+// string field `field` is encoded with `tokenizer` and the resulting ids are the
+// record's sample(s). Without one, a JSONL dataset holds token-id arrays (jsonl_field),
+// as before. The pipeline layer (spec.h) builds this from the spec's TokenizeSpec; the
+// formats layer (jsonl_reader.h) converts each shard once into the node's token cache,
+// whose key covers CacheKeyBytes().
+//
+// Samples of a text record (in this order):
+//   ids = tokenizer->Encode(text, special_tokens)   (invalid UTF-8 -> U+FFFD, counted)
+//   long_samples kKeep:     one sample, however long (max_length ignored).
+//   long_samples kTruncate: one sample, ids cut to the first max_length.
+//   long_samples kSplit:    ceil(len / max_length) samples ("children"), in order: the
+//                           i-th holds ids[i*max_length, (i+1)*max_length). An empty
+//                           encoding is one empty sample.
+//   A record whose field is missing or not a string: an error naming the file and the
+//   1-based line, unless skip_missing (then it yields no sample and is counted).
+// Plain value type; thread-compatible. The tokenizer is shared and thread-safe.
+#ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_TEXT_TOKENIZATION_H_
+#define ZEPHON_DAEMON_PIPELINE_FORMATS_TEXT_TOKENIZATION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tokenizer/tokenizer.h"
+
+namespace zephon::pipeline {
+
+inline constexpr char kDefaultTextField[] = "text";
+
+struct TextTokenization {
+  enum class LongSamples { kKeep, kTruncate, kSplit };
+
+  // Loaded with the spec's bos/eos overrides and split_special_tokens (its fingerprint
+  // covers them). Never null in a valid TextTokenization.
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::string field = kDefaultTextField;
+  tokenizer::SpecialTokens special_tokens = tokenizer::SpecialTokens::kBosEos;
+  // 0 = no limit (then long_samples must be kKeep).
+  uint64_t max_length = 0;
+  LongSamples long_samples = LongSamples::kKeep;
+  bool skip_missing = false;
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_FORMATS_TEXT_TOKENIZATION_H_
