@@ -44,10 +44,10 @@ std::string InstanceKey(const std::string& run_key, const RankIdentity& identity
 // size, and a mismatch here names the file and the property that changed.
 absl::Status CheckResumedData(const proto::CheckpointState& resume,
                               const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
-                              const std::string& spec_hash) {
+                              const proto::PipelineSpec& spec, const std::string& spec_hash) {
   if (resume.datasets_size() > 0) {
     ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
-                     checkpoint::DescribeDatasets(datasets));
+                     checkpoint::DescribeDatasets(datasets, spec.work_source().weight_by()));
     RETURN_IF_ERROR(checkpoint::CompareDatasets(resume.datasets(), contents));
   }
   if (resume.spec_hash() != spec_hash) {
@@ -101,7 +101,10 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   // JoinOrCreate released the registry lock.
   ASSIGN_OR_RETURN(const OpenedDatasets opened, DatasetsFor(attach.identity, attach.pipeline.spec));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
-  if (resume) RETURN_IF_ERROR(CheckResumedData(resume->state, opened.datasets, opened.spec_hash));
+  if (resume) {
+    RETURN_IF_ERROR(CheckResumedData(resume->state, opened.datasets, attach.pipeline.spec,
+                                     opened.spec_hash));
+  }
   // 4. Join or create.
   return JoinOrCreate(request, attach, resume ? &*resume : nullptr, opened);
 }

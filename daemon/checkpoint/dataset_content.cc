@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/pipeline/ordering/token_estimate.h"
 
 namespace zephon::checkpoint {
 namespace {
@@ -17,11 +18,15 @@ absl::Status Changed(const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::vector<proto::DatasetContent>> DescribeDatasets(
-    const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets) {
+    const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
+    proto::WorkSourceSpec::WeightBy weight_by) {
   std::vector<proto::DatasetContent> out;
   for (const auto& ds : datasets) {
     proto::DatasetContent d;
     d.set_name(ds->name());
+    if (weight_by == proto::WorkSourceSpec::TOKENS) {
+      d.set_tokens_per_sample(pipeline::EstimateTokensPerSample(*ds));
+    }
     for (uint32_t s = 0; s < ds->NumShards(); ++s) {
       absl::StatusOr<uint64_t> checksum = ds->ShardContentChecksum(s);
       if (!checksum.ok()) {
@@ -80,6 +85,14 @@ absl::Status CompareDatasets(const google::protobuf::RepeatedPtrField<proto::Dat
             "sampled tokens was ", absl::StrFormat("%016x", a.checksum()), ", is now ",
             absl::StrFormat("%016x", b.checksum()), ")"));
       }
+    }
+    // Exact comparison: both sides computed the same deterministic rule.
+    if (was.has_tokens_per_sample() && is.has_tokens_per_sample() &&
+        was.tokens_per_sample() != is.tokens_per_sample()) {
+      return Changed(absl::StrFormat(
+          "dataset '%s' measured %.17g tokens per sample (weight_by 'tokens') when the "
+          "checkpoint was taken and %.17g now, which would change its mixture weight",
+          is.name(), was.tokens_per_sample(), is.tokens_per_sample()));
     }
   }
   return absl::OkStatus();

@@ -11,7 +11,7 @@ using pipeline::testing::MakeSyntheticDataset;
 
 std::vector<proto::DatasetContent> Describe(
     const std::vector<std::shared_ptr<const pipeline::Dataset>>& ds) {
-  auto d = DescribeDatasets(ds);
+  auto d = DescribeDatasets(ds, proto::WorkSourceSpec::SAMPLES);
   EXPECT_TRUE(d.ok()) << d.status();
   return d.ok() ? *d : std::vector<proto::DatasetContent>{};
 }
@@ -64,6 +64,25 @@ TEST(DatasetContentTest, EachPropertyIsNamed) {
   now[0].mutable_shards()->RemoveLast();
   EXPECT_NE(CompareDatasets(Saved(base), now).message().find("had 2 shard files and now has 1"),
             std::string::npos);
+}
+
+TEST(DatasetContentTest, TokenWeightedRunsRecordTheirEstimatesAndRefuseOthers) {
+  auto a = MakeSyntheticDataset("web", 1, 2, 10, 5);
+  // Lengths 1 + (s * 7 + i * 3) % 5 over s < 2, i < 10: 30 + 30 = 60 tokens / 20.
+  auto saved = DescribeDatasets({a}, proto::WorkSourceSpec::TOKENS);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_TRUE((*saved)[0].has_tokens_per_sample());
+  EXPECT_EQ((*saved)[0].tokens_per_sample(), 3.0);
+  EXPECT_FALSE(Describe({a})[0].has_tokens_per_sample());  // weight_by samples
+  auto now = *saved;
+  EXPECT_TRUE(CompareDatasets(Saved(*saved), now).ok());
+  now[0].set_tokens_per_sample(3.25);
+  absl::Status s = CompareDatasets(Saved(*saved), now);
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("dataset 'web' measured 3 tokens per sample (weight_by 'tokens') "
+                             "when the checkpoint was taken and 3.25 now"),
+            std::string::npos)
+      << s;
 }
 
 TEST(DatasetContentTest, TheChecksumSeesTokensAndSampleLengths) {

@@ -66,7 +66,8 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
       // Every instance of the run has the same spec hash, hence the same files: one
       // description serves the report (cached per dataset after the first round).
       ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
-                       DescribeDatasets(instance.datasets));
+                       DescribeDatasets(instance.datasets,
+                                        instance.spec.work_source().weight_by()));
       for (auto& d : contents) *report.add_datasets() = std::move(d);
     }
     report.set_aggregate_dir(instance.route.aggregate_dir);

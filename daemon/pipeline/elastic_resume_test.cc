@@ -35,7 +35,8 @@ std::vector<std::shared_ptr<const Dataset>> Corpus() {
           testing::MakeSyntheticDataset("code", 2, 3, 40, 23)};
 }
 
-proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping) {
+proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping,
+                         const std::string& weight_by = "samples") {
   proto::PipelineSpec spec = pipeline::testing::SpecOverDatasets({"web", "code"});
   auto* ws = spec.mutable_work_source();
   ws->add_weights(0.6);
@@ -46,6 +47,7 @@ proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping) {
   ws->set_shuffle_within_shard(true);
   ws->set_exhausted_policy(proto::WorkSourceSpec::STOP_AFTER_PASSES);
   ws->set_stop_after_passes(2);
+  ws->set_weight_by(ParseWeightBy(weight_by).value());
   auto* shuffle = spec.add_operators()->mutable_shuffle();
   shuffle->set_buffer_size(5);
   shuffle->set_seed(31);
@@ -229,6 +231,27 @@ TEST(ElasticResumeTest, EveryStepAfterRestoreOnAnyDivisorMatchesTheUninterrupted
           ExpectSteps(&third, lanes, ref, k + kSteps, kSteps, label + " (second restore)");
         }
       }
+    }
+  }
+}
+
+// weight_by "tokens": the sample weights come from each dataset's measured tokens per
+// sample, measured again by every restored topology; the steps after a restore on any
+// divisor are still those of the uninterrupted run.
+TEST(ElasticResumeTest, TokenWeightedMixtureResumesOnAnyDivisor) {
+  constexpr uint32_t kLanes = 4;
+  const auto spec = Spec(kLanes, "contiguous", "tokens");
+  const Reference ref = MakeReference(spec);
+  // The datasets' lengths differ (up to 13 and 23 tokens): another mixture than by samples.
+  ASSERT_NE(ref.steps, MakeReference(Spec(kLanes, "contiguous")).steps);
+  for (uint32_t d : Divisors(kLanes)) {
+    for (uint32_t d2 : Divisors(kLanes)) {
+      const std::string label = absl::StrCat("tokens D=", d, " -> D'=", d2);
+      Topology first(spec, d, nullptr);
+      ExpectSteps(&first, kLanes, ref, 0, 2, label);
+      const auto checkpoint = first.Checkpoint();
+      Topology second(spec, d2, &checkpoint);
+      ExpectSteps(&second, kLanes, ref, 2, 3, label + " (restored)");
     }
   }
 }

@@ -105,6 +105,10 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
     ws->set_exhausted_policy(proto::WorkSourceSpec::STOP_AFTER_PASSES);
   }
   RETURN_IF_ERROR(CheckResolved(ws->exhausted_policy()));
+  if (ws->weight_by() == proto::WorkSourceSpec::WEIGHT_BY_UNSPECIFIED) {
+    ws->set_weight_by(proto::WorkSourceSpec::SAMPLES);
+  }
+  RETURN_IF_ERROR(CheckResolved(ws->weight_by()));
   if (ws->stop_after_passes() == 0) ws->set_stop_after_passes(1);
   for (auto& d : *ws->mutable_datasets()) {
     if (d.format() == "flat") {

@@ -3,7 +3,8 @@
 // ResolveSpec fills every default so that the hash always covers effective values:
 //   format_version 1; canonical_replicas = dp_degree; mapping_strategy CONTIGUOUS;
 //   lane_routing PERMUTE; work_source.chunk_size 1024; exhausted_policy
-//   STOP_AFTER_PASSES; stop_after_passes 1; flush_every_k_chunks 8; pack_flat
+//   STOP_AFTER_PASSES; weight_by SAMPLES (hashed only when TOKENS:
+//   spec_string_form.h); stop_after_passes 1; flush_every_k_chunks 8; pack_flat
 //   algorithm "wrap"; for format "flat" datasets dtype "uint16" and
 //   flat_sample_tokens 2048, for format "jsonl" datasets jsonl_field "input_ids"
 //   (auto-detected datasets keep their empty fields; the detected format enters the

@@ -58,6 +58,7 @@ absl::Status CheckValue(const std::string& option, E value) {
 constexpr char kMapping[] = "mapping_strategy";
 constexpr char kRouting[] = "lane_routing";
 constexpr char kPolicy[] = "work_source.exhausted_policy";
+constexpr char kWeightBy[] = "work_source.weight_by";
 
 // Takes the string at unknown field `number` out of `unknown` ("" when absent).
 std::string TakeUnknownString(UnknownFieldSet* unknown, int number) {
@@ -92,6 +93,7 @@ absl::Status Upgrade(Message* message, int number, const std::string& option,
 std::string OptionName(proto::PipelineSpec::MappingStrategy value) { return NameOf(value); }
 std::string OptionName(proto::PipelineSpec::LaneRouting value) { return NameOf(value); }
 std::string OptionName(proto::WorkSourceSpec::ExhaustedPolicy value) { return NameOf(value); }
+std::string OptionName(proto::WorkSourceSpec::WeightBy value) { return NameOf(value); }
 
 absl::StatusOr<proto::PipelineSpec::MappingStrategy> ParseMappingStrategy(
     const std::string& name) {
@@ -104,6 +106,9 @@ absl::StatusOr<proto::WorkSourceSpec::ExhaustedPolicy> ParseExhaustedPolicy(
     const std::string& name) {
   return ParseName<proto::WorkSourceSpec::ExhaustedPolicy>(kPolicy, name);
 }
+absl::StatusOr<proto::WorkSourceSpec::WeightBy> ParseWeightBy(const std::string& name) {
+  return ParseName<proto::WorkSourceSpec::WeightBy>(kWeightBy, name);
+}
 
 absl::Status CheckResolved(proto::PipelineSpec::MappingStrategy value) {
   return CheckValue(kMapping, value);
@@ -114,13 +119,22 @@ absl::Status CheckResolved(proto::PipelineSpec::LaneRouting value) {
 absl::Status CheckResolved(proto::WorkSourceSpec::ExhaustedPolicy value) {
   return CheckValue(kPolicy, value);
 }
+absl::Status CheckResolved(proto::WorkSourceSpec::WeightBy value) {
+  return CheckValue(kWeightBy, value);
+}
 
 proto::PipelineSpecStringForm ToStringForm(const proto::PipelineSpec& spec) {
   proto::PipelineSpec rest = spec;
   rest.clear_mapping_strategy();
   rest.clear_lane_routing();
   // has_work_source() guards mutable_: an empty work_source would add bytes.
-  if (rest.has_work_source()) rest.mutable_work_source()->clear_exhausted_policy();
+  if (rest.has_work_source()) {
+    rest.mutable_work_source()->clear_exhausted_policy();
+    // Samples hash as before weight_by existed (see the header).
+    if (rest.work_source().weight_by() == proto::WorkSourceSpec::SAMPLES) {
+      rest.mutable_work_source()->clear_weight_by();
+    }
+  }
   proto::PipelineSpecStringForm form;
   // Same numbers, same types for every field but the three: a lossless re-read.
   form.ParseFromString(rest.SerializeAsString());

@@ -12,7 +12,10 @@
 // same fields at the same numbers, the three options as the strings format 1 wrote.
 // Fields added to PipelineSpec later need no change here: they are carried as unknown
 // fields, serialized after the known ones, so they enter the hash when set and leave
-// the hash of every spec that does not set them unchanged.
+// the hash of every spec that does not set them unchanged. One exception:
+// work_source.weight_by, a later enum that resolution fills (SAMPLES), is left out of
+// the string form when SAMPLES, so that "samples" (the only behaviour before it
+// existed) and unset hash as before; TOKENS is carried as unknown field 11.
 //
 // UpgradeStringOptions reads a spec written in format 1 (a checkpoint's
 // CheckpointState.spec): its strings arrive as unknown fields 5, 6 and 7, and become
@@ -35,6 +38,7 @@ namespace zephon::pipeline {
 std::string OptionName(proto::PipelineSpec::MappingStrategy value);
 std::string OptionName(proto::PipelineSpec::LaneRouting value);
 std::string OptionName(proto::WorkSourceSpec::ExhaustedPolicy value);
+std::string OptionName(proto::WorkSourceSpec::WeightBy value);
 
 // The value named `name` (lower case); INVALID_ARGUMENT naming `option`, the value and
 // the valid names otherwise ("" is *_UNSPECIFIED).
@@ -43,12 +47,14 @@ absl::StatusOr<proto::PipelineSpec::MappingStrategy> ParseMappingStrategy(
 absl::StatusOr<proto::PipelineSpec::LaneRouting> ParseLaneRouting(const std::string& name);
 absl::StatusOr<proto::WorkSourceSpec::ExhaustedPolicy> ParseExhaustedPolicy(
     const std::string& name);
+absl::StatusOr<proto::WorkSourceSpec::WeightBy> ParseWeightBy(const std::string& name);
 
 // OK for a known, non-UNSPECIFIED value; INVALID_ARGUMENT naming the option, the value
 // and the valid names otherwise.
 absl::Status CheckResolved(proto::PipelineSpec::MappingStrategy value);
 absl::Status CheckResolved(proto::PipelineSpec::LaneRouting value);
 absl::Status CheckResolved(proto::WorkSourceSpec::ExhaustedPolicy value);
+absl::Status CheckResolved(proto::WorkSourceSpec::WeightBy value);
 
 // The spec in format 1's schema (see above).
 proto::PipelineSpecStringForm ToStringForm(const proto::PipelineSpec& spec);

@@ -33,6 +33,9 @@ void SetRouting(proto::PipelineSpec& s, const std::string& v) {
 void SetPolicy(proto::PipelineSpec& s, const std::string& v) {
   s.mutable_work_source()->set_exhausted_policy(ParseExhaustedPolicy(v).value());
 }
+void SetWeightBy(proto::PipelineSpec& s, const std::string& v) {
+  s.mutable_work_source()->set_weight_by(ParseWeightBy(v).value());
+}
 
 TEST(ResolveSpecTest, FillsEveryDefault) {
   auto r = ResolveSpec(Minimal(), 8);
@@ -44,6 +47,7 @@ TEST(ResolveSpecTest, FillsEveryDefault) {
   EXPECT_EQ(r->flush_every_k_chunks(), 8u);
   EXPECT_EQ(r->work_source().chunk_size(), 1024u);
   EXPECT_EQ(r->work_source().exhausted_policy(), proto::WorkSourceSpec::STOP_AFTER_PASSES);
+  EXPECT_EQ(r->work_source().weight_by(), proto::WorkSourceSpec::SAMPLES);
   EXPECT_EQ(r->work_source().stop_after_passes(), 1u);
   EXPECT_EQ(r->work_source().datasets(0).dtype(), "uint16");
   EXPECT_EQ(r->work_source().datasets(0).flat_sample_tokens(), 2048u);
@@ -70,6 +74,9 @@ TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   s.mutable_work_source()->set_exhausted_policy(
       static_cast<proto::WorkSourceSpec::ExhaustedPolicy>(9));
   ExpectError(s, 1, "exhausted_policy 9 unknown (stop_after_passes, repeat, stop)");
+  s = Minimal();
+  s.mutable_work_source()->set_weight_by(static_cast<proto::WorkSourceSpec::WeightBy>(9));
+  ExpectError(s, 1, "work_source.weight_by 9 unknown (samples, tokens)");
   s = Minimal();
   s.set_canonical_replicas(4);
   ExpectError(s, 8, "dp_degree=8 exceeds canonical_replicas=4");
@@ -191,6 +198,26 @@ TEST(SpecHashTest, HashesOfExistingCheckpointsNeverMove) {
               SetPolicy(s, "stop_after_passes");
             }),
             "96a7cb2ded9ca691");
+  // weight_by came later: "samples" (resolution's default) is the spec as it was.
+  EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetWeightBy(s, "samples"); }), "96a7cb2ded9ca691");
+}
+
+TEST(SpecHashTest, WeighingByTokensIsAnotherSpec) {
+  auto data = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  auto resolved = [](const std::string& weight_by) {
+    proto::PipelineSpec spec = Minimal();
+    if (!weight_by.empty()) SetWeightBy(spec, weight_by);
+    return ResolveSpec(spec, 2).value();
+  };
+  const std::string plain = SpecHash(resolved(""), {data});
+  EXPECT_EQ(SpecHash(resolved("samples"), {data}), plain);
+  const proto::PipelineSpec tokens = resolved("tokens");
+  EXPECT_EQ(tokens.work_source().weight_by(), proto::WorkSourceSpec::TOKENS);
+  EXPECT_NE(SpecHash(tokens, {data}), plain);
+  // Resolving keeps it (idempotent), and the hash is stable.
+  EXPECT_EQ(SpecHash(ResolveSpec(tokens, 2).value(), {data}), SpecHash(tokens, {data}));
+  EXPECT_EQ(ParseWeightBy("bytes").status().message(),
+            "work_source.weight_by 'bytes' unknown (samples, tokens)");
 }
 
 TEST(OpenDatasetsTest, ErrorsNameTheDataset) {

@@ -158,6 +158,8 @@ def work_sources() -> list[zephon.StaticMixtureWorkSource]:
         ds, mixture={d.name: i + 1.5 for i, d in enumerate(ds)}, shuffle_shards=False,
         shuffle_within_shard=True, stop_after_passes=3, max_repeats={"auto": 2}))
     out.append(zephon.StaticMixtureWorkSource(ds[:2], mixture=[1, 2.5], max_repeats=4))
+    for weight_by in _spec_enums.CHOICES["weight_by"]:
+        out.append(zephon.StaticMixtureWorkSource(ds, weight_by=weight_by))
     return out
 
 
@@ -248,3 +250,6 @@ def test_an_unknown_enum_value_is_refused_in_python_naming_the_choices():
     with pytest.raises(ValueError, match=r"exhausted_policy='forever' is not supported; use "
                                          r"one of stop_after_passes, repeat, stop"):
         zephon.StaticMixtureWorkSource(datasets(), exhausted_policy="forever")
+    with pytest.raises(ValueError, match=r"weight_by='bytes' is not supported; use one of "
+                                         r"samples, tokens"):
+        zephon.StaticMixtureWorkSource(datasets(), weight_by="bytes")

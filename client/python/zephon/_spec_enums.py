@@ -12,6 +12,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "mapping_strategy": ("contiguous", "interleaved"),
     "lane_routing": ("permute", "modulo"),
     "exhausted_policy": ("stop_after_passes", "repeat", "stop"),
+    "weight_by": ("samples", "tokens"),
 }
 
 

@@ -89,6 +89,17 @@ class StaticMixtureWorkSource:
     ``mixture``: ``{dataset_name: weight}`` or a list of weights in dataset order
     (relative; default: proportional to dataset sizes). The dataset list order is part of
     the data identity.
+
+    ``weight_by``: what the weights are proportions of. ``"samples"`` (default): of the
+    drawn samples. ``"tokens"``: of the drawn tokens (upstream's ``TokenEstimation``).
+    zephond measures each dataset's tokens per sample deterministically (the mean sample
+    length over up to 4096 samples at evenly spaced positions across its shards; exact for
+    smaller datasets) and draws dataset k with sample weight ``weight_k / tokens_per_sample_k``,
+    so every rank and every resume allocates identically; the estimates are stored in the
+    checkpoint and a restore that measures other values is refused, naming the dataset.
+    ``explain()`` shows them. Without ``mixture``, ``"tokens"`` weighs each dataset by its
+    estimated total tokens, which draws exactly as ``"samples"`` does. A dataset whose
+    measured samples hold no token is refused.
     """
 
     def __init__(self, datasets: Sequence[Dataset], mixture: Mapping[str, float] |
@@ -96,7 +107,8 @@ class StaticMixtureWorkSource:
                  shuffle_shards: bool = True, shuffle_within_shard: bool = False,
                  shuffle_block_size: int | str | None = None,
                  exhausted_policy: str = "stop_after_passes", stop_after_passes: int = 1,
-                 max_repeats: int | Mapping[str, int] | None = None):
+                 max_repeats: int | Mapping[str, int] | None = None,
+                 weight_by: str = "samples"):
         datasets = list(datasets)
         if not datasets or not all(isinstance(d, Dataset) for d in datasets):
             raise TypeError("StaticMixtureWorkSource needs a non-empty list of zephon.Dataset")
@@ -124,6 +136,7 @@ class StaticMixtureWorkSource:
                 raise ValueError(f"mixture weight of dataset {name!r} is {w}: weights must be "
                                  "finite numbers > 0")
         _spec_enums.check("exhausted_policy", exhausted_policy)
+        _spec_enums.check("weight_by", weight_by)
         self.datasets = datasets
         self.weights = weights
         self.seed = _require_int("seed", seed)
@@ -131,6 +144,7 @@ class StaticMixtureWorkSource:
         self.shuffle_shards = bool(shuffle_shards)
         self.shuffle_within_shard = bool(shuffle_within_shard)
         self.exhausted_policy = exhausted_policy
+        self.weight_by = weight_by
         self.stop_after_passes = _require_int("stop_after_passes", stop_after_passes, 1)
         if shuffle_block_size is None:
             self.shuffle_block_size = ""
@@ -151,7 +165,7 @@ class StaticMixtureWorkSource:
                                 for name, value in per_dataset.items()}
 
     def to_spec(self) -> dict:
-        return {
+        spec = {
             "datasets": [dict(d.to_spec(), **({"max_repeats": self.max_repeats[d.name]}
                                               if d.name in self.max_repeats else {}))
                          for d in self.datasets],
@@ -165,3 +179,8 @@ class StaticMixtureWorkSource:
             "stop_after_passes": self.stop_after_passes,
             "shuffle_block_size": self.shuffle_block_size,
         }
+        # Only when not the default: "samples" is zephond's default, and a spec that
+        # leaves it out is the spec every earlier client sent.
+        if self.weight_by != "samples":
+            spec["weight_by"] = _spec_enums.to_proto("weight_by", self.weight_by)
+        return spec

@@ -8,6 +8,7 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/ordering/block_shuffle.h"
+#include "daemon/pipeline/ordering/token_estimate.h"
 #include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
@@ -67,11 +68,20 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
                                                    datasets.size(), " datasets were opened"));
   }
   std::vector<double> weights(spec.weights().begin(), spec.weights().end());
-  if (weights.empty()) {
-    for (const auto& d : datasets) weights.push_back(static_cast<double>(d->NumSamples()));
-  } else if (weights.size() != datasets.size()) {
+  if (!weights.empty() && weights.size() != datasets.size()) {
     return absl::InvalidArgumentError(absl::StrCat("work_source.weights has ", weights.size(),
                                                    " entries, datasets has ", datasets.size()));
+  }
+  // Unset weight_by is SAMPLES (the proto's default; ResolvePipeline fills it).
+  if (spec.weight_by() != proto::WorkSourceSpec::WEIGHT_BY_UNSPECIFIED) {
+    RETURN_IF_ERROR(CheckResolved(spec.weight_by()));
+  }
+  std::vector<double> tokens_per_sample;
+  if (spec.weight_by() == proto::WorkSourceSpec::TOKENS) {
+    for (const auto& d : datasets) tokens_per_sample.push_back(EstimateTokensPerSample(*d));
+    ASSIGN_OR_RETURN(weights, SampleWeightsForTokenShares(weights, datasets, tokens_per_sample));
+  } else if (weights.empty()) {
+    for (const auto& d : datasets) weights.push_back(static_cast<double>(d->NumSamples()));
   }
   auto normalized = NormalizeWeights(weights);
   if (!normalized.ok()) {
@@ -86,6 +96,20 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
   std::unique_ptr<WorkSource> ws(
       new WorkSource(std::move(datasets), schedule, spec, std::move(block_sizes)));
   ws->policy_ = policy;
+  ws->tokens_per_sample_ = std::move(tokens_per_sample);
+  if (!ws->tokens_per_sample_.empty()) {
+    // What the user asked for, shown beside the sample weights it became.
+    std::vector<double> asked(spec.weights().begin(), spec.weights().end());
+    if (asked.empty()) {
+      for (size_t k = 0; k < ws->datasets_.size(); ++k) {
+        asked.push_back(static_cast<double>(ws->datasets_[k]->NumSamples()) *
+                        ws->tokens_per_sample_[k]);
+      }
+    }
+    double total = 0;
+    for (double w : asked) total += w;
+    for (double w : asked) ws->token_shares_.push_back(w / total);
+  }
   const uint64_t passes = spec.stop_after_passes();
   if (policy == proto::WorkSourceSpec::STOP_AFTER_PASSES) {
     uint64_t n_end = 0;
@@ -169,9 +193,14 @@ void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {
 std::string WorkSource::Describe() const {
   std::vector<std::string> parts;
   for (size_t k = 0; k < datasets_.size(); ++k) {
+    const std::string tokens =
+        tokens_per_sample_.empty()
+            ? ""
+            : absl::StrCat("token share ", token_shares_[k], ", tokens/sample ",
+                           tokens_per_sample_[k], ", sample ");
     parts.push_back(absl::StrCat(datasets_[k]->name(), "(", datasets_[k]->format(), ", ",
                                  datasets_[k]->NumShards(), " shards, ",
-                                 datasets_[k]->NumSamples(), " samples, weight ",
+                                 datasets_[k]->NumSamples(), " samples, ", tokens, "weight ",
                                  static_cast<double>(schedule_.weights()[k]) / kWeightOne,
                                  block_sizes_[k] ? absl::StrCat(", block ", block_sizes_[k]) : "",
                                  max_repeats_[k] ? absl::StrCat(", max_repeats ", *max_repeats_[k])
@@ -179,7 +208,8 @@ std::string WorkSource::Describe() const {
                                  ")"));
   }
   return absl::StrCat("StaticMixture[", absl::StrJoin(parts, ", "), "] chunk_size=",
-                      schedule_.chunk_size(), " policy=", OptionName(policy_), " chunks=",
+                      schedule_.chunk_size(), " policy=", OptionName(policy_),
+                      tokens_per_sample_.empty() ? "" : " weight_by=tokens", " chunks=",
                       num_chunks_ ? absl::StrCat(*num_chunks_) : std::string("inf"));
 }
 

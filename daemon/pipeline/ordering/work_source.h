@@ -3,7 +3,9 @@
 //
 // Contract (determinism; see mixture.h and dataset_order.h for the pieces):
 //   * Weights: spec.weights (or, when empty, each dataset's sample count) normalized
-//     to integers summing to 2^32. Chunk g holds exactly chunk_size samples; dataset
+//     to integers summing to 2^32. weight_by TOKENS: spec.weights are token shares
+//     and the sample weights are spec.weights[k] / tokens_per_sample[k], the estimates
+//     of token_estimate.h (which says what "tokens" without weights means). Chunk g holds exactly chunk_size samples; dataset
 //     k contributes quota_k(g) = A_k(g+1) - A_k(g) of them (MixtureSchedule).
 //   * Dataset k's draws are numbered globally from 0: chunk g uses draws
 //     [A_k(g), A_k(g+1)). Draw j -> sample by DatasetOrder with
@@ -64,8 +66,11 @@ class WorkSource {
   void Chunk(uint64_t g, std::vector<SampleId>* out) const;
   // Resolved block-shuffle size of each dataset (0 = off).
   const std::vector<uint64_t>& block_sizes() const { return block_sizes_; }
+  // weight_by TOKENS: each dataset's EstimateTokensPerSample; empty otherwise.
+  const std::vector<double>& tokens_per_sample() const { return tokens_per_sample_; }
   // One-line description (datasets, weights, block sizes and max_repeats when set,
-  // chunk size, policy, length).
+  // chunk size, policy, length; for weight_by TOKENS each dataset's token share,
+  // tokens per sample and the sample weight they give).
   std::string Describe() const;
 
  private:
@@ -81,6 +86,8 @@ class WorkSource {
   std::vector<std::optional<uint32_t>> max_repeats_;  // Per dataset; nullopt = unset.
   std::vector<std::unique_ptr<DatasetOrder>> orders_;
   std::optional<uint64_t> num_chunks_;
+  std::vector<double> tokens_per_sample_;  // Empty unless weight_by TOKENS.
+  std::vector<double> token_shares_;       // The token weights asked for, summing to 1.
   proto::WorkSourceSpec::ExhaustedPolicy policy_ = proto::WorkSourceSpec::STOP_AFTER_PASSES;
 };
 

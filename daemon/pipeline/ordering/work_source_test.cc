@@ -11,6 +11,7 @@
 namespace zephon::pipeline {
 namespace {
 
+using testing::MakeMemoryDataset;
 using testing::MakeSyntheticDataset;
 
 proto::WorkSourceSpec Spec(const std::vector<std::string>& names, uint64_t chunk_size) {
@@ -206,6 +207,100 @@ TEST(WorkSourceTest, DatasetTooSmallForOneChunkIsAnErrorNamingIt) {
   spec = Spec({"tiny"}, 16);
   spec.set_stop_after_passes(2);
   EXPECT_EQ(Make(spec, {small})->NumChunks(), std::optional<uint64_t>(1));
+}
+
+// Shares of drawn samples and drawn tokens per dataset over chunks [0, n).
+struct Shares {
+  std::vector<double> samples, tokens;
+};
+Shares DrawnShares(const WorkSource& ws, uint64_t n) {
+  const size_t k = ws.datasets().size();
+  std::vector<double> samples(k, 0), tokens(k, 0);
+  double all_samples = 0, all_tokens = 0;
+  std::vector<SampleId> chunk;
+  for (uint64_t g = 0; g < n; ++g) {
+    ws.Chunk(g, &chunk);
+    for (const SampleId& id : chunk) {
+      const double len = static_cast<double>(
+          ws.datasets()[id.dataset]->SampleLength(id.shard, id.index));
+      samples[id.dataset] += 1;
+      tokens[id.dataset] += len;
+      all_samples += 1;
+      all_tokens += len;
+    }
+  }
+  for (size_t d = 0; d < k; ++d) {
+    samples[d] /= all_samples;
+    tokens[d] /= all_tokens;
+  }
+  return {samples, tokens};
+}
+
+TEST(WorkSourceTest, WeightByTokensGivesTokenSharesAndSamplesGivesSampleShares) {
+  // Very different sample lengths: "short" 8 tokens each, "long" 1..125 (mean 63).
+  const auto short_ds = MakeMemoryDataset(
+      "short", {std::vector<std::vector<int32_t>>(50, std::vector<int32_t>(8, 1))});
+  const auto long_ds = MakeSyntheticDataset("long", 2, 2, 40, 400);
+  auto spec = Spec({"short", "long"}, 64);
+  spec.add_weights(0.3);
+  spec.add_weights(0.7);
+  spec.set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
+  // 2000 chunks: hundreds of passes over "long", whose estimate is exact (80 samples).
+  const Shares by_samples = DrawnShares(*Make(spec, {short_ds, long_ds}), 2000);
+  EXPECT_NEAR(by_samples.samples[0], 0.3, 1e-3);
+  EXPECT_NEAR(by_samples.samples[1], 0.7, 1e-3);
+  // 8-token samples hold few of the tokens: 0.3 * 8 / (0.3 * 8 + 0.7 * 63) = 0.0516.
+  EXPECT_NEAR(by_samples.tokens[0], 0.0516, 1e-3);
+  spec.set_weight_by(proto::WorkSourceSpec::TOKENS);
+  const auto ws = Make(spec, {short_ds, long_ds});
+  ASSERT_EQ(ws->tokens_per_sample().size(), 2u);
+  EXPECT_EQ(ws->tokens_per_sample()[0], 8.0);
+  EXPECT_EQ(ws->tokens_per_sample()[1], 63.0);
+  const Shares by_tokens = DrawnShares(*ws, 2000);
+  EXPECT_NEAR(by_tokens.tokens[0], 0.3, 2e-3);
+  EXPECT_NEAR(by_tokens.tokens[1], 0.7, 2e-3);
+  // Most samples are the short ones: 0.3/8 : 0.7/63 = 0.7714 : 0.2286.
+  EXPECT_NEAR(by_tokens.samples[0], 0.7714, 1e-3);
+  // explain shows the estimates and the sample weights they gave.
+  const std::string d = ws->Describe();
+  EXPECT_NE(d.find("short(memory, 1 shards, 50 samples, token share 0.3, tokens/sample 8, "
+                   "sample weight 0.77"),
+            std::string::npos)
+      << d;
+  EXPECT_NE(d.find("weight_by=tokens"), std::string::npos) << d;
+  EXPECT_EQ(Make(Spec({"short"}, 4), {short_ds})->tokens_per_sample().size(), 0u);
+}
+
+TEST(WorkSourceTest, WeightByTokensWithoutWeightsIsSampleProportional) {
+  const auto a = MakeSyntheticDataset("a", 1, 2, 30, 5);
+  const auto b = MakeSyntheticDataset("b", 2, 3, 50, 300);
+  auto spec = Spec({"a", "b"}, 16);
+  auto by_samples = Make(spec, {a, b});
+  spec.set_weight_by(proto::WorkSourceSpec::TOKENS);
+  auto by_tokens = Make(spec, {a, b});
+  ASSERT_EQ(by_tokens->NumChunks(), by_samples->NumChunks());
+  std::vector<SampleId> x, y;
+  for (uint64_t g = 0; g < *by_tokens->NumChunks(); ++g) {
+    by_samples->Chunk(g, &x);
+    by_tokens->Chunk(g, &y);
+    ASSERT_EQ(x, y) << "chunk " << g;
+  }
+}
+
+TEST(WorkSourceTest, WeightByTokensRefusesADatasetWithoutTokens) {
+  const auto empty = MakeMemoryDataset("blank", {{{}, {}, {}, {}}});
+  const auto a = MakeSyntheticDataset("a", 1, 1, 10, 3);
+  auto spec = Spec({"a", "blank"}, 2);
+  spec.set_weight_by(proto::WorkSourceSpec::TOKENS);
+  auto s = WorkSource::Create(spec, {a, empty});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("dataset 'blank' has 0 tokens per sample"),
+            std::string::npos)
+      << s.status();
+  spec.set_weight_by(static_cast<proto::WorkSourceSpec::WeightBy>(7));
+  s = WorkSource::Create(spec, {a, empty});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("weight_by 7 unknown"), std::string::npos) << s.status();
 }
 
 }  // namespace
