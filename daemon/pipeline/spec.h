@@ -10,10 +10,11 @@
 //   hash through Dataset::Fingerprint). shuffle_block_size is kept verbatim ("auto" /
 //   "global" depend on the data; WorkSource resolves them, and the data enters the
 //   hash through the fingerprints).
+// plus a tokenize operator's defaults (ResolveTokenize, tokenize_spec.h),
 // and validates it (INVALID_ARGUMENT naming the option and value): format_version 1,
 // known enum values and strings, datasets non-empty with unique non-empty names and paths, weights,
 // shuffle_block_size syntax, max_repeats only with exhausted_policy REPEAT, the
-// operator list, lane_routing and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
+// operator list (tokenize only with JSONL datasets), lane_routing and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
 // 1 <= dp_degree <= canonical_replicas (CheckDpDegreeFitsLanes). An unset
 // canonical_replicas with dp_degree over zephond's lane bound names dp_degree.
 //
@@ -24,7 +25,10 @@
 // h = Combine(h, fingerprint_k) over the datasets in order. The path is location, not
 // data (the fingerprints cover the files: names, sample counts, sizes), so the same
 // files read from another directory or from S3 give the same hash, and a checkpoint
-// taken on one restores on the other. Pure functions; thread-safe.
+// taken on one restores on the other. A tokenize operator enters h0 without its source
+// (tokenizer_path, inline tokenizer_json: tokenize_spec.h's HashedForm): its fingerprint
+// covers the tokenizer, so REQUIRES the fingerprint filled (daemon/tokenizers.h does it
+// at attach). Pure functions; thread-safe.
 #ifndef ZEPHON_DAEMON_PIPELINE_SPEC_H_
 #define ZEPHON_DAEMON_PIPELINE_SPEC_H_
 

@@ -58,6 +58,8 @@ absl::Status CheckValue(const std::string& option, E value) {
 constexpr char kMapping[] = "mapping_strategy";
 constexpr char kRouting[] = "lane_routing";
 constexpr char kPolicy[] = "work_source.exhausted_policy";
+constexpr char kSpecialTokens[] = "tokenize.special_tokens";
+constexpr char kOnMissing[] = "tokenize.on_missing";
 
 // Takes the string at unknown field `number` out of `unknown` ("" when absent).
 std::string TakeUnknownString(UnknownFieldSet* unknown, int number) {
@@ -92,6 +94,8 @@ absl::Status Upgrade(Message* message, int number, const std::string& option,
 std::string OptionName(proto::PipelineSpec::MappingStrategy value) { return NameOf(value); }
 std::string OptionName(proto::PipelineSpec::LaneRouting value) { return NameOf(value); }
 std::string OptionName(proto::WorkSourceSpec::ExhaustedPolicy value) { return NameOf(value); }
+std::string OptionName(proto::TokenizeSpec::SpecialTokens value) { return NameOf(value); }
+std::string OptionName(proto::TokenizeSpec::OnMissing value) { return NameOf(value); }
 
 absl::StatusOr<proto::PipelineSpec::MappingStrategy> ParseMappingStrategy(
     const std::string& name) {
@@ -113,6 +117,12 @@ absl::Status CheckResolved(proto::PipelineSpec::LaneRouting value) {
 }
 absl::Status CheckResolved(proto::WorkSourceSpec::ExhaustedPolicy value) {
   return CheckValue(kPolicy, value);
+}
+absl::Status CheckResolved(proto::TokenizeSpec::SpecialTokens value) {
+  return CheckValue(kSpecialTokens, value);
+}
+absl::Status CheckResolved(proto::TokenizeSpec::OnMissing value) {
+  return CheckValue(kOnMissing, value);
 }
 
 proto::PipelineSpecStringForm ToStringForm(const proto::PipelineSpec& spec) {
