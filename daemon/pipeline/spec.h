@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/formats/text_tokenization.h"
 #include "daemon/pipeline/batching/lane_stream.h"
 #include "proto/spec.pb.h"
 
@@ -59,9 +60,12 @@ absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32
 std::string SpecHash(const proto::PipelineSpec& resolved,
                      const std::vector<std::shared_ptr<const Dataset>>& datasets);
 
-// Opens every dataset of the spec, in order (errors name the dataset).
+// Opens every dataset of the spec, in order (errors name the dataset). `text`, the
+// spec's tokenize operator (daemon/tokenizers.h's PrepareTokenize), makes them text
+// datasets; null without one.
 absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
-    const proto::PipelineSpec& spec, const OpenOptions& options = {});
+    const proto::PipelineSpec& spec, const OpenOptions& options = {},
+    const TextTokenization* text = nullptr);
 
 }  // namespace zephon::pipeline
 

@@ -12,6 +12,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "mapping_strategy": ("contiguous", "interleaved"),
     "lane_routing": ("permute", "modulo"),
     "exhausted_policy": ("stop_after_passes", "repeat", "stop"),
+    # Pipeline.tokenize's (TokenizeSpec's).
+    "special_tokens": ("bos_eos", "bos", "eos", "none", "tokenizer_default"),
+    "on_missing": ("error", "skip"),
 }
 
 
