@@ -13,6 +13,7 @@
 #include "daemon/pipeline/formats/jsonl_reader.h"
 #include "daemon/pipeline/formats/megatron_reader.h"
 #include "daemon/pipeline/formats/open_dataset_files.h"
+#include "daemon/pipeline/formats/token_cache_files.h"
 #include "daemon/storage/object_store.h"
 
 namespace zephon::pipeline {
@@ -117,23 +118,26 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenFlat(
   return shards;
 }
 
+// JSONL shards; with `text`, text shards whose stats are appended to *text_stats.
 absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
     const proto::DatasetSpec& spec, const DatasetFiles::Resolved& src, DatasetFiles& files,
-    const OpenOptions& options) {
-  const std::string field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
-  const std::string cache_dir = options.cache_dir.empty() ? zephon::DefaultCacheDir() : options.cache_dir;
+    const OpenOptions& options, const TextTokenization* text,
+    std::vector<TextShardStats>* text_stats) {
+  JsonlShardOptions shard_options;
+  shard_options.field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
+  shard_options.cache_dir =
+      options.cache_dir.empty() ? zephon::DefaultCacheDir() : options.cache_dir;
+  shard_options.max_line_bytes = options.max_jsonl_line_bytes;
+  shard_options.text = text;
+  shard_options.convert = options.text_convert;
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, field, cache_dir,
-                                                                    options.max_jsonl_line_bytes));
+    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, shard_options));
+    if (text != nullptr) text_stats->push_back(*shard->text_stats());
     shards.push_back(std::move(shard));
   }
   return shards;
-}
-
-void AppendU64(uint64_t v, std::string* out) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
 }
 
 }  // namespace
@@ -191,7 +195,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::FromShards(
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec& spec,
-                                                       const OpenOptions& options) {
+                                                       const OpenOptions& options,
+                                                       const TextTokenization* text) {
   if (spec.path().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("dataset '", spec.name(), "': empty path"));
   }
@@ -209,13 +214,25 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
   if (format.empty()) {
     ASSIGN_OR_RETURN(format, DetectFormat(path, src, *files));
   }
+  if (text != nullptr && format != "jsonl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
+        "', but tokenize reads JSONL text (format \"jsonl\": .jsonl, .jsonl.gz, "
+        ".jsonl.zst): pre-tokenized data needs no tokenize; drop tokenize() for it or "
+        "point the dataset at JSONL text files"));
+  }
+  if (text != nullptr) {
+    RETURN_IF_ERROR(
+        ValidateTextTokenization(*text, absl::StrCat("dataset '", spec.name(), "'")));
+  }
+  std::vector<TextShardStats> text_stats;
   std::vector<std::unique_ptr<ShardReader>> shards;
   if (format == "megatron") {
     ASSIGN_OR_RETURN(shards, OpenMegatron(path, src, *files));
   } else if (format == "flat") {
     ASSIGN_OR_RETURN(shards, OpenFlat(spec, src, *files));
   } else if (format == "jsonl") {
-    ASSIGN_OR_RETURN(shards, OpenJsonl(spec, src, *files, options));
+    ASSIGN_OR_RETURN(shards, OpenJsonl(spec, src, *files, options, text, &text_stats));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", spec.name(), "': format '", format, "' unknown (megatron, flat, jsonl)"));
@@ -225,11 +242,15 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
     return absl::Status(ds.status().code(),
                         absl::StrCat(ds.status().message(), " (path ", spec.path(), ")"));
   }
+  if (text != nullptr) {
+    (*ds)->text_options_ = TextOptionBytes(*text);
+    (*ds)->text_stats_ = std::move(text_stats);
+  }
   return ds;
 }
 
 // Layout hashed: name, 0, format, 0, then per shard: file name, 0, u64 LE samples,
-// u64 LE bytes. Seed 0.
+// u64 LE bytes; a text dataset then appends 0, "text", 0, TextOptionBytes. Seed 0.
 uint64_t Dataset::Fingerprint() const {
   std::string bytes = name_;
   bytes.push_back('\0');
@@ -241,7 +262,19 @@ uint64_t Dataset::Fingerprint() const {
     AppendU64(s->NumSamples(), &bytes);
     AppendU64(s->ByteSize(), &bytes);
   }
+  if (is_text()) {
+    bytes.push_back('\0');
+    bytes += "text";
+    bytes.push_back('\0');
+    bytes += text_options_;
+  }
   return HashBytes(bytes);
+}
+
+TextShardStats Dataset::TextStats() const {
+  TextShardStats sum;
+  for (const TextShardStats& s : text_stats_) sum += s;
+  return sum;
 }
 
 }  // namespace zephon::pipeline

@@ -20,6 +20,10 @@
 //     (compression by suffix: .gz, .zst, else plain). Tokens from field jsonl_field
 //     (default "input_ids"); shards are converted once into a token cache under
 //     OpenOptions::cache_dir (see jsonl_reader.h).
+//   Text datasets (Open with a TextTokenization): the format must be "jsonl" (given or
+//     detected); each record's text field is tokenized into the token cache
+//     (jsonl_reader.h, text_convert.h). A megatron or flat dataset is INVALID_ARGUMENT
+//     naming the path: it is already tokens.
 //   format "": auto-detect. Directory or glob: megatron if any file/match ends in .idx
 //     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat.
 //     Single path: megatron if `path`.idx exists or `path` ends in .idx/.bin with a
@@ -32,7 +36,9 @@
 // Fingerprint(): HashBytes over name, resolved format and, per shard in order, file
 // name + sample count + byte size (see dataset.cc for the exact byte layout). It is
 // part of the spec hash, so renaming/resizing a shard changes the hash. For JSONL the
-// size is the source file's (compressed) size. Where the files live is not part of it:
+// size is the source file's (compressed) size. A text dataset appends "\0text\0" and
+// TextOptionBytes (field, tokenizer fingerprint, options), so the same files read as
+// text and as token arrays never share a fingerprint. Where the files live is not part of it:
 // the same files on local disk and in S3 have the same fingerprint.
 // Thread-safe after construction (immutable apart from the mutex-guarded content
 // checksum cache).
@@ -53,6 +59,8 @@
 #include "absl/time/time.h"
 #include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline/formats/shard_reader.h"
+#include "daemon/pipeline/formats/text_convert.h"
+#include "daemon/pipeline/formats/text_tokenization.h"
 #include "daemon/storage/object_store.h"
 #include "daemon/storage/s3_store.h"
 #include "daemon/storage/shard_cache.h"
@@ -80,6 +88,8 @@ struct OpenOptions {
   std::function<absl::StatusOr<std::shared_ptr<storage::ObjectStore>>(
       const std::string& bucket_url)>
       open_store;
+  // Where text datasets tokenize (the node's worker pool; null = the opening thread).
+  TextConvertOptions text_convert;
 };
 
 class Dataset {
@@ -87,8 +97,11 @@ class Dataset {
   // Errors name the dataset path (and file/line where applicable): INVALID_ARGUMENT
   // for an unsupported location, a bad format/dtype or an empty dataset, NOT_FOUND for missing files or an
   // unmatched glob, DATA_LOSS for malformed shard contents.
+  // With `text` (which must outlive the call) the dataset is a text dataset (see the
+  // file comment); spec.jsonl_field is then unused.
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(const proto::DatasetSpec& spec,
-                                                       const OpenOptions& options = {});
+                                                       const OpenOptions& options = {},
+                                                       const TextTokenization* text = nullptr);
   // Builds a dataset over already-open shards (tests).
   // INVALID_ARGUMENT if there are no shards or no samples.
   static absl::StatusOr<std::unique_ptr<Dataset>> FromShards(
@@ -119,6 +132,14 @@ class Dataset {
     return shards_[shard]->AppendTokens(index, offset, count, out);
   }
   uint64_t Fingerprint() const;
+  // Text datasets: shard s's conversion counts (and whether this Open tokenized it);
+  // null for other datasets. REQUIRES: s < NumShards().
+  const TextShardStats* ShardTextStats(uint32_t s) const {
+    return text_stats_.empty() ? nullptr : &text_stats_[s];
+  }
+  bool is_text() const { return !text_stats_.empty(); }
+  // The sum over shards (all zero for other datasets).
+  TextShardStats TextStats() const;
   // A location-independent checksum of shard `s`'s content, for restore checks
   // (daemon/checkpoint/dataset_content.h): its sample-length table (what a Megatron
   // .idx or a JSONL line index holds) and the first kContentSampleTokens tokens of its
@@ -136,6 +157,9 @@ class Dataset {
   const std::string format_;
   const std::vector<std::unique_ptr<ShardReader>> shards_;
   uint64_t num_samples_ = 0;
+  // Text datasets only (set by Open, then immutable): TextOptionBytes, per-shard stats.
+  std::string text_options_;
+  std::vector<TextShardStats> text_stats_;
   // ShardContentChecksum's cache, one entry per shard (filled on demand).
   mutable absl::Mutex content_mu_;
   mutable std::vector<std::optional<uint64_t>> content_ ABSL_GUARDED_BY(content_mu_);

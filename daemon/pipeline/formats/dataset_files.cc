@@ -53,11 +53,9 @@ class LocalFiles final : public DatasetFiles {
     return OpenLocalShardFile(path);
   }
 
-  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
-                                                        const std::string& field,
-                                                        const std::string& cache_dir,
-                                                        uint64_t max_line_bytes) override {
-    return JsonlShard::Open(path, field, cache_dir, max_line_bytes);
+  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
+      const std::string& path, const JsonlShardOptions& options) override {
+    return JsonlShard::Open(path, options);
   }
 };
 

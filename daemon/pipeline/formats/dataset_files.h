@@ -41,13 +41,11 @@ class DatasetFiles {
   virtual absl::StatusOr<bool> Exists(const std::string& path) = 0;
   // Opens `path` for reading. NOT_FOUND naming it when it does not exist.
   virtual absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) = 0;
-  // Opens a JSONL shard, converting it into the token cache under `cache_dir` when the
-  // cache has no conversion of this exact file (jsonl_reader.h); conversion fails on a
-  // line longer than max_line_bytes.
-  virtual absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
-                                                                const std::string& field,
-                                                                const std::string& cache_dir,
-                                                                uint64_t max_line_bytes) = 0;
+  // Opens a JSONL shard, converting it into the token cache under options.cache_dir
+  // when the cache has no conversion of this exact file with these options
+  // (jsonl_reader.h); conversion fails on a line longer than options.max_line_bytes.
+  virtual absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
+      const std::string& path, const JsonlShardOptions& options) = 0;
 };
 
 // The local filesystem: directories are listed (regular files only), globs expanded

@@ -19,6 +19,10 @@ struct TokenArrayScanner::Parser {
   od::parser parser;
 };
 
+struct StringFieldScanner::Parser {
+  od::parser parser;
+};
+
 namespace {
 
 // What a simdjson error means in a JSONL line.
@@ -86,12 +90,62 @@ std::string_view TrimRight(std::string_view raw) {
   return raw;
 }
 
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// The 4 hex digits at body[i..i+4) as a code unit, or -1.
+int32_t Hex4(std::string_view body, size_t i) {
+  if (i + 4 > body.size()) return -1;
+  int32_t v = 0;
+  for (size_t k = i; k < i + 4; ++k) {
+    const char c = body[k];
+    int d;
+    if (c >= '0' && c <= '9') {
+      d = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      d = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      d = c - 'A' + 10;
+    } else {
+      return -1;
+    }
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// The body of the string token `raw` (which starts at its opening quote).
+std::string_view StringBody(std::string_view raw) {
+  size_t i = 1;
+  while (i < raw.size() && raw[i] != '"') i += raw[i] == '\\' ? 2 : 1;
+  return raw.substr(1, std::min(i, raw.size()) - 1);
+}
+
 // One scan: consumes every value of the line (On-Demand only validates what is read)
-// and records the first error with its offset.
+// and records the first error with its offset. Reads either a token array (`tokens`)
+// or a string field (`str`, with `unescaped` for values simdjson 3.0 refuses because
+// of an unpaired surrogate escape).
 class Walk {
  public:
-  Walk(std::string_view line, std::string_view field, std::vector<int32_t>* out)
-      : line_(line), field_(field), out_(out) {}
+  Walk(std::string_view line, std::string_view field, std::vector<int32_t>* tokens)
+      : line_(line), field_(field), out_(tokens), str_(nullptr), unescaped_(nullptr) {}
+  Walk(std::string_view line, std::string_view field, StringField* str, std::string* unescaped)
+      : line_(line), field_(field), out_(nullptr), str_(str), unescaped_(unescaped) {}
 
   absl::Status Run(od::parser& parser, size_t capacity, size_t* error_offset) {
     if (!Document(parser, capacity)) {
@@ -139,7 +193,13 @@ class Walk {
       return Fail("malformed JSON: trailing characters after the object",
                   static_cast<size_t>(rest - line_.data()));
     }
-    if (!found_) return Fail(absl::StrCat("missing field \"", std::string(field_), "\""), 0);
+    if (!found_) {
+      if (str_ != nullptr) {
+        *str_ = StringField();
+        return true;
+      }
+      return Fail(absl::StrCat("missing field \"", std::string(field_), "\""), 0);
+    }
     return true;
   }
 
@@ -158,7 +218,7 @@ class Walk {
         return Fail(absl::StrCat("field \"", std::string(field_), "\" appears more than once"), key_pos);
       }
       found_ = true;
-      if (!TokenArray(f.value())) return false;
+      if (!(str_ != nullptr ? StringValue(f.value()) : TokenArray(f.value()))) return false;
     }
     return true;
   }
@@ -195,7 +255,16 @@ class Walk {
       case od::json_type::string: {
         const size_t at = OffsetOf(v);
         std::string_view s;
-        if (auto e = v.get_string().get(s)) return Fail(Describe(e), at);
+        if (auto e = v.get_string().get(s)) {
+          std::string scratch;
+          bool replaced = false;
+          // String scans accept unpaired surrogate escapes (see json_scan.h).
+          if (e == simdjson::STRING_ERROR && str_ != nullptr &&
+              UnescapeJsonStringLenient(StringBody(v.raw_json_token()), &scratch, &replaced)) {
+            return true;
+          }
+          return Fail(Describe(e), at);
+        }
         return true;
       }
       case od::json_type::number: return Number(v);
@@ -256,6 +325,44 @@ class Walk {
     return true;
   }
 
+  // The string field's value (a string, or any other value, which it records).
+  bool StringValue(od::value v) {
+    const size_t at = OffsetOf(v);
+    od::json_type type;
+    if (auto e = v.type().get(type)) return Error(e);
+    if (type != od::json_type::string) {
+      if (!Value(v, 1)) return false;
+      *str_ = StringField();
+      str_->state = StringField::State::kNotString;
+      str_->offset = at;
+      switch (type) {
+        case od::json_type::object: str_->found_type = "an object"; break;
+        case od::json_type::array: str_->found_type = "an array"; break;
+        case od::json_type::number: str_->found_type = "a number"; break;
+        case od::json_type::boolean: str_->found_type = "a boolean"; break;
+        default: str_->found_type = "null"; break;
+      }
+      return true;
+    }
+    *str_ = StringField();
+    str_->state = StringField::State::kString;
+    str_->offset = at;
+    std::string_view s;
+    const simdjson::error_code e = v.get_string().get(s);
+    if (e == simdjson::SUCCESS) {
+      str_->value = s;
+      return true;
+    }
+    unescaped_->clear();
+    if (e != simdjson::STRING_ERROR ||
+        !UnescapeJsonStringLenient(StringBody(v.raw_json_token()), unescaped_,
+                                   &str_->replaced_surrogates)) {
+      return Fail(Describe(e), at);
+    }
+    str_->value = *unescaped_;
+    return true;
+  }
+
   // Element k, which is not a plain integer below 2^31: says what it is instead.
   bool Element(od::value& x, size_t k) {
     const size_t at = OffsetOf(x);
@@ -278,6 +385,8 @@ class Walk {
   const std::string_view line_;
   const std::string_view field_;
   std::vector<int32_t>* const out_;
+  StringField* const str_;
+  std::string* const unescaped_;
   od::document* doc_ = nullptr;
   bool found_ = false;
   std::string error_;
@@ -301,6 +410,73 @@ absl::Status TokenArrayScanner::Scan(std::string_view line, size_t readable_afte
   padded_.append(kJsonPaddingBytes, ' ');
   return Walk(std::string_view(padded_.data(), line.size()), field_, out)
       .Run(parser_->parser, padded_.size(), error_offset);
+}
+
+StringFieldScanner::StringFieldScanner(std::string field)
+    : field_(std::move(field)), parser_(std::make_unique<Parser>()) {}
+
+StringFieldScanner::~StringFieldScanner() = default;
+
+absl::Status StringFieldScanner::Scan(std::string_view line, size_t readable_after,
+                                      StringField* out, size_t* error_offset) {
+  *out = StringField();
+  if (readable_after >= kJsonPaddingBytes) {
+    return Walk(line, field_, out, &unescaped_)
+        .Run(parser_->parser, line.size() + readable_after, error_offset);
+  }
+  padded_.assign(line.data(), line.size());
+  padded_.append(kJsonPaddingBytes, ' ');
+  return Walk(std::string_view(padded_.data(), line.size()), field_, out, &unescaped_)
+      .Run(parser_->parser, padded_.size(), error_offset);
+}
+
+bool UnescapeJsonStringLenient(std::string_view body, std::string* out, bool* replaced) {
+  size_t i = 0;
+  while (i < body.size()) {
+    const char c = body[i];
+    if (static_cast<unsigned char>(c) < 0x20) return false;
+    if (c != '\\') {
+      out->push_back(c);
+      ++i;
+      continue;
+    }
+    if (i + 1 >= body.size()) return false;
+    const char e = body[i + 1];
+    i += 2;
+    switch (e) {
+      case '"': out->push_back('"'); continue;
+      case '\\': out->push_back('\\'); continue;
+      case '/': out->push_back('/'); continue;
+      case 'b': out->push_back('\b'); continue;
+      case 'f': out->push_back('\f'); continue;
+      case 'n': out->push_back('\n'); continue;
+      case 'r': out->push_back('\r'); continue;
+      case 't': out->push_back('\t'); continue;
+      case 'u': break;
+      default: return false;
+    }
+    const int32_t unit = Hex4(body, i);
+    if (unit < 0) return false;
+    i += 4;
+    if (unit < 0xD800 || unit > 0xDFFF) {
+      AppendUtf8(static_cast<uint32_t>(unit), out);
+      continue;
+    }
+    if (unit <= 0xDBFF && i + 1 < body.size() && body[i] == '\\' && body[i + 1] == 'u') {
+      const int32_t low = Hex4(body, i + 2);
+      if (low < 0) return false;
+      if (low >= 0xDC00 && low <= 0xDFFF) {
+        AppendUtf8(0x10000 + ((static_cast<uint32_t>(unit) - 0xD800) << 10) +
+                       (static_cast<uint32_t>(low) - 0xDC00),
+                   out);
+        i += 6;
+        continue;
+      }
+    }
+    AppendUtf8(0xFFFD, out);  // An unpaired surrogate.
+    *replaced = true;
+  }
+  return true;
 }
 
 absl::Status ExtractTokenArray(std::string_view line, std::string_view field,

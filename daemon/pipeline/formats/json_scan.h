@@ -11,6 +11,12 @@
 // The field's value must be an array whose elements are integers in [0, 2^31): no
 // fraction, no exponent, no sign. The field must appear exactly once at the top level
 // (nested occurrences are ignored).
+// StringFieldScanner reads a top-level string field instead, with the same strictness
+// (whole line validated, the field exactly once at the top level), except that escapes
+// of unpaired surrogates (\ud800 alone) are accepted anywhere: in the field's value they
+// become U+FFFD, as a JavaScript JSON.parse + UTF-8 encoding (and so HF tokenizers'
+// node binding) reads them; Python's json.loads + encode("utf-8", "replace") would give
+// '?'. A missing or non-string field is a state, not an error (on_missing="skip").
 // Errors are INVALID_ARGUMENT saying what is wrong (malformed JSON and simdjson's reason,
 // missing field, duplicate field, not an array, element K not an integer / negative /
 // out of range) with the byte offset in the line where it was found (for malformed
@@ -58,6 +64,47 @@ class TokenArrayScanner {
   const std::unique_ptr<Parser> parser_;
   std::string padded_;  // The copy of a line without its own padding.
 };
+
+// What StringFieldScanner found for its field.
+struct StringField {
+  enum class State { kString, kMissing, kNotString };
+  State state = State::kMissing;
+  // kString: the unescaped UTF-8 value, valid until the scanner's next Scan.
+  std::string_view value;
+  // kString: an escaped unpaired surrogate in the value became U+FFFD.
+  bool replaced_surrogates = false;
+  // kNotString: the JSON type found ("a number", "an array", ...) and its byte offset.
+  std::string found_type;
+  size_t offset = 0;
+};
+
+// Scans lines for one string field, reusing the parser's buffers from line to line.
+// Single-owner (not thread-safe).
+class StringFieldScanner {
+ public:
+  explicit StringFieldScanner(std::string field);
+  ~StringFieldScanner();
+  StringFieldScanner(const StringFieldScanner&) = delete;
+  StringFieldScanner& operator=(const StringFieldScanner&) = delete;
+
+  // Sets *out for `line` (see the file comment); `readable_after` as in
+  // TokenArrayScanner::Scan. Errors (malformed JSON, a duplicate field) set
+  // *error_offset.
+  absl::Status Scan(std::string_view line, size_t readable_after, StringField* out,
+                    size_t* error_offset);
+
+ private:
+  struct Parser;
+  const std::string field_;
+  const std::unique_ptr<Parser> parser_;
+  std::string padded_;
+  std::string unescaped_;  // A value with unpaired surrogates, unescaped here.
+};
+
+// Unescapes the body of a JSON string (without its quotes), replacing escaped unpaired
+// surrogates by U+FFFD (sets *replaced). False on an invalid escape or a raw control
+// character. Appends to *out.
+bool UnescapeJsonStringLenient(std::string_view body, std::string* out, bool* replaced);
 
 // One-off form of TokenArrayScanner::Scan for a line without padding (tests, fuzzing).
 absl::Status ExtractTokenArray(std::string_view line, std::string_view field,

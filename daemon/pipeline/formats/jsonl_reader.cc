@@ -1,159 +1,29 @@
 #include "daemon/pipeline/formats/jsonl_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "common/mix.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/formats/json_scan.h"
 #include "daemon/pipeline/formats/line_reader.h"
+#include "daemon/pipeline/formats/token_cache_files.h"
 #include "daemon/pipeline/formats/tokens.h"
 
 namespace zephon::pipeline {
 namespace fs = std::filesystem;
 namespace {
 
+constexpr char kJsonlCacheDomain[] = "zephon-jsonl-cache-v1";
+constexpr char kTextCacheDomain[] = "zephon-text-cache-v1";
+
 bool HasSuffix(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
-
-constexpr size_t kWriteChunkBytes = 1 << 20;
-
-struct SourceStat {
-  uint64_t size = 0;
-  uint64_t mtime_ns = 0;
-  friend bool operator==(const SourceStat& a, const SourceStat& b) {
-    return a.size == b.size && a.mtime_ns == b.mtime_ns;
-  }
-};
-
-absl::StatusOr<SourceStat> StatSource(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    std::string msg = absl::StrCat("cannot stat ", path, ": ", strerror(err));
-    return err == ENOENT ? absl::NotFoundError(msg) : absl::PermissionDeniedError(msg);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
-  }
-  return SourceStat{static_cast<uint64_t>(st.st_size),
-                    static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ULL +
-                        static_cast<uint64_t>(st.st_mtim.tv_nsec)};
-}
-
-void AppendU64(uint64_t v, std::string* out) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-// The key of an object-store source: its URL, size and version stand for the path,
-// size and mtime of a local one.
-std::string RemoteCacheKey(const std::string& url, uint64_t size, const std::string& version,
-                           const std::string& field) {
-  std::string bytes("zephon-jsonl-cache-v1");
-  bytes.push_back('\0');
-  bytes += "remote";
-  bytes.push_back('\0');
-  bytes += url;
-  bytes.push_back('\0');
-  AppendU64(size, &bytes);
-  bytes += version;
-  bytes.push_back('\0');
-  bytes += field;
-  return absl::StrFormat("%016x", HashBytes(bytes));
-}
-
-std::string CacheKey(const std::string& abs_path, const SourceStat& st,
-                     const std::string& field) {
-  std::string bytes("zephon-jsonl-cache-v1");
-  bytes.push_back('\0');
-  bytes += abs_path;
-  bytes.push_back('\0');
-  AppendU64(st.size, &bytes);
-  AppendU64(st.mtime_ns, &bytes);
-  bytes += field;
-  return absl::StrFormat("%016x", HashBytes(bytes));
-}
-
-// mkdir -p with mode 0700 for every directory it creates.
-absl::Status EnsureDir(const std::string& dir) {
-  std::error_code ec;
-  if (fs::is_directory(dir, ec)) return absl::OkStatus();
-  const fs::path parent = fs::path(dir).parent_path();
-  if (!parent.empty() && parent != fs::path(dir)) RETURN_IF_ERROR(EnsureDir(parent.string()));
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create cache directory ", dir, ": ", strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
-// A temporary file that is unlinked on destruction unless Commit()ed by renaming.
-class TempFile {
- public:
-  explicit TempFile(std::string final_path) : final_(std::move(final_path)) {
-    const uint64_t salt = Combine(static_cast<uint64_t>(getpid()),
-                                  std::chrono::steady_clock::now().time_since_epoch().count());
-    temp_ = absl::StrFormat("%s.tmp.%d.%016x", final_, getpid(), salt);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (fd_ >= 0) close(fd_);
-    if (!committed_) unlink(temp_.c_str());
-  }
-
-  absl::Status Create() {
-    // O_EXCL never follows a planted symlink; O_NOFOLLOW says so for readers too.
-    fd_ = open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd_ < 0) return Error("cannot create");
-    return absl::OkStatus();
-  }
-  // Appends bytes; flushes the buffer every kWriteChunkBytes.
-  absl::Status Write(std::string* buffer, bool force) {
-    if (buffer->size() < kWriteChunkBytes && !force) return absl::OkStatus();
-    size_t done = 0;
-    while (done < buffer->size()) {
-      const ssize_t n = write(fd_, buffer->data() + done, buffer->size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Error("cannot write");
-      done += static_cast<size_t>(n);
-    }
-    buffer->clear();
-    return absl::OkStatus();
-  }
-  // fsyncs, closes and renames onto the final path.
-  absl::Status Commit() {
-    if (fsync(fd_) != 0) return Error("cannot fsync");
-    const int fd = fd_;
-    fd_ = -1;
-    if (close(fd) != 0) return Error("cannot close");
-    if (rename(temp_.c_str(), final_.c_str()) != 0) return Error("cannot rename into place");
-    committed_ = true;
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Status Error(const char* what) const {
-    return absl::InternalError(
-        absl::StrCat(what, " token cache file ", temp_, ": ", strerror(errno)));
-  }
-
-  const std::string final_;
-  std::string temp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 bool IsBlank(std::string_view line) {
   for (char c : line) {
@@ -162,18 +32,9 @@ bool IsBlank(std::string_view line) {
   return true;
 }
 
-// Converts the lines of `path` into <prefix>.tok / <prefix>.off (see the header for
-// the layout); `unchanged` (may be empty) says whether the source is still the one the
-// key was computed from.
-absl::Status BuildCache(LineReader* lines, const std::string& path, const std::string& field,
-                        const std::string& prefix,
-                        const std::function<absl::Status()>& unchanged) {
-  TempFile tok(prefix + ".tok"), off(prefix + ".off");
-  RETURN_IF_ERROR(tok.Create());
-  RETURN_IF_ERROR(off.Create());
-  std::string tok_buf, off_buf;
-  AppendU64(0, &off_buf);
-  uint64_t total = 0;
+// Converts the token arrays of `lines` into `writer` (see the header for the layout).
+absl::Status ConvertTokenArrays(LineReader* lines, const std::string& path,
+                                const std::string& field, CacheWriter* writer) {
   static_assert(kLineReadAheadBytes >= kJsonPaddingBytes, "lines are scanned in place");
   TokenArrayScanner scanner(field);
   std::vector<int32_t> tokens;
@@ -194,59 +55,35 @@ absl::Status BuildCache(LineReader* lines, const std::string& path, const std::s
                                               " (decompressed byte offset ",
                                               lines->line_offset() + at, "): ", s.message()));
     }
-    for (int32_t t : tokens) {
-      for (int i = 0; i < 4; ++i) tok_buf.push_back(static_cast<char>(t >> (8 * i)));
-    }
-    total += tokens.size();
-    AppendU64(total, &off_buf);
-    RETURN_IF_ERROR(tok.Write(&tok_buf, false));
-    RETURN_IF_ERROR(off.Write(&off_buf, false));
+    RETURN_IF_ERROR(writer->Add(tokens.data(), tokens.size()));
   }
-  RETURN_IF_ERROR(tok.Write(&tok_buf, true));
-  RETURN_IF_ERROR(off.Write(&off_buf, true));
-  if (unchanged) RETURN_IF_ERROR(unchanged());
-  RETURN_IF_ERROR(tok.Commit());
-  return off.Commit();  // The .off file commits the cache.
+  return absl::OkStatus();
 }
 
-uint64_t LoadU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-// A cache pair is usable if .off holds N + 1 non-decreasing offsets starting at 0 and
-// ending at the .tok token count.
-bool CacheConsistent(const ShardFile& tok, const ShardFile& off) {
-  const std::string_view o(off.data(), off.size());
-  if (o.size() < 8 || o.size() % 8 != 0 || tok.size() % 4 != 0) return false;
-  uint64_t prev = 0;
-  for (size_t i = 0; i < o.size(); i += 8) {
-    const uint64_t v = LoadU64(o.data() + i);
-    if ((i == 0 && v != 0) || v < prev) return false;
-    prev = v;
+// The option checks both Opens make before touching the source.
+absl::Status CheckOptions(const std::string& name, const JsonlShardOptions& options) {
+  if (options.text == nullptr && options.field.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": empty jsonl_field"));
   }
-  return prev == tok.size() / 4;
+  if (options.cache_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": empty token cache directory"));
+  }
+  if (options.text != nullptr) return ValidateTextTokenization(*options.text, name);
+  return absl::OkStatus();
 }
 
-struct CachePair {
-  std::unique_ptr<ShardFile> tok;
-  std::unique_ptr<ShardFile> off;
-};
-
-// The cache files if both exist and are consistent, else empty. The offsets are read
-// into memory (8 bytes a sample); the tokens are read with pread per sample, so a cache
-// file shrunk under the daemon is a DATA_LOSS error naming it, not a SIGBUS.
-CachePair TryOpenCache(const std::string& prefix) {
-  CachePair pair;
-  auto off_file = OpenLocalShardFile(prefix + ".off");
-  auto tok = OpenLocalShardFile(prefix + ".tok");
-  if (!off_file.ok() || !tok.ok()) return pair;
-  auto off = MakeResident(*std::move(off_file));
-  if (!off.ok() || !CacheConsistent(**tok, **off)) return pair;
-  pair.tok = *std::move(tok);
-  pair.off = *std::move(off);
-  return pair;
+// The text counts persisted at `prefix`, if present and consistent with the cache.
+std::optional<TextShardStats> ReadTextStats(const std::string& prefix, const CachePair& cache) {
+  auto file = OpenLocalShardFile(prefix + ".stats");
+  if (!file.ok()) return std::nullopt;
+  auto resident = MakeResident(*std::move(file));
+  TextShardStats stats;
+  if (!resident.ok() ||
+      !DecodeTextStats(std::string_view((*resident)->data(), (*resident)->size()), &stats) ||
+      stats.samples != cache.off->size() / 8 - 1 || stats.tokens != cache.tok->size() / 4) {
+    return std::nullopt;
+  }
+  return stats;
 }
 
 }  // namespace
@@ -266,31 +103,47 @@ JsonlShard::JsonlShard(std::string path, uint64_t source_bytes, std::string cach
       num_samples_(off_->size() / 8 - 1) {}
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& path,
-                                                             const std::string& field,
-                                                             const std::string& cache_dir,
-                                                             uint64_t max_line_bytes) {
-  if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty jsonl_field"));
-  if (cache_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": empty token cache directory"));
-  }
+                                                             const JsonlShardOptions& options) {
+  RETURN_IF_ERROR(CheckOptions(path, options));
   ASSIGN_OR_RETURN(SourceStat st, StatSource(path));
   std::error_code ec;
   const std::string abs_path = fs::absolute(path, ec).lexically_normal().string();
   if (ec) return absl::InternalError(absl::StrCat("cannot resolve ", path, ": ", ec.message()));
-  const std::string prefix =
-      (fs::path(cache_dir) / CacheKey(abs_path, st, field)).string();
-  return OpenCached(path, st.size, cache_dir, prefix, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
-                     LineReader::Open(path, max_line_bytes));
-    return BuildCache(lines.get(), path, field, prefix, [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(SourceStat after, StatSource(path));
-      if (!(after == st)) {
-        return absl::AbortedError(
-            absl::StrCat(path, " changed while it was converted to a token cache; retry"));
-      }
-      return absl::OkStatus();
-    });
-  });
+  const uint64_t max_line_bytes = options.max_line_bytes;
+  return OpenSource(
+      path, st.size, LocalSourceIdentity(abs_path, st), options,
+      [&]() { return LineReader::Open(path, max_line_bytes); },
+      [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(SourceStat after, StatSource(path));
+        if (!(after == st)) {
+          return absl::AbortedError(
+              absl::StrCat(path, " changed while it was converted to a token cache; retry"));
+        }
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<ShardFile> source,
+                                                             const std::string& version,
+                                                             const JsonlShardOptions& options) {
+  const std::string url = source->path();
+  RETURN_IF_ERROR(CheckOptions(url, options));
+  const uint64_t size = source->size();
+  const uint64_t max_line_bytes = options.max_line_bytes;
+  return OpenSource(
+      url, size, RemoteSourceIdentity(url, size, version), options,
+      [&]() { return LineReader::Open(std::move(source), max_line_bytes); }, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& path,
+                                                             const std::string& field,
+                                                             const std::string& cache_dir,
+                                                             uint64_t max_line_bytes) {
+  JsonlShardOptions options;
+  options.field = field;
+  options.cache_dir = cache_dir;
+  options.max_line_bytes = max_line_bytes;
+  return Open(path, options);
 }
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<ShardFile> source,
@@ -298,38 +151,90 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<Sha
                                                              const std::string& field,
                                                              const std::string& cache_dir,
                                                              uint64_t max_line_bytes) {
-  const std::string url = source->path();
-  if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(url, ": empty jsonl_field"));
-  if (cache_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(url, ": empty token cache directory"));
+  JsonlShardOptions options;
+  options.field = field;
+  options.cache_dir = cache_dir;
+  options.max_line_bytes = max_line_bytes;
+  return Open(std::move(source), version, options);
+}
+
+absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(
+    const std::string& name, uint64_t source_bytes, const std::string& identity,
+    const JsonlShardOptions& options,
+    const std::function<absl::StatusOr<std::unique_ptr<LineReader>>()>& lines,
+    const std::function<absl::Status()>& unchanged) {
+  const TextTokenization* text = options.text;
+  const std::string key = text != nullptr
+                              ? CacheKey(kTextCacheDomain, identity, TextOptionBytes(*text))
+                              : CacheKey(kJsonlCacheDomain, identity, options.field);
+  const std::string prefix = (fs::path(options.cache_dir) / key).string();
+  TextShardStats converted;
+  const auto build = [&]() -> absl::Status {
+    const absl::Time start = absl::Now();
+    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader, lines());
+    CacheWriter writer(prefix);
+    RETURN_IF_ERROR(writer.Create());
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (text != nullptr) {
+      RETURN_IF_ERROR(
+          ConvertText(reader.get(), name, *text, options.convert, &writer, &converted));
+      extra.emplace_back(".stats", EncodeTextStats(converted));
+    } else {
+      RETURN_IF_ERROR(ConvertTokenArrays(reader.get(), name, options.field, &writer));
+    }
+    if (unchanged) RETURN_IF_ERROR(unchanged());
+    RETURN_IF_ERROR(writer.Commit(extra));
+    converted.tokenize_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    return absl::OkStatus();
+  };
+  bool built = false;
+  ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard,
+                   OpenCached(name, source_bytes, options.cache_dir, prefix, text != nullptr,
+                              build, &built));
+  if (text != nullptr && built) {
+    shard->text_stats_->tokenized = true;
+    shard->text_stats_->tokenized_bytes = converted.tokenized_bytes;
+    shard->text_stats_->tokenize_seconds = converted.tokenize_seconds;
   }
-  const uint64_t size = source->size();
-  const std::string prefix =
-      (fs::path(cache_dir) / RemoteCacheKey(url, size, version, field)).string();
-  return OpenCached(url, size, cache_dir, prefix, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
-                     LineReader::Open(std::move(source), max_line_bytes));
-    return BuildCache(lines.get(), url, field, prefix, nullptr);
-  });
+  return shard;
 }
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
     const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
-    const std::string& prefix,
-    const std::function<absl::Status()>& build) {
-  CachePair cache = TryOpenCache(prefix);
+    const std::string& prefix, bool text, const std::function<absl::Status()>& build,
+    bool* built) {
+  *built = false;
+  std::optional<TextShardStats> stats;
+  // A usable cache: both files consistent, and in text mode its matching .stats.
+  const auto try_open = [&]() {
+    CachePair cache = TryOpenCache(prefix);
+    if (cache.tok != nullptr && text) {
+      stats = ReadTextStats(prefix, cache);
+      if (!stats.has_value()) cache = CachePair();
+    }
+    return cache;
+  };
+  CachePair cache = try_open();
   if (cache.tok == nullptr) {
-    RETURN_IF_ERROR(EnsureDir(cache_dir));
-    RETURN_IF_ERROR(build());
-    cache = TryOpenCache(prefix);
+    // One conversion per key in this process; a waiter finds the winner's cache.
+    ConversionFlights::Hold hold(&ConversionFlights::Global(), prefix);
+    cache = try_open();
     if (cache.tok == nullptr) {
-      return absl::InternalError(absl::StrCat("token cache ", prefix,
-                                              ".{tok,off} for ", path,
-                                              " is inconsistent right after being written"));
+      RETURN_IF_ERROR(EnsureDir(cache_dir));
+      RETURN_IF_ERROR(build());
+      *built = true;
+      cache = try_open();
+      if (cache.tok == nullptr) {
+        return absl::InternalError(absl::StrCat("token cache ", prefix, ".{tok,off",
+                                                text ? ",stats" : "", "} for ", path,
+                                                " is inconsistent right after being written"));
+      }
     }
   }
-  return std::unique_ptr<JsonlShard>(new JsonlShard(path, source_bytes, prefix,
-                                                    std::move(cache.tok), std::move(cache.off)));
+  std::unique_ptr<JsonlShard> shard(new JsonlShard(path, source_bytes, prefix,
+                                                   std::move(cache.tok), std::move(cache.off)));
+  shard->text_stats_ = stats;
+  return shard;
 }
 
 std::string JsonlShard::FileName() const { return fs::path(path_).filename().string(); }

@@ -1,9 +1,12 @@
 // JsonlShard: one JSONL shard (.jsonl, .jsonl.gz, .jsonl.zst), served from a binary
 // token cache because compressed text has no random access.
 //
-// Samples: sample i is the i-th non-blank line (blank = only spaces, tabs and CRs); its
-// tokens are the integer array in field `field` (json_scan.h says what JSON is
-// accepted). A UTF-8 byte order mark at the start of the file is ignored.
+// Samples (token-array mode): sample i is the i-th non-blank line (blank = only spaces,
+// tabs and CRs); its tokens are the integer array in field `field` (json_scan.h says
+// what JSON is accepted). A UTF-8 byte order mark at the start of the file is ignored.
+// Text mode (JsonlShardOptions::text set): each non-blank line's string field
+// text->field is tokenized into one or more samples (text_tokenization.h, and
+// text_convert.h for invalid UTF-8, missing fields and the parallel conversion).
 // Token cache, under cache_dir (created 0700 with parents when missing):
 //   key = 16 hex digits of HashBytes("zephon-jsonl-cache-v1\0" absolute path "\0"
 //         u64 LE size, u64 LE mtime_ns, field); an object-store source puts
@@ -12,6 +15,13 @@
 //         stay behind).
 //   <key>.tok  int32 LE tokens of all samples back to back
 //   <key>.off  u64 LE offsets, N + 1 of them, in tokens: sample i is [off[i], off[i+1])
+// Text mode keys its caches in another domain: HashBytes("zephon-text-cache-v1\0"
+// source identity (as above: path "\0" size mtime, or "remote\0" URL "\0" size
+// version "\0") TextOptionBytes(*text)) (field, tokenizer fingerprint, special_tokens,
+// max_length, long_samples, skip_missing), and adds
+//   <key>.stats  the conversion's counts (text_convert.h), committed before .off.
+// Two threads of one process opening one missing cache convert it once: the second
+// waits for the first and opens its result (or converts itself if the first failed).
 // A missing or inconsistent cache is rebuilt into temporary files renamed into place
 // (.tok, then .off, which commits), so concurrent openers never see a partial cache and
 // may race harmlessly. .off is then held in memory, .tok read with pread per sample (a
@@ -30,6 +40,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -37,6 +48,8 @@
 #include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline/formats/shard_file.h"
 #include "daemon/pipeline/formats/shard_reader.h"
+#include "daemon/pipeline/formats/text_convert.h"
+#include "daemon/pipeline/formats/text_tokenization.h"
 
 namespace zephon::pipeline {
 
@@ -45,16 +58,34 @@ inline constexpr char kDefaultJsonlField[] = "input_ids";
 // True for names ending in ".jsonl", ".jsonl.gz" or ".jsonl.zst".
 bool IsJsonlFileName(std::string_view name);
 
+// How a JSONL shard is read and converted.
+struct JsonlShardOptions {
+  // Token-array mode: the field holding the ids (unused in text mode).
+  std::string field = kDefaultJsonlField;
+  std::string cache_dir;
+  uint64_t max_line_bytes = kDefaultMaxLineBytes;
+  // Text mode when set (must outlive Open): text->field is tokenized.
+  const TextTokenization* text = nullptr;
+  // Text mode: where blocks are tokenized.
+  TextConvertOptions convert;
+};
+
 class JsonlShard final : public ShardReader {
  public:
-  // REQUIRES: `field` and `cache_dir` non-empty, max_line_bytes >= 1 (INVALID_ARGUMENT
-  // otherwise).
+  // REQUIRES: `cache_dir` non-empty, max_line_bytes >= 1, a non-empty `field` in
+  // token-array mode, ValidateTextTokenization in text mode (errors otherwise).
+  static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(const std::string& path,
+                                                          const JsonlShardOptions& options);
+  // The same for an object-store source: `source` is read front to back only when the
+  // token cache for (source->path(), size, `version`, field or text) is missing. Errors
+  // also include the storage's (naming the URL, bucket, key and HTTP status).
+  static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(std::unique_ptr<ShardFile> source,
+                                                          const std::string& version,
+                                                          const JsonlShardOptions& options);
+  // Token-array mode shorthands.
   static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(
       const std::string& path, const std::string& field, const std::string& cache_dir,
       uint64_t max_line_bytes = kDefaultMaxLineBytes);
-  // The same for an object-store source: `source` is read front to back only when the
-  // token cache for (source->path(), size, `version`, `field`) is missing. Errors also
-  // include the storage's (naming the URL, bucket, key and HTTP status).
   static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(
       std::unique_ptr<ShardFile> source, const std::string& version, const std::string& field,
       const std::string& cache_dir, uint64_t max_line_bytes = kDefaultMaxLineBytes);
@@ -68,15 +99,27 @@ class JsonlShard final : public ShardReader {
                           int32_t* out) const override;
   // "<cache_dir>/<key>": the cache files are this plus ".tok" / ".off".
   const std::string& cache_prefix() const { return cache_prefix_; }
+  // Text mode: the conversion's counts (from <key>.stats on a warm open) and whether
+  // this open converted; null in token-array mode.
+  const TextShardStats* text_stats() const {
+    return text_stats_.has_value() ? &*text_stats_ : nullptr;
+  }
 
  private:
   JsonlShard(std::string path, uint64_t source_bytes, std::string cache_prefix,
              std::unique_ptr<ShardFile> tok, std::unique_ptr<ShardFile> off);
-  // Opens the cache at `prefix`, running `build` first when it is missing or broken.
+  // Opens the cache at `prefix` (with its .stats in text mode), running `build` first
+  // when it is missing or broken; `*built` says whether it ran.
   static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenCached(
       const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
-      const std::string& prefix,
-      const std::function<absl::Status()>& build);
+      const std::string& prefix, bool text, const std::function<absl::Status()>& build,
+      bool* built);
+  // Both Opens: checks the options, keys the cache and converts `lines()` on a miss.
+  static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenSource(
+      const std::string& name, uint64_t source_bytes, const std::string& identity,
+      const JsonlShardOptions& options,
+      const std::function<absl::StatusOr<std::unique_ptr<LineReader>>()>& lines,
+      const std::function<absl::Status()>& unchanged);
   uint64_t Offset(uint64_t i) const;
 
   const std::string path_;
@@ -85,6 +128,7 @@ class JsonlShard final : public ShardReader {
   const std::unique_ptr<ShardFile> tok_;
   const std::unique_ptr<ShardFile> off_;
   const uint64_t num_samples_;
+  std::optional<TextShardStats> text_stats_;  // Set by Open; then immutable.
 };
 
 }  // namespace zephon::pipeline

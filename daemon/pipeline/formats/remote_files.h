@@ -44,10 +44,8 @@ class RemoteDatasetFiles final : public DatasetFiles {
   absl::StatusOr<Resolved> Resolve(const std::string& path) override;
   absl::StatusOr<bool> Exists(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) override;
-  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
-                                                        const std::string& field,
-                                                        const std::string& cache_dir,
-                                                        uint64_t max_line_bytes) override;
+  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
+      const std::string& path, const JsonlShardOptions& options) override;
 
  private:
   RemoteDatasetFiles(std::string bucket_url, std::string store_id,

@@ -1,0 +1,295 @@
+#include "daemon/pipeline/formats/text_convert.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "daemon/pipeline/formats/json_scan.h"
+#include "tokenizer/unicode.h"
+
+namespace zephon::pipeline {
+namespace {
+
+constexpr char kStatsMagic[] = "zephon-text-stats-v1";  // + its '\0'
+constexpr size_t kStatsCounts = 7;
+
+// The persisted counts, in their on-disk order.
+std::vector<uint64_t*> Counts(TextShardStats* s) {
+  return {&s->records,           &s->samples,           &s->tokens,       &s->invalid_utf8_records,
+          &s->skipped_missing,   &s->truncated_records, &s->split_records};
+}
+
+bool IsBlank(std::string_view line) {
+  for (char c : line) {
+    if (c != ' ' && c != '\t' && c != '\r') return false;
+  }
+  return true;
+}
+
+// One block of records, tokenized by whoever claims it first (a pool task or the
+// converting thread) and written by the converting thread.
+struct TextBlock {
+  struct Record {
+    uint64_t line = 0;
+    size_t begin = 0;  // the text is text[begin, begin + size)
+    size_t size = 0;
+  };
+  std::string text;
+  std::vector<Record> records;
+
+  // Results, written by the claimer before `done` is notified.
+  std::vector<int32_t> ids;            // every sample's ids back to back
+  std::vector<uint64_t> lengths;       // per sample
+  uint64_t truncated = 0, split = 0;
+  absl::Status status;
+
+  std::atomic<bool> claimed{false};
+  std::atomic<bool> abandoned{false};  // the conversion failed: skip the work
+  absl::Notification done;
+};
+
+void Tokenize(TextBlock* block, const TextTokenization& text, const std::string& path) {
+  const uint64_t max = text.max_length;
+  std::vector<int32_t> ids;
+  for (const TextBlock::Record& r : block->records) {
+    ids.clear();
+    const absl::Status s = text.tokenizer->Encode(
+        std::string_view(block->text).substr(r.begin, r.size), text.special_tokens, &ids);
+    if (!s.ok()) {
+      block->status =
+          absl::Status(s.code(), absl::StrCat(path, ": line ", r.line, ": ", s.message()));
+      return;
+    }
+    const uint64_t n = ids.size();
+    if (text.long_samples == TextTokenization::LongSamples::kTruncate && n > max) {
+      ++block->truncated;
+      block->ids.insert(block->ids.end(), ids.begin(), ids.begin() + max);
+      block->lengths.push_back(max);
+      continue;
+    }
+    block->ids.insert(block->ids.end(), ids.begin(), ids.end());
+    if (text.long_samples != TextTokenization::LongSamples::kSplit || n <= max) {
+      block->lengths.push_back(n);
+      continue;
+    }
+    ++block->split;
+    for (uint64_t at = 0; at < n; at += max) block->lengths.push_back(std::min(max, n - at));
+  }
+}
+
+// Tokenizes `block` unless another claimer has (or the conversion was abandoned).
+void Claim(const std::shared_ptr<TextBlock>& block, const TextTokenization& text,
+           const std::string& path) {
+  if (block->claimed.exchange(true)) return;
+  if (!block->abandoned.load()) Tokenize(block.get(), text, path);
+  block->done.Notify();
+}
+
+// The conversion's state: the block being filled and the blocks in flight, in order.
+class Converter {
+ public:
+  Converter(const std::string& path, const TextTokenization& text,
+            const TextConvertOptions& options, CacheWriter* writer, TextShardStats* stats)
+      : path_(path), text_(text), options_(options), writer_(writer), stats_(stats),
+        max_in_flight_(static_cast<size_t>(std::max(1, options.max_blocks_in_flight))),
+        filling_(std::make_shared<TextBlock>()) {}
+
+  ~Converter() {
+    // On an error, tasks not yet started skip their blocks.
+    for (const auto& b : in_flight_) b->abandoned.store(true);
+  }
+
+  void AddRecord(uint64_t line, std::string_view value) {
+    filling_->records.push_back({line, filling_->text.size(), value.size()});
+    filling_->text.append(value);
+  }
+  bool BlockFull() const { return filling_->text.size() >= options_.block_bytes; }
+
+  // Hands the filled block to the executor; writes the oldest blocks while too many
+  // are in flight.
+  absl::Status Dispatch() {
+    if (filling_->records.empty()) return absl::OkStatus();
+    std::shared_ptr<TextBlock> block = std::move(filling_);
+    filling_ = std::make_shared<TextBlock>();
+    in_flight_.push_back(block);
+    if (options_.submit) {
+      // The task owns what it reads, so it may outlive this conversion.
+      auto task = [block, text = text_, path = path_]() { Claim(block, text, path); };
+      if (!options_.submit(std::move(task))) Claim(block, text_, path_);
+    }
+    while (in_flight_.size() >= max_in_flight_) RETURN_IF_ERROR(WriteOldest());
+    return absl::OkStatus();
+  }
+
+  absl::Status Finish() {
+    RETURN_IF_ERROR(Dispatch());
+    while (!in_flight_.empty()) RETURN_IF_ERROR(WriteOldest());
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status WriteOldest() {
+    std::shared_ptr<TextBlock> block = in_flight_.front();
+    Claim(block, text_, path_);  // runs it here unless a task has started it
+    block->done.WaitForNotification();
+    in_flight_.pop_front();
+    RETURN_IF_ERROR(block->status);
+    size_t at = 0;
+    for (uint64_t len : block->lengths) {
+      RETURN_IF_ERROR(writer_->Add(block->ids.data() + at, len));
+      at += len;
+    }
+    stats_->samples += block->lengths.size();
+    stats_->tokens += block->ids.size();
+    stats_->truncated_records += block->truncated;
+    stats_->split_records += block->split;
+    return absl::OkStatus();
+  }
+
+  const std::string& path_;
+  const TextTokenization& text_;
+  const TextConvertOptions& options_;
+  CacheWriter* const writer_;
+  TextShardStats* const stats_;
+  const size_t max_in_flight_;
+  std::shared_ptr<TextBlock> filling_;
+  std::deque<std::shared_ptr<TextBlock>> in_flight_;
+};
+
+}  // namespace
+
+TextShardStats& TextShardStats::operator+=(const TextShardStats& other) {
+  TextShardStats o = other;
+  const std::vector<uint64_t*> mine = Counts(this), theirs = Counts(&o);
+  for (size_t i = 0; i < mine.size(); ++i) *mine[i] += *theirs[i];
+  tokenized = tokenized || other.tokenized;
+  tokenized_bytes += other.tokenized_bytes;
+  tokenize_seconds += other.tokenize_seconds;
+  return *this;
+}
+
+bool TextShardStats::SameCounts(const TextShardStats& other) const {
+  TextShardStats a = *this, b = other;
+  const std::vector<uint64_t*> x = Counts(&a), y = Counts(&b);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (*x[i] != *y[i]) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateTextTokenization(const TextTokenization& text, const std::string& what) {
+  if (text.tokenizer == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": tokenize has no tokenizer"));
+  }
+  if (text.field.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": tokenize field is empty; name the JSONL field holding the text "
+                           "(default \"", kDefaultTextField, "\")"));
+  }
+  const bool limited = text.long_samples != TextTokenization::LongSamples::kKeep;
+  if (limited && text.max_length == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": tokenize truncation or split_long_samples needs max_length >= 1"));
+  }
+  const absl::Status special = text.tokenizer->CheckSpecialTokens(text.special_tokens);
+  if (!special.ok()) {
+    return absl::Status(special.code(), absl::StrCat(what, ": ", special.message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string TextOptionBytes(const TextTokenization& text) {
+  std::string bytes = text.field;
+  bytes.push_back('\0');
+  bytes += text.tokenizer == nullptr ? std::string() : text.tokenizer->fingerprint();
+  bytes.push_back('\0');
+  bytes.push_back(static_cast<char>(text.special_tokens));
+  AppendU64(text.max_length, &bytes);
+  bytes.push_back(static_cast<char>(text.long_samples));
+  bytes.push_back(text.skip_missing ? 1 : 0);
+  return bytes;
+}
+
+std::string EncodeTextStats(const TextShardStats& stats) {
+  std::string bytes(kStatsMagic, sizeof(kStatsMagic));
+  TextShardStats s = stats;
+  for (uint64_t* v : Counts(&s)) AppendU64(*v, &bytes);
+  return bytes;
+}
+
+bool DecodeTextStats(std::string_view bytes, TextShardStats* stats) {
+  if (bytes.size() != sizeof(kStatsMagic) + 8 * kStatsCounts ||
+      bytes.substr(0, sizeof(kStatsMagic)) != std::string_view(kStatsMagic, sizeof(kStatsMagic))) {
+    return false;
+  }
+  *stats = TextShardStats();
+  const char* p = bytes.data() + sizeof(kStatsMagic);
+  for (uint64_t* v : Counts(stats)) {
+    *v = LoadU64(p);
+    p += 8;
+  }
+  return true;
+}
+
+absl::Status ConvertText(LineReader* lines, const std::string& path,
+                         const TextTokenization& text, const TextConvertOptions& options,
+                         CacheWriter* writer, TextShardStats* stats) {
+  *stats = TextShardStats();
+  static_assert(kLineReadAheadBytes >= kJsonPaddingBytes, "lines are scanned in place");
+  Converter converter(path, text, options, writer, stats);
+  StringFieldScanner scanner(text.field);
+  StringField field;
+  std::string repaired;
+  std::string_view line;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, lines->Next(&line));
+    if (!more) break;
+    stats->tokenized_bytes += line.size() + 1;
+    size_t bom = 0;  // A UTF-8 byte order mark before the first line is ignored.
+    if (lines->line_number() == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") bom = 3;
+    line.remove_prefix(bom);
+    if (IsBlank(line)) continue;
+    ++stats->records;
+    size_t readable_after = kLineReadAheadBytes;
+    const bool valid = simdjson::validate_utf8(line.data(), line.size());
+    if (!valid) {
+      repaired = tokenizer::ReplaceInvalidUtf8(line);
+      line = repaired;
+      readable_after = 0;
+    }
+    size_t at = 0;
+    const absl::Status s = scanner.Scan(line, readable_after, &field, &at);
+    if (!s.ok()) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": line ", lines->line_number(), " (decompressed byte offset ",
+          lines->line_offset() + bom + at, valid ? "" : ", in the line with invalid UTF-8 replaced",
+          "): ", s.message()));
+    }
+    if (field.state != StringField::State::kString) {
+      if (text.skip_missing) {
+        ++stats->skipped_missing;
+        continue;
+      }
+      const std::string what =
+          field.state == StringField::State::kMissing
+              ? "is missing"
+              : absl::StrCat("is not a string (it is ", field.found_type, ")");
+      return absl::DataLossError(absl::StrCat(
+          path, ": line ", lines->line_number(), ": text field \"", text.field, "\" ", what,
+          "; fix the record, or pass on_missing=\"skip\" to tokenize() to skip such records"));
+    }
+    if (!valid || field.replaced_surrogates) ++stats->invalid_utf8_records;
+    converter.AddRecord(lines->line_number(), field.value);
+    if (converter.BlockFull()) RETURN_IF_ERROR(converter.Dispatch());
+  }
+  return converter.Finish();
+}
+
+}  // namespace zephon::pipeline

@@ -1,0 +1,98 @@
+// Text conversion: the lines of a JSONL text shard -> the samples of its token cache
+// (text_tokenization.h says which samples a record yields; jsonl_reader.h the cache).
+//
+// Records are the non-blank lines (blank lines are skipped, a UTF-8 BOM before the
+// first line is ignored). A line with invalid UTF-8 anywhere has each invalid sequence
+// replaced by U+FFFD (as Python's bytes.decode("utf-8", errors="replace")) before it
+// is parsed; an escaped unpaired surrogate in the text becomes U+FFFD (json_scan.h);
+// either way the record is counted once in invalid_utf8_records. The field is read
+// with StringFieldScanner; a missing or non-string field is DATA_LOSS naming the file,
+// the 1-based line and the field (or, with skip_missing, a skipped, counted record).
+//
+// Parallel and ordered: the converting thread reads, parses and cuts the records into
+// blocks of about kTextBlockBytes of text; blocks are tokenized by tasks handed to
+// TextConvertOptions::submit and written strictly in order, with at most
+// max_blocks_in_flight blocks between reading and writing (the memory bound). The
+// converting thread runs any block no task has started yet itself instead of waiting
+// for it, so a busy, stopped or absent executor (submit null or returning false) only
+// makes conversion sequential, never stuck. Output is byte-identical however blocks
+// are run. Tasks never wait on anything.
+#ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_TEXT_CONVERT_H_
+#define ZEPHON_DAEMON_PIPELINE_FORMATS_TEXT_CONVERT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "daemon/pipeline/formats/line_reader.h"
+#include "daemon/pipeline/formats/text_tokenization.h"
+#include "daemon/pipeline/formats/token_cache_files.h"
+
+namespace zephon::pipeline {
+
+// Runs `task` on an executor, or returns false when it cannot (then the caller runs it).
+using SubmitFn = std::function<bool(std::function<void()>)>;
+
+inline constexpr size_t kTextBlockBytes = size_t{2} << 20;
+
+struct TextConvertOptions {
+  // The node's worker pool (zephond's --worker-threads). Null: tokenize inline.
+  SubmitFn submit;
+  // Blocks being tokenized or waiting to be written at once; about 2x the pool's
+  // threads keeps them busy. Values below 1 count as 1.
+  int max_blocks_in_flight = 8;
+  // Text per block (the last record may overshoot it); never changes the output.
+  size_t block_bytes = kTextBlockBytes;
+};
+
+// What converting one text shard found. The counts are persisted with the cache
+// (<key>.stats), so a warm open reports what the conversion did.
+struct TextShardStats {
+  uint64_t records = 0;  // non-blank lines, skipped ones included
+  uint64_t samples = 0;
+  uint64_t tokens = 0;
+  uint64_t invalid_utf8_records = 0;
+  uint64_t skipped_missing = 0;
+  uint64_t truncated_records = 0;  // kTruncate: records cut to max_length
+  uint64_t split_records = 0;      // kSplit: records that became 2+ samples
+  // Not persisted: whether this open converted the shard (a cache miss), how many
+  // decompressed bytes it read and how long it took.
+  bool tokenized = false;
+  uint64_t tokenized_bytes = 0;
+  double tokenize_seconds = 0;
+
+  // Adds the counts and the conversion figures of `other`; tokenized if either is.
+  TextShardStats& operator+=(const TextShardStats& other);
+  // The persisted counts are equal.
+  bool SameCounts(const TextShardStats& other) const;
+};
+
+// OK when `text` can convert: a tokenizer, a non-empty field, max_length > 0 when
+// long_samples is not kKeep, and the special tokens the tokenizer can add.
+// INVALID_ARGUMENT / FAILED_PRECONDITION naming `what` (the shard or dataset).
+absl::Status ValidateTextTokenization(const TextTokenization& text, const std::string& what);
+
+// The bytes of `text` that change the samples: field "\0" tokenizer fingerprint "\0",
+// u8 special_tokens, u64 LE max_length, u8 long_samples, u8 skip_missing. Text cache
+// keys and the dataset fingerprint cover them.
+std::string TextOptionBytes(const TextTokenization& text);
+
+// The persisted form of the counts ("zephon-text-stats-v1\0" + 7 u64 LE) and back;
+// false when `bytes` is not such a record.
+std::string EncodeTextStats(const TextShardStats& stats);
+bool DecodeTextStats(std::string_view bytes, TextShardStats* stats);
+
+// Converts every record of `lines` into `writer` (not committed) and sets *stats'
+// counts. `path` names the source in errors. REQUIRES: ValidateTextTokenization OK.
+// Errors: DATA_LOSS for malformed lines and missing fields (file, line, offset),
+// the reader's, Encode's (prefixed with the file and line), the writer's.
+absl::Status ConvertText(LineReader* lines, const std::string& path,
+                         const TextTokenization& text, const TextConvertOptions& options,
+                         CacheWriter* writer, TextShardStats* stats);
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_FORMATS_TEXT_CONVERT_H_
