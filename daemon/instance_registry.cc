@@ -73,6 +73,23 @@ std::shared_ptr<TokenizerCache> TokenizersOf(const RegistryOptions& options) {
       });
 }
 
+// Once per text shard this open tokenized: the records it changed or skipped (a warm
+// open from the token cache was logged when it was converted).
+void LogTextShards(const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets) {
+  for (const auto& d : datasets) {
+    for (uint32_t s = 0; d->is_text() && s < d->NumShards(); ++s) {
+      const pipeline::TextShardStats* st = d->ShardTextStats(s);
+      if (!st->tokenized) continue;
+      if (st->invalid_utf8_records > 0 || st->skipped_missing > 0) {
+        Log()->warn("dataset '{}' file {}: {} records with invalid UTF-8 (replaced by U+FFFD), "
+                    "{} records skipped without a string text field (on_missing=skip), of {}",
+                    d->name(), d->shard(s).FileName(), st->invalid_utf8_records,
+                    st->skipped_missing, st->records);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 InstanceRegistry::InstanceRegistry(RegistryOptions options)
@@ -282,10 +299,20 @@ absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
   open_options.max_jsonl_line_bytes = options_.max_jsonl_line_bytes;
   open_options.shard_cache = options_.shard_cache;
   open_options.s3 = options_.s3;
+  if (text != nullptr && options_.worker_pool != nullptr) {
+    // Text shards tokenize on the node's worker pool (blocks the pool cannot take run
+    // on this thread: text_convert.h); twice its threads keeps it busy.
+    std::shared_ptr<exec::WorkerPool> pool = options_.worker_pool;
+    open_options.text_convert.submit = [pool](std::function<void()> task) {
+      return pool->Submit(std::move(task)).ok();
+    };
+    open_options.text_convert.max_blocks_in_flight = static_cast<int>(2 * pool->num_threads());
+  }
   absl::StatusOr<std::vector<std::shared_ptr<const pipeline::Dataset>>> datasets =
       pipeline::OpenDatasets(resolved, open_options, text);
   if (datasets.ok()) {
     out.datasets = *std::move(datasets);
+    LogTextShards(out.datasets);
     out.spec_hash = pipeline::SpecHash(resolved, out.datasets);
   }
   if (out.pending != nullptr) {

@@ -377,6 +377,15 @@ std::string PipelineInstance::Explain() const {
   if (const proto::TokenizeSpec* tokenize = pipeline::FindTokenize(config_.spec)) {
     absl::StrAppend(&stages, "    tokenize (at dataset open, into the token cache): ",
                     pipeline::DescribeTokenize(*tokenize), "\n");
+    for (const auto& d : config_.datasets) {
+      if (!d->is_text()) continue;
+      const pipeline::TextShardStats t = d->TextStats();
+      absl::StrAppend(&stages, "    text dataset '", d->name(), "': records=", t.records,
+                      " samples=", t.samples, " tokens=", t.tokens,
+                      " invalid_utf8_records=", t.invalid_utf8_records,
+                      " skipped_missing=", t.skipped_missing, " truncated=",
+                      t.truncated_records, " split=", t.split_records, "\n");
+    }
   }
   for (absl::string_view line : absl::StrSplit(config_.explain_stream, '\n', absl::SkipEmpty())) {
     absl::StrAppend(&stages, "    ", line, "\n");

@@ -177,15 +177,9 @@ std::string SpecHash(const proto::PipelineSpec& resolved,
 
 absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
     const proto::PipelineSpec& spec, const OpenOptions& options, const TextTokenization* text) {
-  if (text != nullptr) {
-    // Until the formats layer reads text (issue 14's TEXT slice): refused, never read
-    // as token arrays.
-    return absl::UnimplementedError(
-        "tokenize: this zephond build cannot read text JSONL datasets yet");
-  }
   std::vector<std::shared_ptr<const Dataset>> out;
   for (const auto& d : spec.work_source().datasets()) {
-    auto ds = Dataset::Open(d, options);
+    auto ds = Dataset::Open(d, options, text);
     if (!ds.ok()) {
       return absl::Status(ds.status().code(), absl::StrCat("dataset '", d.name(), "': ",
                                                            ds.status().message()));

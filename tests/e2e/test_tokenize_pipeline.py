@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import zephon
@@ -185,3 +186,114 @@ def test_attach_refuses_tokenize_over_a_megatron_dataset_naming_it(daemon, corpu
     e = attach_error(pipe)
     assert isinstance(e, errors.InvalidOptionError), e
     assert "('web').format 'megatron': the tokenize operator reads text" in str(e)
+
+
+# ----- zephond: text datasets through the engine --------------------------------------
+
+WORDS = ["a", "b", "ab", "ba", "aab", "bba", "abab"]
+
+
+def documents(n: int, seed: int = 3) -> list[str]:
+    import random
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 40))) for _ in range(n)]
+
+
+def assert_batches_pack_the_encodings(batches, docs, tok, per_file: int = 100):
+    """Each record of a batch is a run of the concatenated encodings of the batch's
+    samples, in order (pack_flat wraps documents across records and drops a leftover at
+    each flush, so a record may start inside a sample)."""
+    assert batches
+    for tokens, ids in batches:
+        stream = []
+        for sid in ids:
+            stream += tok.encode(docs[sid.shard * per_file + sid.index], special_tokens="bos_eos")
+        for row in tokens.tolist():
+            assert any(stream[s:s + len(row)] == row for s in range(len(stream) - len(row) + 1)), (
+                ids, row[:20])
+
+
+def read_all(pipe, limit: int = 10_000):
+    out = []
+    for batch in pipe:
+        out.append((np.array(batch["tokens"]), batch.ids))
+        batch.close()
+        if len(out) >= limit:
+            break
+    return out
+
+
+def test_text_batches_are_the_packed_encodings_of_their_samples(daemon, tmp_path, tiny):
+    docs = documents(300)
+    data = write_text_dataset(tmp_path / "data", docs)
+    pipe = text_pipeline(data, tiny, daemon=daemon.socket)
+    batches = read_all(pipe)
+    assert_batches_pack_the_encodings(batches, docs, zephon.Tokenizer(tiny))
+    text = pipe.explain()
+    assert "tokenize (at dataset open, into the token cache): " f"'{tiny}'" in text
+    assert "text dataset 'text': records=300" in text
+    [status] = [s for s in daemon.status()["instances"]
+                if s["instance_id"] == pipe.attach_info["instance_id"]]
+    assert status["tokenize"].startswith(f"'{tiny}' fingerprint=sha256:")
+    pipe.close()
+
+
+def test_text_steps_are_equal_for_every_dp_degree(daemon, tmp_path, tiny):
+    docs = documents(400, seed=4)
+    data = write_text_dataset(tmp_path / "data", docs)
+    steps = {}
+    for dp in (1, 2, 4):
+        pipes = [text_pipeline(data, tiny, daemon=daemon.socket, world_size=dp, global_rank=g,
+                               dp_degree=dp, dp_group_id=g, canonical_replicas=4,
+                               run_id=f"dp{dp}", aggregate_dir=str(tmp_path / "agg"))
+                 for g in range(dp)]
+        iters = [iter(p) for p in pipes]
+        per_step = []
+        for _ in range(5):  # a step: C = 4 batches over the dp groups
+            got = []
+            for it in iters:
+                for _ in range(4 // dp):
+                    b = next(it)
+                    got.append((b["tokens"].tobytes(), tuple(b.ids)))
+                    b.close()
+            per_step.append(sorted(got))
+        steps[dp] = per_step
+        for p in pipes:
+            p.close()
+    assert steps[1] == steps[2] == steps[4]
+
+
+def test_text_dataset_missing_field_names_file_and_line(daemon, tmp_path, tiny):
+    data = write_text_dataset(tmp_path / "data", ["a b"] * 20)
+    with open(data / "part-000.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": 99, "body": "a"}) + "\n")
+    e = attach_error(text_pipeline(data, tiny, daemon=daemon.socket))
+    assert "part-000.jsonl" in str(e) and "line 21" in str(e), e
+    # on_missing="skip" reads the rest.
+    pipe = text_pipeline(data, tiny, daemon=daemon.socket, tokenize=dict(on_missing="skip"))
+    assert read_all(pipe, limit=2)
+    pipe.close()
+
+
+def test_a_multi_megabyte_inline_tokenizer_attaches_and_is_not_stored(daemon, tmp_path):
+    spec = json.loads(tiny_tokenizer_json())
+    vocab = spec["model"]["vocab"]
+    for i in range(300_000):  # pads tokenizer.json past 8 MB, like Llama 3's
+        vocab[f"pad_token_number_{i:07d}"] = 11 + i
+    text = json.dumps(spec)
+    assert len(text) > 8_000_000
+
+    class Inline:
+        def to_str(self):
+            return text
+
+    docs = documents(200, seed=5)
+    data = write_text_dataset(tmp_path / "data", docs)
+    pipe = text_pipeline(data, Inline(), daemon=daemon.socket)
+    assert len(json.dumps(pipe._request())) > 8_000_000
+    batches = read_all(pipe)
+    assert_batches_pack_the_encodings(batches, docs, zephon.Tokenizer(Inline()))
+    explain = pipe.explain()
+    assert "inline tokenizer.json fingerprint=sha256:" in explain
+    assert "pad_token_number" not in explain and len(explain) < 100_000
+    pipe.close()
