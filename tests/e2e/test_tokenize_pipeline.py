@@ -297,3 +297,45 @@ def test_a_multi_megabyte_inline_tokenizer_attaches_and_is_not_stored(daemon, tm
     assert "inline tokenizer.json fingerprint=sha256:" in explain
     assert "pad_token_number" not in explain and len(explain) < 100_000
     pipe.close()
+
+
+def test_text_checkpoint_restores_on_another_dp_degree(daemon, tmp_path, tiny):
+    from concurrent.futures import ThreadPoolExecutor
+    docs = documents(400, seed=6)
+    data = write_text_dataset(tmp_path / "data", docs)
+    agg = str(tmp_path / "agg")
+
+    def job(dp, run_id, restore=None):
+        pipes = [text_pipeline(data, tiny, daemon=daemon.socket, world_size=dp, global_rank=g,
+                               dp_degree=dp, dp_group_id=g, canonical_replicas=4,
+                               run_id=run_id, aggregate_dir=agg)
+                 for g in range(dp)]
+        if restore is not None:
+            for p in pipes:
+                p.restore(restore)
+        return pipes, [iter(p) for p in pipes]
+
+    def steps(iters, dp, n):
+        out = []
+        for _ in range(n):
+            got = []
+            for it in iters:
+                for _ in range(4 // dp):
+                    b = next(it)
+                    got.append((b["tokens"].tobytes(), tuple(b.ids)))
+                    b.close()
+            out.append(sorted(got))
+        return out
+
+    pipes, iters = job(2, "ckpt")
+    steps(iters, 2, 2)
+    with ThreadPoolExecutor(2) as pool:
+        states = list(pool.map(lambda p: p.checkpoint(), pipes))
+    assert states[0] == states[1]
+    later = steps(iters, 2, 3)
+    for p in pipes:
+        p.close()
+    pipes, iters = job(1, "ckpt", restore=states[0])
+    assert steps(iters, 1, 3) == later
+    for p in pipes:
+        p.close()
