@@ -238,26 +238,41 @@ def test_text_batches_are_the_packed_encodings_of_their_samples(daemon, tmp_path
     pipe.close()
 
 
+C = 4  # lanes of the multi-group tests
+
+
+def dp_job(data, tiny, socket, agg, dp, run_id, restore=None):
+    """One Pipeline per DP group (Megatron style: world_size == dp_degree), iterating."""
+    pipes = [text_pipeline(data, tiny, daemon=socket, world_size=dp, global_rank=g,
+                           dp_degree=dp, dp_group_id=g, canonical_replicas=C, run_id=run_id,
+                           aggregate_dir=agg)
+             for g in range(dp)]
+    for p in pipes:
+        if restore is not None:
+            p.restore(restore)
+    return pipes, [iter(p) for p in pipes]
+
+
+def read_steps(iters, n):
+    """n steps of C batches over the DP groups: per step the sorted (tokens, ids)."""
+    out = []
+    for _ in range(n):
+        got = []
+        for it in iters:
+            for _ in range(C // len(iters)):
+                b = next(it)
+                got.append((b["tokens"].tobytes(), tuple(b.ids)))
+                b.close()
+        out.append(sorted(got))
+    return out
+
+
 def test_text_steps_are_equal_for_every_dp_degree(daemon, tmp_path, tiny):
-    docs = documents(400, seed=4)
-    data = write_text_dataset(tmp_path / "data", docs)
+    data = write_text_dataset(tmp_path / "data", documents(400, seed=4))
     steps = {}
     for dp in (1, 2, 4):
-        pipes = [text_pipeline(data, tiny, daemon=daemon.socket, world_size=dp, global_rank=g,
-                               dp_degree=dp, dp_group_id=g, canonical_replicas=4,
-                               run_id=f"dp{dp}", aggregate_dir=str(tmp_path / "agg"))
-                 for g in range(dp)]
-        iters = [iter(p) for p in pipes]
-        per_step = []
-        for _ in range(5):  # a step: C = 4 batches over the dp groups
-            got = []
-            for it in iters:
-                for _ in range(4 // dp):
-                    b = next(it)
-                    got.append((b["tokens"].tobytes(), tuple(b.ids)))
-                    b.close()
-            per_step.append(sorted(got))
-        steps[dp] = per_step
+        pipes, iters = dp_job(data, tiny, daemon.socket, str(tmp_path / "agg"), dp, f"dp{dp}")
+        steps[dp] = read_steps(iters, 5)
         for p in pipes:
             p.close()
     assert steps[1] == steps[2] == steps[4]
@@ -301,41 +316,17 @@ def test_a_multi_megabyte_inline_tokenizer_attaches_and_is_not_stored(daemon, tm
 
 def test_text_checkpoint_restores_on_another_dp_degree(daemon, tmp_path, tiny):
     from concurrent.futures import ThreadPoolExecutor
-    docs = documents(400, seed=6)
-    data = write_text_dataset(tmp_path / "data", docs)
+    data = write_text_dataset(tmp_path / "data", documents(400, seed=6))
     agg = str(tmp_path / "agg")
-
-    def job(dp, run_id, restore=None):
-        pipes = [text_pipeline(data, tiny, daemon=daemon.socket, world_size=dp, global_rank=g,
-                               dp_degree=dp, dp_group_id=g, canonical_replicas=4,
-                               run_id=run_id, aggregate_dir=agg)
-                 for g in range(dp)]
-        if restore is not None:
-            for p in pipes:
-                p.restore(restore)
-        return pipes, [iter(p) for p in pipes]
-
-    def steps(iters, dp, n):
-        out = []
-        for _ in range(n):
-            got = []
-            for it in iters:
-                for _ in range(4 // dp):
-                    b = next(it)
-                    got.append((b["tokens"].tobytes(), tuple(b.ids)))
-                    b.close()
-            out.append(sorted(got))
-        return out
-
-    pipes, iters = job(2, "ckpt")
-    steps(iters, 2, 2)
-    with ThreadPoolExecutor(2) as pool:
+    pipes, iters = dp_job(data, tiny, daemon.socket, agg, 2, "ckpt")
+    read_steps(iters, 2)
+    with ThreadPoolExecutor(2) as pool:  # checkpoint() is collective over the ranks
         states = list(pool.map(lambda p: p.checkpoint(), pipes))
     assert states[0] == states[1]
-    later = steps(iters, 2, 3)
+    later = read_steps(iters, 3)
     for p in pipes:
         p.close()
-    pipes, iters = job(1, "ckpt", restore=states[0])
-    assert steps(iters, 1, 3) == later
+    pipes, iters = dp_job(data, tiny, daemon.socket, agg, 1, "ckpt", restore=states[0])
+    assert read_steps(iters, 3) == later
     for p in pipes:
         p.close()
