@@ -20,6 +20,7 @@
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/dataset_content.h"
 #include "daemon/pipeline/spec.h"
+#include "daemon/storage/open_store.h"
 #include "shm/ring_layout.h"
 
 namespace zephon::daemon {
@@ -59,10 +60,41 @@ absl::Status CheckResumedData(const proto::CheckpointState& resume,
   return absl::OkStatus();
 }
 
+// Longest one store call for an s3:// tokenizer may take (retries included): a 9 MB
+// tokenizer.json is seconds on any link; a hung store fails the attach naming the URL.
+constexpr absl::Duration kTokenizerCallBudget = absl::Minutes(1);
+
+// The registry's tokenizers: the daemon's shared cache, else one of its own.
+std::shared_ptr<TokenizerCache> TokenizersOf(const RegistryOptions& options) {
+  if (options.tokenizers != nullptr) return options.tokenizers;
+  return std::make_shared<TokenizerCache>(
+      [s3 = options.s3, env = options.env](const std::string& url) {
+        return storage::OpenStore(url, s3, kTokenizerCallBudget, env);
+      });
+}
+
+// Once per text shard this open tokenized: the records it changed or skipped (a warm
+// open from the token cache was logged when it was converted).
+void LogTextShards(const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets) {
+  for (const auto& d : datasets) {
+    for (uint32_t s = 0; d->is_text() && s < d->NumShards(); ++s) {
+      const pipeline::TextShardStats* st = d->ShardTextStats(s);
+      if (!st->tokenized) continue;
+      if (st->invalid_utf8_records > 0 || st->skipped_missing > 0) {
+        Log()->warn("dataset '{}' file {}: {} records with invalid UTF-8 (replaced by U+FFFD), "
+                    "{} records skipped without a string text field (on_missing=skip), of {}",
+                    d->name(), d->shard(s).FileName(), st->invalid_utf8_records,
+                    st->skipped_missing, st->records);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 InstanceRegistry::InstanceRegistry(RegistryOptions options)
     : options_(std::move(options)),
+      tokenizers_(TokenizersOf(options_)),
       started_(options_.env->Now()),
       idle_since_(options_.env->Now()) {}
 
@@ -90,16 +122,22 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     resume->key = absl::StrFormat("%016x", HashBytes(request.restore_checkpoint()));
   }
   // 1. Validate: every option defaulted and checked once.
-  ASSIGN_OR_RETURN(const ResolvedAttach attach,
+  ASSIGN_OR_RETURN(ResolvedAttach attach,
                    ResolveAttach(request, resume ? &resume->state : nullptr,
                                  AttachDefaults{options_.reader_capacity,
                                                 options_.default_prefetch_batches}));
+  // The tokenizer, before any dataset I/O and before the rendezvous: a bad tokenizer
+  // fails the attach at once. From here the spec holds the loaded tokenizer's
+  // fingerprint and no inline tokenizer bytes (it is stored in checkpoints).
+  ASSIGN_OR_RETURN(const std::optional<pipeline::TextTokenization> text,
+                   PrepareTokenize(*tokenizers_, &attach.pipeline.spec));
   // 2. Rendezvous if this daemon leads the run.
   RETURN_IF_ERROR(RendezvousIfLeader(attach.identity));
   // 3. The datasets for the spec. The open this rank led stays visible to its peers
   // until the instance is registered (or this attach fails): the guard runs after
   // JoinOrCreate released the registry lock.
-  ASSIGN_OR_RETURN(const OpenedDatasets opened, DatasetsFor(attach.identity, attach.pipeline.spec));
+  ASSIGN_OR_RETURN(const OpenedDatasets opened,
+                   DatasetsFor(attach.identity, attach.pipeline.spec, text ? &*text : nullptr));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
   if (resume) {
     RETURN_IF_ERROR(CheckResumedData(resume->state, opened.datasets, attach.pipeline.spec,
@@ -211,7 +249,8 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
 }
 
 absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
-    const RankIdentity& identity, const proto::PipelineSpec& resolved) {
+    const RankIdentity& identity, const proto::PipelineSpec& resolved,
+    const pipeline::TextTokenization* text) {
   std::shared_ptr<PipelineInstance> peer;
   std::shared_ptr<PendingOpen> theirs;
   OpenedDatasets out;
@@ -263,10 +302,20 @@ absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
   open_options.max_jsonl_line_bytes = options_.max_jsonl_line_bytes;
   open_options.shard_cache = options_.shard_cache;
   open_options.s3 = options_.s3;
+  if (text != nullptr && options_.worker_pool != nullptr) {
+    // Text shards tokenize on the node's worker pool (blocks the pool cannot take run
+    // on this thread: text_convert.h); twice its threads keeps it busy.
+    std::shared_ptr<exec::WorkerPool> pool = options_.worker_pool;
+    open_options.text_convert.submit = [pool](std::function<void()> task) {
+      return pool->Submit(std::move(task)).ok();
+    };
+    open_options.text_convert.max_blocks_in_flight = static_cast<int>(2 * pool->num_threads());
+  }
   absl::StatusOr<std::vector<std::shared_ptr<const pipeline::Dataset>>> datasets =
-      pipeline::OpenDatasets(resolved, open_options);
+      pipeline::OpenDatasets(resolved, open_options, text);
   if (datasets.ok()) {
     out.datasets = *std::move(datasets);
+    LogTextShards(out.datasets);
     out.spec_hash = pipeline::SpecHash(resolved, out.datasets);
   }
   if (out.pending != nullptr) {

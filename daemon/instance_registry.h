@@ -1,7 +1,8 @@
 // The daemon's table of PipelineInstances, keyed by data identity.
 //
 // Attach runs in named stages: validate (ResolveAttach, resolve_attach.h: every option
-// defaulted and checked once), rendezvous if this daemon hosts the run's rank 0, the
+// defaulted and checked once), load the tokenizer of a tokenize operator (tokenizers.h:
+// the spec then carries its fingerprint, not inline bytes), rendezvous if this daemon hosts the run's rank 0, the
 // datasets for the spec (opened once per DP group and spec hash), then join the running
 // instance of that (run_id, dp_degree, dp_group_id) or create one. The seed's first rule is enforced here: a rank whose
 // spec hash differs from the one its DP group already runs with is refused, naming
@@ -36,6 +37,7 @@
 #include "daemon/storage/s3_store.h"
 #include "daemon/resolve_attach.h"
 #include "daemon/storage/shard_cache.h"
+#include "daemon/tokenizers.h"
 #include "proto/checkpoint.pb.h"
 #include "proto/zephon.pb.h"
 
@@ -72,6 +74,9 @@ struct RegistryOptions {
   // The daemon's one worker pool, shared by every instance (the node-wide thread
   // budget, --worker-threads). Null: every instance materializes inline.
   std::shared_ptr<exec::WorkerPool> worker_pool;
+  // The node's tokenizers (tokenize operators), shared by every instance; null = the
+  // registry makes its own, reading s3:// tokenizers with `s3`.
+  std::shared_ptr<TokenizerCache> tokenizers;
   // Event counters of the daemon (attach/ring/pipeline errors); each registry gets its
   // own unless the daemon shares one.
   std::shared_ptr<metrics::DaemonCounters> counters =
@@ -161,8 +166,10 @@ class InstanceRegistry final : public checkpoint::RunRoster {
   // The datasets (and spec hash) a rank of `identity` reads: a running DP-group peer's
   // (same resolved spec), a peer's open in progress (waited for, at most kPeerOpenWait,
   // ended by shutdown), else newly opened (and announced to peers arriving meanwhile).
+  // `text`: the spec's tokenize operator (null without one).
   absl::StatusOr<OpenedDatasets> DatasetsFor(const RankIdentity& identity,
-                                             const proto::PipelineSpec& resolved)
+                                             const proto::PipelineSpec& resolved,
+                                             const pipeline::TextTokenization* text)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Removes the open `opened` led from opening_ (no-op when it led none).
   void ForgetPendingOpen(const OpenedDatasets& opened) ABSL_LOCKS_EXCLUDED(mu_);
@@ -190,6 +197,7 @@ class InstanceRegistry final : public checkpoint::RunRoster {
       const std::string& run_key, uint32_t reserve) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RegistryOptions options_;
+  const std::shared_ptr<TokenizerCache> tokenizers_;  // options_.tokenizers or our own
   const absl::Time started_;
 
   mutable absl::Mutex mu_;

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/pipeline/spec_string_form.h"
+#include "daemon/pipeline/tokenize_spec.h"
 
 namespace zephon::daemon {
 namespace {
@@ -335,6 +336,9 @@ proto::InstanceStatus PipelineInstance::Status() const {
   s.set_ring_slots(config_.geometry.slot_count);
   s.set_produced(produced_.load());
   s.set_canonical_replicas(config_.identity.canonical_replicas);
+  if (const proto::TokenizeSpec* tokenize = pipeline::FindTokenize(config_.spec)) {
+    s.set_tokenize(pipeline::DescribeTokenize(*tokenize));
+  }
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
   const uint64_t produced = produced_.load();
   const uint64_t published = writer_->published();
@@ -370,6 +374,19 @@ proto::InstanceStatus PipelineInstance::Status() const {
 std::string PipelineInstance::Explain() const {
   std::string stages;
   const proto::WorkSourceSpec& ws = config_.spec.work_source();
+  if (const proto::TokenizeSpec* tokenize = pipeline::FindTokenize(config_.spec)) {
+    absl::StrAppend(&stages, "    tokenize (at dataset open, into the token cache): ",
+                    pipeline::DescribeTokenize(*tokenize), "\n");
+    for (const auto& d : config_.datasets) {
+      if (!d->is_text()) continue;
+      const pipeline::TextShardStats t = d->TextStats();
+      absl::StrAppend(&stages, "    text dataset '", d->name(), "': records=", t.records,
+                      " samples=", t.samples, " tokens=", t.tokens,
+                      " invalid_utf8_records=", t.invalid_utf8_records,
+                      " skipped_missing=", t.skipped_missing, " truncated=",
+                      t.truncated_records, " split=", t.split_records, "\n");
+    }
+  }
   for (absl::string_view line : absl::StrSplit(config_.explain_stream, '\n', absl::SkipEmpty())) {
     absl::StrAppend(&stages, "    ", line, "\n");
     if (absl::StartsWith(line, "work source:")) {

@@ -17,6 +17,7 @@
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/ordering/work_source.h"
 #include "daemon/pipeline/spec_string_form.h"
+#include "daemon/pipeline/tokenize_spec.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -71,6 +72,21 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
   return absl::OkStatus();
 }
 
+// tokenize reads JSONL text: a dataset declared in another format is refused here,
+// before any I/O (an auto-detected one is refused by Dataset::Open).
+absl::Status CheckTextDatasets(const proto::WorkSourceSpec& ws) {
+  for (int k = 0; k < ws.datasets_size(); ++k) {
+    const auto& d = ws.datasets(k);
+    if (!d.format().empty() && d.format() != "jsonl") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work_source.datasets[", k, "] ('", d.name(), "').format '", d.format(),
+          "': the tokenize operator reads text from JSONL datasets (fmt=\"jsonl\"); "
+          "drop tokenize to read pre-tokenized data"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint32_t dp_degree) {
@@ -118,6 +134,10 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
     if (d.format() == "jsonl" && d.jsonl_field().empty()) d.set_jsonl_field(kDefaultJsonlField);
   }
   RETURN_IF_ERROR(ValidateDatasets(*ws));
+  if (proto::TokenizeSpec* tokenize = FindMutableTokenize(&spec)) {
+    RETURN_IF_ERROR(ResolveTokenize(0, tokenize));
+    RETURN_IF_ERROR(CheckTextDatasets(*ws));
+  }
   for (auto& op : *spec.mutable_operators()) {
     if (op.has_pack_flat() && op.pack_flat().algorithm().empty()) {
       op.mutable_pack_flat()->set_algorithm("wrap");
@@ -143,6 +163,10 @@ std::string SpecHash(const proto::PipelineSpec& resolved,
   // options are hashed as strings, as format 1 defined the hash (spec_string_form.h).
   proto::PipelineSpecStringForm hashed = ToStringForm(resolved);
   for (auto& d : *hashed.mutable_work_source()->mutable_datasets()) d.clear_path();
+  // Likewise the tokenizer's location (or inline bytes): its fingerprint covers it.
+  for (auto& op : *hashed.mutable_operators()) {
+    if (op.has_tokenize()) *op.mutable_tokenize() = HashedForm(op.tokenize());
+  }
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream raw(&bytes);
@@ -156,10 +180,10 @@ std::string SpecHash(const proto::PipelineSpec& resolved,
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
-    const proto::PipelineSpec& spec, const OpenOptions& options) {
+    const proto::PipelineSpec& spec, const OpenOptions& options, const TextTokenization* text) {
   std::vector<std::shared_ptr<const Dataset>> out;
   for (const auto& d : spec.work_source().datasets()) {
-    auto ds = Dataset::Open(d, options);
+    auto ds = Dataset::Open(d, options, text);
     if (!ds.ok()) {
       return absl::Status(ds.status().code(), absl::StrCat("dataset '", d.name(), "': ",
                                                            ds.status().message()));

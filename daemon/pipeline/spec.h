@@ -11,10 +11,11 @@
 //   hash through Dataset::Fingerprint). shuffle_block_size is kept verbatim ("auto" /
 //   "global" depend on the data; WorkSource resolves them, and the data enters the
 //   hash through the fingerprints).
+// plus a tokenize operator's defaults (ResolveTokenize, tokenize_spec.h),
 // and validates it (INVALID_ARGUMENT naming the option and value): format_version 1,
 // known enum values and strings, datasets non-empty with unique non-empty names and paths, weights,
 // shuffle_block_size syntax, max_repeats only with exhausted_policy REPEAT, the
-// operator list, lane_routing and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
+// operator list (tokenize only with JSONL datasets), lane_routing and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
 // 1 <= dp_degree <= canonical_replicas (CheckDpDegreeFitsLanes). An unset
 // canonical_replicas with dp_degree over zephond's lane bound names dp_degree.
 //
@@ -25,7 +26,10 @@
 // h = Combine(h, fingerprint_k) over the datasets in order. The path is location, not
 // data (the fingerprints cover the files: names, sample counts, sizes), so the same
 // files read from another directory or from S3 give the same hash, and a checkpoint
-// taken on one restores on the other. Pure functions; thread-safe.
+// taken on one restores on the other. A tokenize operator enters h0 without its source
+// (tokenizer_path, inline tokenizer_json: tokenize_spec.h's HashedForm): its fingerprint
+// covers the tokenizer, so REQUIRES the fingerprint filled (daemon/tokenizers.h does it
+// at attach). Pure functions; thread-safe.
 #ifndef ZEPHON_DAEMON_PIPELINE_SPEC_H_
 #define ZEPHON_DAEMON_PIPELINE_SPEC_H_
 
@@ -36,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/formats/text_tokenization.h"
 #include "daemon/pipeline/batching/lane_stream.h"
 #include "proto/spec.pb.h"
 
@@ -56,9 +61,12 @@ absl::StatusOr<proto::PipelineSpec> ResolveSpec(proto::PipelineSpec spec, uint32
 std::string SpecHash(const proto::PipelineSpec& resolved,
                      const std::vector<std::shared_ptr<const Dataset>>& datasets);
 
-// Opens every dataset of the spec, in order (errors name the dataset).
+// Opens every dataset of the spec, in order (errors name the dataset). `text`, the
+// spec's tokenize operator (daemon/tokenizers.h's PrepareTokenize), makes them text
+// datasets; null without one.
 absl::StatusOr<std::vector<std::shared_ptr<const Dataset>>> OpenDatasets(
-    const proto::PipelineSpec& spec, const OpenOptions& options = {});
+    const proto::PipelineSpec& spec, const OpenOptions& options = {},
+    const TextTokenization* text = nullptr);
 
 }  // namespace zephon::pipeline
 

@@ -59,6 +59,8 @@ constexpr char kMapping[] = "mapping_strategy";
 constexpr char kRouting[] = "lane_routing";
 constexpr char kPolicy[] = "work_source.exhausted_policy";
 constexpr char kWeightBy[] = "work_source.weight_by";
+constexpr char kSpecialTokens[] = "tokenize.special_tokens";
+constexpr char kOnMissing[] = "tokenize.on_missing";
 
 // Takes the string at unknown field `number` out of `unknown` ("" when absent).
 std::string TakeUnknownString(UnknownFieldSet* unknown, int number) {
@@ -94,6 +96,8 @@ std::string OptionName(proto::PipelineSpec::MappingStrategy value) { return Name
 std::string OptionName(proto::PipelineSpec::LaneRouting value) { return NameOf(value); }
 std::string OptionName(proto::WorkSourceSpec::ExhaustedPolicy value) { return NameOf(value); }
 std::string OptionName(proto::WorkSourceSpec::WeightBy value) { return NameOf(value); }
+std::string OptionName(proto::TokenizeSpec::SpecialTokens value) { return NameOf(value); }
+std::string OptionName(proto::TokenizeSpec::OnMissing value) { return NameOf(value); }
 
 absl::StatusOr<proto::PipelineSpec::MappingStrategy> ParseMappingStrategy(
     const std::string& name) {
@@ -121,6 +125,12 @@ absl::Status CheckResolved(proto::WorkSourceSpec::ExhaustedPolicy value) {
 }
 absl::Status CheckResolved(proto::WorkSourceSpec::WeightBy value) {
   return CheckValue(kWeightBy, value);
+}
+absl::Status CheckResolved(proto::TokenizeSpec::SpecialTokens value) {
+  return CheckValue(kSpecialTokens, value);
+}
+absl::Status CheckResolved(proto::TokenizeSpec::OnMissing value) {
+  return CheckValue(kOnMissing, value);
 }
 
 proto::PipelineSpecStringForm ToStringForm(const proto::PipelineSpec& spec) {

@@ -3,7 +3,9 @@
 // mapping_strategy, lane_routing and work_source.exhausted_policy were strings in
 // format 1 ("interleaved", "modulo", "repeat") and are proto enums now. Each value's
 // string is its enum value name in lower case: the Python API's spelling, the one
-// error messages and `explain` show, and the one the spec hash covers.
+// error messages and `explain` show, and the one the spec hash covers. The tokenize
+// operator's enums (special_tokens, on_missing) were enums from the start: their
+// names are here for errors and explain, and the hash covers their numbers.
 //
 // Why the hash keeps the string form: the spec hash is the deterministic serialization
 // of the resolved spec, and restore refuses a checkpoint whose hash differs. Hashing
@@ -39,6 +41,8 @@ std::string OptionName(proto::PipelineSpec::MappingStrategy value);
 std::string OptionName(proto::PipelineSpec::LaneRouting value);
 std::string OptionName(proto::WorkSourceSpec::ExhaustedPolicy value);
 std::string OptionName(proto::WorkSourceSpec::WeightBy value);
+std::string OptionName(proto::TokenizeSpec::SpecialTokens value);
+std::string OptionName(proto::TokenizeSpec::OnMissing value);
 
 // The value named `name` (lower case); INVALID_ARGUMENT naming `option`, the value and
 // the valid names otherwise ("" is *_UNSPECIFIED).
@@ -55,6 +59,8 @@ absl::Status CheckResolved(proto::PipelineSpec::MappingStrategy value);
 absl::Status CheckResolved(proto::PipelineSpec::LaneRouting value);
 absl::Status CheckResolved(proto::WorkSourceSpec::ExhaustedPolicy value);
 absl::Status CheckResolved(proto::WorkSourceSpec::WeightBy value);
+absl::Status CheckResolved(proto::TokenizeSpec::SpecialTokens value);
+absl::Status CheckResolved(proto::TokenizeSpec::OnMissing value);
 
 // The spec in format 1's schema (see above).
 proto::PipelineSpecStringForm ToStringForm(const proto::PipelineSpec& spec);

@@ -19,6 +19,7 @@ from zephon import _spec_enums
 from zephon import pipeline as pipeline_module
 from zephon import sources as sources_module
 import proto_modules
+from test_tokenize_pipeline import tiny_tokenizer_json
 
 # Values of the Python API's options whose target the daemon interprets (the Python
 # package passes them on as written or translates them; either way each must land in a
@@ -173,6 +174,19 @@ def pipelines() -> list[tuple[str, zephon.Pipeline]]:
         out.append((f"emit_positions={emit} drop_last={drop}",
                     zephon.Pipeline(ws).shuffle(100, seed=3)
                     .pack_flat(65, emit_positions=emit).batch(4, drop_last=drop)))
+    class Inline:  # a tokenizers object: its JSON goes inline
+        def to_str(self):
+            return tiny_tokenizer_json()
+
+    for source, kwargs in itertools.product(
+            ["s3://bucket/models/tok.json", Inline()],
+            [{}, {"split_long_samples": True, "max_length": 64},
+             {"field": "body", "special_tokens": "eos", "bos_token_id": 1, "eos_token_id": 2,
+              "max_length": 64, "truncation": True, "on_missing": "skip",
+              "split_special_tokens": True}]
+            + [{"special_tokens": v} for v in _spec_enums.CHOICES["special_tokens"]]):
+        out.append((f"tokenize {type(source).__name__} {kwargs}",
+                    zephon.Pipeline(ws).tokenize(source, **kwargs).pack_flat(65).batch(2)))
     base = zephon.Pipeline(ws).pack_flat(129).batch(2)
     options = sorted(pipeline_module._ALL_OPTIONS - pipeline_module._CLIENT_OPTIONS)
     for option in options:

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import _native, _spec_enums, errors
+from . import _native, _spec_enums, _tokenize, errors
 from .batch import Batch
 from .sources import StaticMixtureWorkSource
 
@@ -176,6 +176,47 @@ class Pipeline:
         p._options = dict(self._options)
         for k, v in changes.items():
             setattr(p, k, v)
+        return p
+
+    def tokenize(self, tokenizer, *, field: str = "text", special_tokens: str = "bos_eos",
+                 bos_token_id: int | None = None, eos_token_id: int | None = None,
+                 max_length: int | None = None, truncation: bool = False,
+                 split_long_samples: bool = False, on_missing: str = "error",
+                 split_special_tokens: bool = False) -> "Pipeline":
+        """Reads the JSONL datasets as text: each record's string ``field`` is encoded in
+        zephond (the same tokenizer as :class:`zephon.Tokenizer`) into one sample. The
+        first operator (before shuffle/pack_flat/batch); every dataset must be JSONL.
+
+        ``tokenizer``: a tokenizer.json, an HF model directory holding one (its
+        tokenizer_config.json names BOS/EOS) or a SentencePiece .model, as a local path
+        (made absolute here) or an s3:// URL (read by zephond with its S3 settings); a
+        :class:`zephon.Tokenizer` (its options are the defaults of the ones here); or an
+        object with ``to_str()`` / ``backend_tokenizer.to_str()`` (a tokenizers or
+        transformers tokenizer), whose JSON is sent to zephond. When this process can load
+        the tokenizer, zephond refuses one whose content differs (fingerprint).
+        ``special_tokens``: "bos_eos", "bos", "eos", "none" or "tokenizer_default" (what
+        HF's add_special_tokens=True adds); ``bos_token_id`` / ``eos_token_id`` override
+        the tokenizer's. ``max_length`` with ``truncation=True`` cuts longer samples, with
+        ``split_long_samples=True`` splits them into max_length pieces. ``on_missing``:
+        "error" (a record without a string ``field`` fails, naming file and line) or
+        "skip". ``split_special_tokens=True`` encodes special tokens in the text as plain
+        text. Bad values raise InvalidOptionError (a ValueError) naming the argument."""
+        if any("tokenize" in op for op in self._operators):
+            raise errors.InvalidOptionError("Pipeline.tokenize: this Pipeline already "
+                                            "tokenizes; call tokenize() once",
+                                            errors.INVALID_ARGUMENT)
+        if self._operators:
+            raise errors.InvalidOptionError(
+                f"Pipeline.tokenize: call tokenize() before {next(iter(self._operators[0]))}() "
+                "(it turns text into the samples the other operators read)",
+                errors.INVALID_ARGUMENT)
+        op = _tokenize.tokenize_operator(
+            tokenizer, field=field, special_tokens=special_tokens, bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id, max_length=max_length, truncation=truncation,
+            split_long_samples=split_long_samples, on_missing=on_missing,
+            split_special_tokens=split_special_tokens)
+        p = self._with()
+        p._operators.append(op)
         return p
 
     def shuffle(self, buffer_size: int = 8192, seed: int = 0) -> "Pipeline":

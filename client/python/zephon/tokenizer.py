@@ -91,6 +91,10 @@ class Tokenizer:
     def __init__(self, path_or_object, *, split_special_tokens: bool = False,
                  bos_token_id: int | None = None, eos_token_id: int | None = None):
         self._handle = None
+        # What Pipeline.tokenize sends zephond for this tokenizer: its options, and its
+        # source (an absolute path, or the JSON bytes of an object).
+        self._options = {"split_special_tokens": bool(split_special_tokens),
+                         "bos_token_id": bos_token_id, "eos_token_id": eos_token_id}
         options = _native.TokenizerOptions()
         options.split_special_tokens = 1 if split_special_tokens else 0
         for name, value in (("bos_token_id", bos_token_id), ("eos_token_id", eos_token_id)):
@@ -115,12 +119,14 @@ class Tokenizer:
             code = _native.LIB.zephon_tokenizer_load(os.fsencode(path), ctypes.byref(options),
                                                      ctypes.byref(handle), ctypes.byref(error))
             self._source = path
+            self._spec_source = {"tokenizer_path": os.path.abspath(path)}
         else:
             data, config = _tokenizer_json_of(path_or_object)
             code = _native.LIB.zephon_tokenizer_from_json(
                 data, len(data), config, len(config) if config else 0, ctypes.byref(options),
                 ctypes.byref(handle), ctypes.byref(error))
             self._source = f"{type(path_or_object).__name__}.to_str()"
+            self._spec_source = {"tokenizer_json": data, "tokenizer_config_json": config}
         if code != 0:
             _raise(code, error)
         self._handle = handle

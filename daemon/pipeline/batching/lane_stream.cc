@@ -35,6 +35,16 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   o.flush_every_k_chunks = spec.flush_every_k_chunks();
   const auto& ops = spec.operators();
   int i = 0;
+  // tokenize (checked by ResolveTokenize) turns text into samples before the lanes:
+  // nothing here depends on it.
+  if (i < ops.size() && ops[i].has_tokenize()) ++i;
+  for (int k = i; k < ops.size(); ++k) {
+    if (ops[k].has_tokenize()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "operators[", k, "]: tokenize must be the first operator (operators are "
+          "[tokenize], [shuffle], pack_flat, batch)"));
+    }
+  }
   if (i < ops.size() && ops[i].has_shuffle()) {
     o.shuffle_buffer_size = ops[i].shuffle().buffer_size();
     o.shuffle_seed = ops[i].shuffle().seed();
@@ -46,7 +56,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   }
   if (i >= ops.size() || !ops[i].has_pack_flat()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "]: expected pack_flat (v1 operators are [shuffle], pack_flat, batch)"));
+        "operators[", i, "]: expected pack_flat (operators are [tokenize], [shuffle], pack_flat, batch)"));
   }
   const auto& pack = ops[i].pack_flat();
   if (pack.max_length() < 2) {
@@ -63,7 +73,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   ++i;
   if (i >= ops.size() || !ops[i].has_batch()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "]: expected batch (v1 operators are [shuffle], pack_flat, batch)"));
+        "operators[", i, "]: expected batch (operators are [tokenize], [shuffle], pack_flat, batch)"));
   }
   if (ops[i].batch().microbatch_size() < 1) {
     return absl::InvalidArgumentError(
@@ -74,7 +84,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   ++i;
   if (i < ops.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "]: nothing may follow batch (v1 operators are [shuffle], pack_flat, batch)"));
+        "operators[", i, "]: nothing may follow batch (operators are [tokenize], [shuffle], pack_flat, batch)"));
   }
   return o;
 }

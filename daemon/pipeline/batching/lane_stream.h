@@ -59,8 +59,8 @@ struct LaneOptions {
 
   // The only reader of the operator list. REQUIRES a resolved spec (ResolvePipeline
   // calls this after filling the defaults; others use ResolvedPipeline::lanes).
-  // Operators must be [shuffle?, pack_flat,
-  // batch]; INVALID_ARGUMENT naming the operator index and value otherwise (also:
+  // Operators must be [tokenize?, shuffle?, pack_flat,
+  // batch] (tokenize is not read here); INVALID_ARGUMENT naming the operator index and value otherwise (also:
   // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, algorithm "wrap" or empty,
   // CheckCanonicalReplicas (lanes.h) on the spec's lane count).
   static absl::StatusOr<LaneOptions> FromSpec(const proto::PipelineSpec& spec);
