@@ -121,12 +121,16 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
     const proto::DatasetSpec& spec, const DatasetFiles::Resolved& src, DatasetFiles& files,
     const OpenOptions& options) {
   const std::string field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
-  const std::string cache_dir = options.cache_dir.empty() ? zephon::DefaultCacheDir() : options.cache_dir;
+  const std::string cache_dir =
+      options.token_cache != nullptr ? options.token_cache->dir()
+      : options.cache_dir.empty()    ? zephon::DefaultCacheDir()
+                                     : options.cache_dir;
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, field, cache_dir,
-                                                                    options.max_jsonl_line_bytes));
+    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard,
+                     files.OpenJsonl(f, field, cache_dir, options.max_jsonl_line_bytes,
+                                     options.token_cache.get()));
     shards.push_back(std::move(shard));
   }
   return shards;

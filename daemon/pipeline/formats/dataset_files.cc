@@ -56,8 +56,9 @@ class LocalFiles final : public DatasetFiles {
   absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
                                                         const std::string& field,
                                                         const std::string& cache_dir,
-                                                        uint64_t max_line_bytes) override {
-    return JsonlShard::Open(path, field, cache_dir, max_line_bytes);
+                                                        uint64_t max_line_bytes,
+                                                        TokenCache* token_cache) override {
+    return JsonlShard::Open(path, field, cache_dir, max_line_bytes, token_cache);
   }
 };
 

@@ -43,11 +43,12 @@ class DatasetFiles {
   virtual absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) = 0;
   // Opens a JSONL shard, converting it into the token cache under `cache_dir` when the
   // cache has no conversion of this exact file (jsonl_reader.h); conversion fails on a
-  // line longer than max_line_bytes.
+  // line longer than max_line_bytes. `token_cache` (may be null) manages cache_dir.
   virtual absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
                                                                 const std::string& field,
                                                                 const std::string& cache_dir,
-                                                                uint64_t max_line_bytes) = 0;
+                                                                uint64_t max_line_bytes,
+                                                                TokenCache* token_cache) = 0;
 };
 
 // The local filesystem: directories are listed (regular files only), globs expanded

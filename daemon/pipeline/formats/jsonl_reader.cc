@@ -268,7 +268,8 @@ JsonlShard::JsonlShard(std::string path, uint64_t source_bytes, std::string cach
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& path,
                                                              const std::string& field,
                                                              const std::string& cache_dir,
-                                                             uint64_t max_line_bytes) {
+                                                             uint64_t max_line_bytes,
+                                                             TokenCache* token_cache) {
   if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty jsonl_field"));
   if (cache_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": empty token cache directory"));
@@ -290,14 +291,15 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
       }
       return absl::OkStatus();
     });
-  });
+  }, token_cache);
 }
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<ShardFile> source,
                                                              const std::string& version,
                                                              const std::string& field,
                                                              const std::string& cache_dir,
-                                                             uint64_t max_line_bytes) {
+                                                             uint64_t max_line_bytes,
+                                                             TokenCache* token_cache) {
   const std::string url = source->path();
   if (field.empty()) return absl::InvalidArgumentError(absl::StrCat(url, ": empty jsonl_field"));
   if (cache_dir.empty()) {
@@ -310,13 +312,16 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<Sha
     ASSIGN_OR_RETURN(std::unique_ptr<LineReader> lines,
                      LineReader::Open(std::move(source), max_line_bytes));
     return BuildCache(lines.get(), url, field, prefix, nullptr);
-  });
+  }, token_cache);
 }
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
     const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
     const std::string& prefix,
-    const std::function<absl::Status()>& build) {
+    const std::function<absl::Status()>& build, TokenCache* token_cache) {
+  // Pinned before the files are opened, so the budget never deletes them in between.
+  TokenCache::Pin pin;
+  if (token_cache != nullptr) pin = token_cache->Acquire(fs::path(prefix).filename().string());
   CachePair cache = TryOpenCache(prefix);
   if (cache.tok == nullptr) {
     RETURN_IF_ERROR(EnsureDir(cache_dir));
@@ -327,9 +332,14 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
                                               ".{tok,off} for ", path,
                                               " is inconsistent right after being written"));
     }
+    pin.Built();
+  } else {
+    pin.Hit();
   }
-  return std::unique_ptr<JsonlShard>(new JsonlShard(path, source_bytes, prefix,
-                                                    std::move(cache.tok), std::move(cache.off)));
+  std::unique_ptr<JsonlShard> shard(new JsonlShard(path, source_bytes, prefix,
+                                                   std::move(cache.tok), std::move(cache.off)));
+  shard->pin_ = std::move(pin);
+  return shard;
 }
 
 std::string JsonlShard::FileName() const { return fs::path(path_).filename().string(); }

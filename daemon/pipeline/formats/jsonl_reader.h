@@ -17,6 +17,9 @@
 // may race harmlessly. .off is then held in memory, .tok read with pread per sample (a
 // cache file shrunk under the daemon is DATA_LOSS, not a crash). A local source that
 // changes during conversion is ABORTED; the shard cache fails a remote one.
+// With a `token_cache` (token_cache.h; its directory must be cache_dir) the entry is
+// pinned for the shard's lifetime and reported as a hit or a build, so the cache's budget
+// evicts only entries no shard holds; null = unmanaged (no budget).
 // Conversion reads lines of at most `max_line_bytes` (line_reader.h); an existing cache
 // is used whatever limit it was built under.
 // Errors name the source, the 1-based line and the decompressed byte offset: DATA_LOSS
@@ -37,6 +40,7 @@
 #include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline/formats/shard_file.h"
 #include "daemon/pipeline/formats/shard_reader.h"
+#include "daemon/pipeline/formats/token_cache.h"
 
 namespace zephon::pipeline {
 
@@ -51,13 +55,14 @@ class JsonlShard final : public ShardReader {
   // otherwise).
   static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(
       const std::string& path, const std::string& field, const std::string& cache_dir,
-      uint64_t max_line_bytes = kDefaultMaxLineBytes);
+      uint64_t max_line_bytes = kDefaultMaxLineBytes, TokenCache* token_cache = nullptr);
   // The same for an object-store source: `source` is read front to back only when the
   // token cache for (source->path(), size, `version`, `field`) is missing. Errors also
   // include the storage's (naming the URL, bucket, key and HTTP status).
   static absl::StatusOr<std::unique_ptr<JsonlShard>> Open(
       std::unique_ptr<ShardFile> source, const std::string& version, const std::string& field,
-      const std::string& cache_dir, uint64_t max_line_bytes = kDefaultMaxLineBytes);
+      const std::string& cache_dir, uint64_t max_line_bytes = kDefaultMaxLineBytes,
+      TokenCache* token_cache = nullptr);
 
   // The source file's base name and byte size (what the dataset fingerprint covers).
   std::string FileName() const override;
@@ -72,11 +77,12 @@ class JsonlShard final : public ShardReader {
  private:
   JsonlShard(std::string path, uint64_t source_bytes, std::string cache_prefix,
              std::unique_ptr<ShardFile> tok, std::unique_ptr<ShardFile> off);
-  // Opens the cache at `prefix`, running `build` first when it is missing or broken.
+  // Opens the cache at `prefix`, running `build` first when it is missing or broken;
+  // pins it in `token_cache` (may be null) first.
   static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenCached(
       const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
       const std::string& prefix,
-      const std::function<absl::Status()>& build);
+      const std::function<absl::Status()>& build, TokenCache* token_cache);
   uint64_t Offset(uint64_t i) const;
 
   const std::string path_;
@@ -85,6 +91,7 @@ class JsonlShard final : public ShardReader {
   const std::unique_ptr<ShardFile> tok_;
   const std::unique_ptr<ShardFile> off_;
   const uint64_t num_samples_;
+  TokenCache::Pin pin_;  // set once by OpenCached
 };
 
 }  // namespace zephon::pipeline

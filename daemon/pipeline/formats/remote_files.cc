@@ -157,13 +157,14 @@ absl::StatusOr<std::unique_ptr<ShardFile>> RemoteDatasetFiles::Open(const std::s
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> RemoteDatasetFiles::OpenJsonl(
     const std::string& path, const std::string& field, const std::string& cache_dir,
-    uint64_t max_line_bytes) {
+    uint64_t max_line_bytes, TokenCache* token_cache) {
   ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, Open(path));
   ASSIGN_OR_RETURN(std::string key, KeyOf(path));
   const storage::ObjectInfo& info = known_.at(key);
   const std::string version =
       info.version.empty() ? absl::StrCat("mtime:", absl::ToUnixNanos(info.mtime)) : info.version;
-  return JsonlShard::Open(std::move(file), version, field, cache_dir, max_line_bytes);
+  return JsonlShard::Open(std::move(file), version, field, cache_dir, max_line_bytes,
+                          token_cache);
 }
 
 }  // namespace zephon::pipeline

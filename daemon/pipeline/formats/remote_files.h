@@ -47,7 +47,8 @@ class RemoteDatasetFiles final : public DatasetFiles {
   absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(const std::string& path,
                                                         const std::string& field,
                                                         const std::string& cache_dir,
-                                                        uint64_t max_line_bytes) override;
+                                                        uint64_t max_line_bytes,
+                                                        TokenCache* token_cache) override;
 
  private:
   RemoteDatasetFiles(std::string bucket_url, std::string store_id,
