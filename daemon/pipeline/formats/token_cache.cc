@@ -51,6 +51,14 @@ pid_t TempFilePid(absl::string_view name) {
 
 bool ProcessGone(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
 
+// Cache keys are hex digests (jsonl_reader.cc); only files named so are deleted as
+// orphans, so another tool's "notes.stats" in a shared --cache-dir is left alone.
+bool IsHexKey(absl::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
 }  // namespace
 
 TokenCache::Pin& TokenCache::Pin::operator=(Pin&& other) noexcept {
@@ -157,6 +165,7 @@ absl::Status TokenCache::Scan() {
     }
     // Not committed. An .off without its .tok can never become usable (.tok is renamed
     // into place first); a lone .tok/.stats is garbage unless a build is committing it.
+    if (!IsHexKey(key)) continue;
     for (int i = 0; i < 3; ++i) {
       if (!g.present[i]) continue;
       if (i != 0 && now_ns - MtimeNs(g.st[i]) <= grace_ns) continue;

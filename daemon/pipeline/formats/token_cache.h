@@ -7,10 +7,12 @@
 // process), so the LRU order survives a daemon restart.
 //
 // Create scans the directory (a missing one is empty): committed entries are adopted,
-// temporary files "*.tmp.<pid>.*" of processes that are gone are deleted, and so are
-// .tok/.stats files without their .off once older than kOrphanGrace (an eviction or a
-// build cut short; a build in flight commits its .off right after its .tok). Then it
-// evicts down to the budget (the flag may have shrunk).
+// temporary files "<key>.{off,tok,stats}.tmp.<pid>.*" older than kOrphanGrace whose
+// process is gone are deleted, and so are <key>.tok/.stats files without their .off once
+// older than kOrphanGrace (an eviction or a build cut short; a build in flight commits
+// its .off right after its .tok) and a lone .off; orphans only where the key is
+// lowercase hex, as cache keys are. Then it evicts down to the budget (the flag may have
+// shrunk).
 //
 // Use. Acquire(key) pins the entry (it need not exist yet) before the files are opened;
 // the caller then reports Hit() (found committed) or Built() (just committed). After each

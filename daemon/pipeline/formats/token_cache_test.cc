@@ -84,8 +84,10 @@ TEST(TokenCacheTest, ScanAdoptsCommittedEntriesAndRemovesStaleFiles) {
   WriteFile(dir + "/eeee.tok", "1234");
   SetMtimeAgo(dir + "/eeee.tok", absl::Hours(1));
   WriteFile(dir + "/ffff.tok", "1234");
-  WriteFile(dir + "/gggg.off", "12345678");
+  WriteFile(dir + "/abcd.off", "12345678");
   WriteFile(dir + "/unrelated.txt", "keep me");
+  WriteFile(dir + "/notes.stats", "not a cache key");
+  SetMtimeAgo(dir + "/notes.stats", absl::Hours(1));
   fs::create_directory(dir + "/objects");
 
   auto cache = TokenCache::Create(dir, 0);
@@ -100,8 +102,9 @@ TEST(TokenCacheTest, ScanAdoptsCommittedEntriesAndRemovesStaleFiles) {
   EXPECT_TRUE(Exists(ours_old));
   EXPECT_FALSE(Exists(dir + "/eeee.tok"));
   EXPECT_TRUE(Exists(dir + "/ffff.tok"));
-  EXPECT_FALSE(Exists(dir + "/gggg.off"));
+  EXPECT_FALSE(Exists(dir + "/abcd.off"));
   EXPECT_TRUE(Exists(dir + "/unrelated.txt"));
+  EXPECT_TRUE(Exists(dir + "/notes.stats"));
   EXPECT_TRUE(Exists(dir + "/objects"));
 }
 
