@@ -24,6 +24,7 @@
 #include "daemon/checkpoint/peer_credentials.h"
 #include "common/cache_dir.h"
 #include "daemon/log_file_sink.h"
+#include "daemon/pipeline/formats/token_cache.h"
 #include "daemon/storage/shard_cache.h"
 #include "shm/fd_passing.h"
 #include "shm/segment.h"
@@ -140,6 +141,16 @@ absl::Status Daemon::StartServers() {
       return BadFlags(shard_cache.status());
     }
     options.shard_cache = *std::move(shard_cache);
+  }
+  {
+    absl::StatusOr<std::shared_ptr<pipeline::TokenCache>> token_cache =
+        pipeline::TokenCache::Create(f.cache_dir.empty() ? DefaultCacheDir() : f.cache_dir,
+                                     f.token_cache_bytes);
+    if (!token_cache.ok()) {
+      spdlog::error("--cache-dir: {}", token_cache.status().ToString());
+      return Environment(token_cache.status());
+    }
+    options.token_cache = *std::move(token_cache);
   }
   absl::StatusOr<storage::S3Options> s3 = storage::S3OptionsFromFlags(f.s3);
   if (!s3.ok()) {

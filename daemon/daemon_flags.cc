@@ -89,6 +89,12 @@ void AddDaemonFlags(CLI::App& app, DaemonFlags* flags) {
                  "whole (a 1 MB .jsonl.gz can hold a 1 GiB line)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  app.add_option("--token-cache-bytes", flags->token_cache_bytes,
+                 "Disk budget of the node's token cache (the converted JSONL shards in "
+                 "<cache-dir>, shared by all instances, runs and restarts; least recently "
+                 "used entries are evicted, entries of open datasets are kept). 0 = no "
+                 "budget")
+      ->capture_default_str();
   app.add_option("--shard-cache-bytes", flags->shard_cache_bytes,
                  "Disk budget of the node's cache of s3:// dataset bytes (<cache-dir>/objects, "
                  "shared by all instances; least recently used blocks are evicted, blocks "

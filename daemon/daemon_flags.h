@@ -43,6 +43,7 @@ struct DaemonFlags {
   // Datasets.
   std::string cache_dir;
   uint64_t max_jsonl_line_bytes = 0;  // default: pipeline::kDefaultMaxLineBytes
+  uint64_t token_cache_bytes = uint64_t{64} << 30;
   uint64_t shard_cache_bytes = uint64_t{16} << 30;
   uint64_t shard_cache_block_bytes = uint64_t{8} << 20;
   storage::S3Flags s3;

@@ -40,6 +40,7 @@ TEST(DaemonFlagsTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(flags.worker_threads, exec::DefaultWorkerThreads());
   EXPECT_EQ(flags.max_jsonl_line_bytes, pipeline::kDefaultMaxLineBytes);
   EXPECT_EQ(flags.shard_cache_bytes, uint64_t{16} << 30);
+  EXPECT_EQ(flags.token_cache_bytes, uint64_t{64} << 30);
   EXPECT_EQ(flags.shard_cache_block_bytes, uint64_t{8} << 20);
   EXPECT_EQ(flags.metrics_address, "127.0.0.1:0");
   EXPECT_EQ(flags.peer_address, "");
@@ -57,6 +58,7 @@ TEST(DaemonFlagsTest, CommandLineFillsTheStruct) {
   EXPECT_TRUE(flags.peer_insecure);
   EXPECT_EQ(flags.log_level, "debug");
   EXPECT_TRUE(ValidateDaemonFlags(flags).ok());
+  EXPECT_EQ(Parse({"--token-cache-bytes", "0"}).token_cache_bytes, 0u);
 }
 
 TEST(DaemonFlagsTest, CliChecksRefuseOutOfRangeValues) {

@@ -301,6 +301,7 @@ absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
   open_options.cache_dir = options_.cache_dir;
   open_options.max_jsonl_line_bytes = options_.max_jsonl_line_bytes;
   open_options.shard_cache = options_.shard_cache;
+  open_options.token_cache = options_.token_cache;
   open_options.s3 = options_.s3;
   if (text != nullptr && options_.worker_pool != nullptr) {
     // Text shards tokenize on the node's worker pool (blocks the pool cannot take run
@@ -447,6 +448,23 @@ proto::StatusReply InstanceRegistry::Status() const {
     out->set_errors(c.errors);
     out->set_adopted(c.adopted);
     out->set_rejected(c.rejected);
+  }
+  if (options_.token_cache != nullptr) {
+    const pipeline::TokenCacheStats t = options_.token_cache->Stats();
+    proto::TokenCacheStatus* out = reply.mutable_token_cache();
+    out->set_dir(t.dir);
+    out->set_entries(t.entries);
+    out->set_bytes(t.bytes);
+    out->set_budget_bytes(t.budget_bytes);
+    out->set_pinned_bytes(t.pinned_bytes);
+    out->set_over_budget(t.over_budget);
+    out->set_hits(t.hits);
+    out->set_misses(t.misses);
+    out->set_bytes_built(t.bytes_built);
+    out->set_evictions(t.evictions);
+    out->set_evicted_bytes(t.evicted_bytes);
+    out->set_adopted(t.adopted);
+    out->set_stale_removed(t.stale_removed);
   }
   {
     absl::MutexLock lock(&mu_);

@@ -33,6 +33,7 @@
 #include "daemon/exec/worker_pool.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/pipeline/formats/line_reader.h"
+#include "daemon/pipeline/formats/token_cache.h"
 #include "daemon/pipeline_instance.h"
 #include "daemon/storage/s3_store.h"
 #include "daemon/resolve_attach.h"
@@ -54,6 +55,9 @@ struct RegistryOptions {
   std::string cache_dir;
   // Longest JSONL line converted into a token cache (--max-jsonl-line-bytes).
   uint64_t max_jsonl_line_bytes = pipeline::kDefaultMaxLineBytes;
+  // The node's token cache (--token-cache-bytes), managing cache_dir's JSONL token
+  // caches; null = unmanaged, no budget. Its stats are part of Status().
+  std::shared_ptr<pipeline::TokenCache> token_cache;
   // The node's cache of dataset bytes read from object stores (s3:// datasets), shared
   // by every instance (--shard-cache-bytes); null = each s3:// dataset reads through a
   // private memory-only cache. Its stats are part of Status().
@@ -108,7 +112,7 @@ class InstanceRegistry final : public checkpoint::RunRoster {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Detach(const Attachment& attachment, bool died) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The daemon's status. Reads the shard cache's stats (a brief lock of the cache's own)
+  // The daemon's status. Reads the shard and token caches' stats (brief locks of their own)
   // without holding mu_, so a scrape never adds to Attach or Detach latency; the reply
   // is not one atomic snapshot across cache and instances.
   proto::StatusReply Status() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
+#include "daemon/pipeline/formats/token_cache.h"
 #include "daemon/storage/local_store.h"
 #include "daemon/storage/shard_cache.h"
 #include "shm/ring_layout.h"
@@ -92,6 +93,25 @@ TEST(InstanceRegistryTest, StatusAnswersWhileTheShardCacheScansItsDirectory) {
   reader.join();
   EXPECT_TRUE(read_status.ok()) << read_status;
   EXPECT_EQ(std::string(bytes, 3), "abc");
+}
+
+TEST(InstanceRegistryTest, StatusCarriesTheTokenCacheStatsWhenThereIsOne) {
+  const std::string dir = TempDir();
+  ASSERT_FALSE(dir.empty());
+  ASSERT_TRUE(pipeline::testing::WriteTextFile(dir + "/0123.tok", std::string(40, 't')).ok());
+  ASSERT_TRUE(pipeline::testing::WriteTextFile(dir + "/0123.off", std::string(16, 'o')).ok());
+  auto token_cache = pipeline::TokenCache::Create(dir, 1000);
+  ASSERT_TRUE(token_cache.ok()) << token_cache.status();
+  RegistryOptions options;
+  options.token_cache = *token_cache;
+  const proto::StatusReply reply = InstanceRegistry(options).Status();
+  ASSERT_TRUE(reply.has_token_cache());
+  EXPECT_EQ(reply.token_cache().dir(), dir);
+  EXPECT_EQ(reply.token_cache().entries(), 1u);
+  EXPECT_EQ(reply.token_cache().bytes(), 56u);
+  EXPECT_EQ(reply.token_cache().budget_bytes(), 1000u);
+  EXPECT_EQ(reply.token_cache().adopted(), 1u);
+  EXPECT_FALSE(InstanceRegistry(RegistryOptions()).Status().has_token_cache());
 }
 
 // A ring's memfds cannot be created (the open-file limit, injected through the Env):

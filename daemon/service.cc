@@ -168,6 +168,7 @@ proto::StatusReply RedactForPeers(proto::StatusReply reply) {
   reply.clear_socket();
   reply.clear_shm_prefix();
   reply.mutable_shard_cache()->clear_dir();
+  if (reply.has_token_cache()) reply.mutable_token_cache()->clear_dir();
   for (proto::InstanceStatus& instance : *reply.mutable_instances()) {
     instance.clear_spec_hash();
     instance.clear_ring_name();

@@ -59,6 +59,8 @@ TEST(RedactForPeersTest, ClearsPidsPathsAndSpecHashesKeepsProgress) {
   full.set_shm_prefix("zephon.0.abc");
   full.mutable_shard_cache()->set_dir("/var/cache/zephon/objects");
   full.mutable_shard_cache()->set_hits(7);
+  full.mutable_token_cache()->set_dir("/var/cache/zephon");
+  full.mutable_token_cache()->set_misses(3);
   proto::InstanceStatus* instance = full.add_instances();
   instance->set_run_id("run-a");
   instance->set_spec_hash("0123");
@@ -74,6 +76,8 @@ TEST(RedactForPeersTest, ClearsPidsPathsAndSpecHashesKeepsProgress) {
   EXPECT_EQ(shown.shm_prefix(), "");
   EXPECT_EQ(shown.shard_cache().dir(), "");
   EXPECT_EQ(shown.shard_cache().hits(), 7u);
+  EXPECT_EQ(shown.token_cache().dir(), "");
+  EXPECT_EQ(shown.token_cache().misses(), 3u);
   EXPECT_EQ(shown.instances(0).spec_hash(), "");
   EXPECT_EQ(shown.instances(0).ring_name(), "");
   EXPECT_EQ(shown.instances(0).run_id(), "run-a");

@@ -220,6 +220,18 @@ void PrintStatus(const proto::StatusReply& reply, std::ostream& out) {
         lookups == 0 ? 0.0 : 100.0 * static_cast<double>(c.hits()) / lookups,
         HumanBytes(c.bytes_downloaded()), c.evictions(), c.errors());
   }
+  if (reply.has_token_cache()) {
+    const proto::TokenCacheStatus& t = reply.token_cache();
+    const uint64_t opens = t.hits() + t.misses();
+    out << absl::StrFormat(
+        "token cache %s  %s of %s (%d entries, %s in use%s)  hits %d  misses %d (%.1f%% hit)  "
+        "evictions %d\n",
+        t.dir().empty() ? "-" : t.dir(), HumanBytes(t.bytes()),
+        t.budget_bytes() == 0 ? "no budget" : HumanBytes(t.budget_bytes()), t.entries(),
+        HumanBytes(t.pinned_bytes()), t.over_budget() ? ", over budget" : "", t.hits(),
+        t.misses(), opens == 0 ? 0.0 : 100.0 * static_cast<double>(t.hits()) / opens,
+        t.evictions());
+  }
   static const std::set<std::string> kKnownReply = {
       "pid", "socket", "shm_prefix", "instances_created_total", "uptime_s", "process_cpu_s",
       "peak_rss_bytes", "worker_threads"};

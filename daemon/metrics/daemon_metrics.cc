@@ -111,14 +111,14 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
     errors.Add({{"kind", ErrorKindName(kind)}}, static_cast<double>(counters.errors(kind)));
   }
   out.push_back(errors);
+  auto counter = [&out](const char* name, const char* help, uint64_t v) {
+    out.push_back(Family(name, "counter", help).Add({}, static_cast<double>(v)));
+  };
+  auto gauge = [&out](const char* name, const char* help, uint64_t v) {
+    out.push_back(Family(name, "gauge", help).Add({}, static_cast<double>(v)));
+  };
   if (status.has_shard_cache()) {
     const proto::ShardCacheStatus& c = status.shard_cache();
-    auto counter = [&out](const char* name, const char* help, uint64_t v) {
-      out.push_back(Family(name, "counter", help).Add({}, static_cast<double>(v)));
-    };
-    auto gauge = [&out](const char* name, const char* help, uint64_t v) {
-      out.push_back(Family(name, "gauge", help).Add({}, static_cast<double>(v)));
-    };
     counter("zephon_shard_cache_hits_total",
             "Block lookups of s3:// datasets served by the node's shard cache.", c.hits());
     counter("zephon_shard_cache_misses_total",
@@ -139,6 +139,30 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
           "Shard cache bytes being read or downloaded (never evicted).", c.pinned_bytes());
     gauge("zephon_shard_cache_limit_bytes", "Byte limit of the shard cache.",
           c.limit_bytes());
+  }
+  if (status.has_token_cache()) {
+    const proto::TokenCacheStatus& t = status.token_cache();
+    counter("zephon_token_cache_hits_total",
+            "JSONL shard opens that found their converted tokens in the token cache.",
+            t.hits());
+    counter("zephon_token_cache_misses_total",
+            "JSONL shard opens that converted the shard into the token cache.", t.misses());
+    counter("zephon_token_cache_built_bytes_total",
+            "Bytes of token cache entries converted by this daemon.", t.bytes_built());
+    counter("zephon_token_cache_evictions_total",
+            "Token cache entries evicted to stay within --token-cache-bytes.", t.evictions());
+    counter("zephon_token_cache_evicted_bytes_total", "Bytes of evicted token cache entries.",
+            t.evicted_bytes());
+    gauge("zephon_token_cache_entries", "Converted shards held by the token cache.",
+          t.entries());
+    gauge("zephon_token_cache_bytes", "Bytes of the token cache's entry files.", t.bytes());
+    gauge("zephon_token_cache_pinned_bytes",
+          "Token cache bytes of datasets open now (never evicted).", t.pinned_bytes());
+    gauge("zephon_token_cache_budget_bytes",
+          "Byte budget of the token cache (--token-cache-bytes; 0 = none).", t.budget_bytes());
+    gauge("zephon_token_cache_over_budget",
+          "1 while entries in use alone exceed the token cache budget.",
+          t.over_budget() ? 1 : 0);
   }
   out.push_back(Family("zephon_process_cpu_seconds_total", "counter",
                        "CPU seconds used by zephond (all threads).")

@@ -1,6 +1,6 @@
 // The metric families zephond exports: per-instance ring and reader figures and the
-// shard cache's (zephon_shard_cache_*) taken from a StatusReply snapshot, the
-// daemon's DaemonCounters, and process/node figures.
+// shard and token caches' (zephon_shard_cache_*, zephon_token_cache_*) taken from a
+// StatusReply snapshot, the daemon's DaemonCounters, and process/node figures.
 //
 // Thread-safety: thread-safe (pure functions; ReadProcessStats reads /proc and statvfs).
 #ifndef ZEPHON_DAEMON_METRICS_DAEMON_METRICS_H_

@@ -88,6 +88,7 @@ TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
   EXPECT_NE(text.find("# TYPE zephon_errors_total counter\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_instances 1\n"), std::string::npos);
   EXPECT_EQ(text.find("zephon_shard_cache"), std::string::npos);  // no cache, no families
+  EXPECT_EQ(text.find("zephon_token_cache"), std::string::npos);
 }
 
 // The old name stays exported for one release, with the same value and HELP saying so.
@@ -127,6 +128,31 @@ TEST(DaemonMetricsTest, ShardCacheFiguresComeFromTheStatus) {
   EXPECT_NE(text.find("zephon_shard_cache_evictions_total 2\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE zephon_shard_cache_resident_bytes gauge\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_shard_cache_resident_bytes 4096\n"), std::string::npos);
+}
+
+TEST(DaemonMetricsTest, TokenCacheFiguresComeFromTheStatus) {
+  proto::StatusReply status;
+  proto::TokenCacheStatus* t = status.mutable_token_cache();
+  t->set_entries(4);
+  t->set_bytes(5000);
+  t->set_budget_bytes(8192);
+  t->set_hits(9);
+  t->set_misses(2);
+  t->set_evictions(1);
+  t->set_over_budget(true);
+  const std::string text =
+      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), ProcessStats()));
+  EXPECT_NE(text.find("# TYPE zephon_token_cache_hits_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_token_cache_hits_total 9\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_token_cache_misses_total 2\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_token_cache_evictions_total 1\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE zephon_token_cache_bytes gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_token_cache_bytes 5000\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_token_cache_budget_bytes 8192\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_token_cache_entries 4\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_token_cache_over_budget 1\n"), std::string::npos);
+  EXPECT_NE(text.find("# HELP zephon_token_cache_hits_total JSONL shard opens"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -125,8 +125,10 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
     std::vector<TextShardStats>* text_stats) {
   JsonlShardOptions shard_options;
   shard_options.field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
-  shard_options.cache_dir =
-      options.cache_dir.empty() ? zephon::DefaultCacheDir() : options.cache_dir;
+  shard_options.cache_dir = options.token_cache != nullptr ? options.token_cache->dir()
+                            : options.cache_dir.empty()    ? zephon::DefaultCacheDir()
+                                                           : options.cache_dir;
+  shard_options.token_cache = options.token_cache.get();
   shard_options.max_line_bytes = options.max_jsonl_line_bytes;
   shard_options.text = text;
   shard_options.convert = options.text_convert;

@@ -61,6 +61,7 @@
 #include "daemon/pipeline/formats/shard_reader.h"
 #include "daemon/pipeline/formats/text_convert.h"
 #include "daemon/pipeline/formats/text_tokenization.h"
+#include "daemon/pipeline/formats/token_cache.h"
 #include "daemon/storage/object_store.h"
 #include "daemon/storage/s3_store.h"
 #include "daemon/storage/shard_cache.h"
@@ -73,6 +74,10 @@ struct OpenOptions {
   // Directory of the JSONL token caches; empty = DefaultCacheDir() (common/cache_dir.h),
   // created 0700 on first use.
   std::string cache_dir;
+  // The node's token cache budget (zephond's --token-cache-bytes): when set, JSONL token
+  // caches live in its directory (cache_dir is not used) and each open shard pins its
+  // entry. Null: unmanaged, no budget (tests, tools).
+  std::shared_ptr<TokenCache> token_cache;
   // Longest JSONL line (decompressed bytes) converted into the token cache; a longer
   // one fails the dataset naming the file and line (zephond --max-jsonl-line-bytes).
   uint64_t max_jsonl_line_bytes = kDefaultMaxLineBytes;

@@ -190,7 +190,7 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(
   bool built = false;
   ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard,
                    OpenCached(name, source_bytes, options.cache_dir, prefix, text != nullptr,
-                              build, &built));
+                              build, options.token_cache, &built));
   if (text != nullptr && built) {
     shard->text_stats_->tokenized = true;
     shard->text_stats_->tokenized_bytes = converted.tokenized_bytes;
@@ -202,8 +202,11 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
     const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
     const std::string& prefix, bool text, const std::function<absl::Status()>& build,
-    bool* built) {
+    TokenCache* token_cache, bool* built) {
   *built = false;
+  // Pinned before the files are opened, so the budget never deletes them in between.
+  TokenCache::Pin pin;
+  if (token_cache != nullptr) pin = token_cache->Acquire(fs::path(prefix).filename().string());
   std::optional<TextShardStats> stats;
   // A usable cache: both files consistent, and in text mode its matching .stats.
   const auto try_open = [&]() {
@@ -231,9 +234,15 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenCached(
       }
     }
   }
+  if (*built) {
+    pin.Built();
+  } else {
+    pin.Hit();
+  }
   std::unique_ptr<JsonlShard> shard(new JsonlShard(path, source_bytes, prefix,
                                                    std::move(cache.tok), std::move(cache.off)));
   shard->text_stats_ = stats;
+  shard->pin_ = std::move(pin);
   return shard;
 }
 

@@ -50,6 +50,7 @@
 #include "daemon/pipeline/formats/shard_reader.h"
 #include "daemon/pipeline/formats/text_convert.h"
 #include "daemon/pipeline/formats/text_tokenization.h"
+#include "daemon/pipeline/formats/token_cache.h"
 
 namespace zephon::pipeline {
 
@@ -63,6 +64,9 @@ struct JsonlShardOptions {
   // Token-array mode: the field holding the ids (unused in text mode).
   std::string field = kDefaultJsonlField;
   std::string cache_dir;
+  // The node's token cache budget managing cache_dir (may be null: unmanaged). The
+  // shard pins its entry for its whole life and reports a hit or a build.
+  TokenCache* token_cache = nullptr;
   uint64_t max_line_bytes = kDefaultMaxLineBytes;
   // Text mode when set (must outlive Open): text->field is tokenized.
   const TextTokenization* text = nullptr;
@@ -113,7 +117,7 @@ class JsonlShard final : public ShardReader {
   static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenCached(
       const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
       const std::string& prefix, bool text, const std::function<absl::Status()>& build,
-      bool* built);
+      TokenCache* token_cache, bool* built);
   // Both Opens: checks the options, keys the cache and converts `lines()` on a miss.
   static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenSource(
       const std::string& name, uint64_t source_bytes, const std::string& identity,
@@ -129,6 +133,7 @@ class JsonlShard final : public ShardReader {
   const std::unique_ptr<ShardFile> off_;
   const uint64_t num_samples_;
   std::optional<TextShardStats> text_stats_;  // Set by Open; then immutable.
+  TokenCache::Pin pin_;                       // Set by OpenCached.
 };
 
 }  // namespace zephon::pipeline

@@ -13,6 +13,7 @@
 #include "daemon/pipeline/formats/json_scan.h"
 #include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
+#include "daemon/pipeline/formats/token_cache.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -419,6 +420,54 @@ TEST_F(JsonlShardTest, DatasetsDetectJsonlInDirectoriesFilesAndGlobs) {
   auto none = Dataset::Open(Spec(dir_ + "/*.parquet"), options);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(none.status().message().find(dir_ + "/*.parquet"), std::string::npos);
+}
+
+TEST_F(JsonlShardTest, ATokenCacheBudgetPinsOpenShardsEvictsOthersAndRebuildsThem) {
+  ASSERT_TRUE(WriteTextFile(dir_ + "/a.jsonl", JsonlText(50)).ok());
+  ASSERT_TRUE(WriteTextFile(dir_ + "/b.jsonl", JsonlText(50, 1000)).ok());
+  constexpr uint64_t kEntryBytes = 50 * 3 * 4 + 51 * 8;  // .tok + .off
+  auto cache = TokenCache::Create(cache_, kEntryBytes + kEntryBytes / 2);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  OpenOptions options;
+  options.cache_dir = dir_ + "/unused";  // the token cache's directory wins
+  options.token_cache = *cache;
+  auto open = [&](const char* name) {
+    auto ds = Dataset::Open(Spec(dir_ + "/" + name), options);
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return *std::move(ds);
+  };
+  auto a = open("a.jsonl");
+  const std::string a_off =
+      static_cast<const JsonlShard&>(a->shard(0)).cache_prefix() + ".off";
+  EXPECT_EQ(fs::path(a_off).parent_path(), fs::path(cache_));
+  TokenCacheStats s = (*cache)->Stats();
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.bytes_built, kEntryBytes);
+  EXPECT_EQ(s.pinned_bytes, kEntryBytes);
+  a.reset();
+  a = open("a.jsonl");
+  EXPECT_EQ((*cache)->Stats().hits, 1u);
+  a.reset();
+  // b does not fit beside a, which nobody holds: a goes.
+  auto b = open("b.jsonl");
+  s = (*cache)->Stats();
+  EXPECT_EQ(s.misses, 2u);
+  EXPECT_EQ(s.evictions, 1u);
+  EXPECT_FALSE(fs::exists(a_off));
+  // a again, while b is held: rebuilt with the same samples, both kept (over budget).
+  a = open("a.jsonl");
+  s = (*cache)->Stats();
+  EXPECT_EQ(s.misses, 3u);
+  EXPECT_TRUE(s.over_budget);
+  EXPECT_EQ(s.bytes, 2 * kEntryBytes);
+  EXPECT_EQ(Sample(a->shard(0), 5), (std::vector<int32_t>{5, 6, 35}));
+  EXPECT_EQ(Sample(b->shard(0), 5), (std::vector<int32_t>{1005, 1006, 7035}));
+  b.reset();
+  s = (*cache)->Stats();
+  EXPECT_FALSE(s.over_budget);
+  EXPECT_EQ(s.evictions, 2u);
+  EXPECT_EQ(s.entries, 1u);
+  EXPECT_FALSE(fs::exists(dir_ + "/unused"));
 }
 
 TEST_F(JsonlShardTest, ALineOverTheConfiguredLimitFailsTheDatasetNamingFileAndLine) {
