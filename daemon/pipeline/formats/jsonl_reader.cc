@@ -25,13 +25,6 @@ bool HasSuffix(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-bool IsBlank(std::string_view line) {
-  for (char c : line) {
-    if (c != ' ' && c != '\t' && c != '\r') return false;
-  }
-  return true;
-}
-
 // Converts the token arrays of `lines` into `writer` (see the header for the layout).
 absl::Status ConvertTokenArrays(LineReader* lines, const std::string& path,
                                 const std::string& field, CacheWriter* writer) {
@@ -39,13 +32,10 @@ absl::Status ConvertTokenArrays(LineReader* lines, const std::string& path,
   TokenArrayScanner scanner(field);
   std::vector<int32_t> tokens;
   std::string_view line;
+  size_t bom = 0;
   while (true) {
-    ASSIGN_OR_RETURN(bool more, lines->Next(&line));
+    ASSIGN_OR_RETURN(bool more, NextRecordLine(lines, &line, &bom));
     if (!more) break;
-    size_t bom = 0;  // A UTF-8 byte order mark before the first line is ignored.
-    if (lines->line_number() == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") bom = 3;
-    line.remove_prefix(bom);
-    if (IsBlank(line)) continue;
     tokens.clear();
     size_t at = 0;
     const absl::Status s = scanner.Scan(line, kLineReadAheadBytes, &tokens, &at);
@@ -58,6 +48,15 @@ absl::Status ConvertTokenArrays(LineReader* lines, const std::string& path,
     RETURN_IF_ERROR(writer->Add(tokens.data(), tokens.size()));
   }
   return absl::OkStatus();
+}
+
+JsonlShardOptions TokenArrayOptions(const std::string& field, const std::string& cache_dir,
+                                    uint64_t max_line_bytes) {
+  JsonlShardOptions options;
+  options.field = field;
+  options.cache_dir = cache_dir;
+  options.max_line_bytes = max_line_bytes;
+  return options;
 }
 
 // The option checks both Opens make before touching the source.
@@ -139,11 +138,7 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(const std::string& 
                                                              const std::string& field,
                                                              const std::string& cache_dir,
                                                              uint64_t max_line_bytes) {
-  JsonlShardOptions options;
-  options.field = field;
-  options.cache_dir = cache_dir;
-  options.max_line_bytes = max_line_bytes;
-  return Open(path, options);
+  return Open(path, TokenArrayOptions(field, cache_dir, max_line_bytes));
 }
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<ShardFile> source,
@@ -151,11 +146,7 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::Open(std::unique_ptr<Sha
                                                              const std::string& field,
                                                              const std::string& cache_dir,
                                                              uint64_t max_line_bytes) {
-  JsonlShardOptions options;
-  options.field = field;
-  options.cache_dir = cache_dir;
-  options.max_line_bytes = max_line_bytes;
-  return Open(std::move(source), version, options);
+  return Open(std::move(source), version, TokenArrayOptions(field, cache_dir, max_line_bytes));
 }
 
 absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(

@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace zephon::pipeline {
 namespace {
@@ -192,6 +193,18 @@ std::unique_ptr<ByteDecoder> MakeDecoder(std::string_view path, std::unique_ptr<
 }
 
 }  // namespace
+
+absl::StatusOr<bool> NextRecordLine(LineReader* lines, std::string_view* line, size_t* bom) {
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, lines->Next(line));
+    if (!more) return false;
+    *bom = lines->line_number() == 1 && line->substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
+    line->remove_prefix(*bom);
+    for (char c : *line) {
+      if (c != ' ' && c != '\t' && c != '\r') return true;
+    }
+  }
+}
 
 Compression CompressionOfPath(std::string_view path) {
   if (HasSuffix(path, ".gz")) return Compression::kGzip;

@@ -92,6 +92,11 @@ class LineReader {
   uint64_t line_offset_ = 0;
 };
 
+// JSONL records: the next line of `lines` that is not blank (only spaces, tabs and
+// CRs), with a UTF-8 byte order mark before the first line removed (*bom says how many
+// bytes: 0 or 3). False at the end of the file; errors are Next's.
+absl::StatusOr<bool> NextRecordLine(LineReader* lines, std::string_view* line, size_t* bom);
+
 }  // namespace zephon::pipeline
 
 #endif  // ZEPHON_DAEMON_PIPELINE_FORMATS_LINE_READER_H_

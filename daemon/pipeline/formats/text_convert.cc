@@ -26,13 +26,6 @@ std::vector<uint64_t*> Counts(TextShardStats* s) {
           &s->skipped_missing,   &s->truncated_records, &s->split_records};
 }
 
-bool IsBlank(std::string_view line) {
-  for (char c : line) {
-    if (c != ' ' && c != '\t' && c != '\r') return false;
-  }
-  return true;
-}
-
 // One block of records, tokenized by whoever claims it first (a pool task or the
 // converting thread) and written by the converting thread.
 struct TextBlock {
@@ -248,14 +241,11 @@ absl::Status ConvertText(LineReader* lines, const std::string& path,
   StringField field;
   std::string repaired;
   std::string_view line;
+  size_t bom = 0;
   while (true) {
-    ASSIGN_OR_RETURN(bool more, lines->Next(&line));
+    ASSIGN_OR_RETURN(bool more, NextRecordLine(lines, &line, &bom));
     if (!more) break;
-    stats->tokenized_bytes += line.size() + 1;
-    size_t bom = 0;  // A UTF-8 byte order mark before the first line is ignored.
-    if (lines->line_number() == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") bom = 3;
-    line.remove_prefix(bom);
-    if (IsBlank(line)) continue;
+    stats->tokenized_bytes = lines->line_offset() + bom + line.size() + 1;
     ++stats->records;
     size_t readable_after = kLineReadAheadBytes;
     const bool valid = simdjson::validate_utf8(line.data(), line.size());

@@ -58,8 +58,8 @@ struct TextShardStats {
   uint64_t skipped_missing = 0;
   uint64_t truncated_records = 0;  // kTruncate: records cut to max_length
   uint64_t split_records = 0;      // kSplit: records that became 2+ samples
-  // Not persisted: whether this open converted the shard (a cache miss), how many
-  // decompressed bytes it read and how long it took.
+  // Not persisted: whether this open converted the shard (a cache miss), the
+  // decompressed bytes it read (up to its last record) and how long it took.
   bool tokenized = false;
   uint64_t tokenized_bytes = 0;
   double tokenize_seconds = 0;

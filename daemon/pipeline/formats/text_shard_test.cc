@@ -1,5 +1,5 @@
 // JSONL text shards: tokenization into the token cache (jsonl_reader.h text mode,
-// text_convert.h) and the string field scanner it reads with (json_scan.h).
+// text_convert.h). The string field scanner's own tests are in jsonl_test.cc.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/pipeline/formats/dataset.h"
-#include "daemon/pipeline/formats/json_scan.h"
 #include "daemon/pipeline/formats/jsonl_reader.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
 #include "daemon/pipeline/formats/text_convert.h"
@@ -486,37 +485,6 @@ TEST_F(TextShardTest, DatasetsOfTextAreJsonlOnlyAndFingerprintTheirOptions) {
     const std::string msg(refused.status().message());
     EXPECT_NE(msg.find(spec.path()), std::string::npos) << msg;
     EXPECT_NE(msg.find("pre-tokenized data needs no tokenize"), std::string::npos) << msg;
-  }
-}
-
-TEST(StringFieldScannerTest, ReadsTheTopLevelStringWithTheSameStrictness) {
-  StringFieldScanner scanner("text");
-  StringField f;
-  size_t at = 0;
-  ASSERT_TRUE(scanner.Scan(R"({"meta": {"text": 1}, "te\u0078t": "a\"\\\/\n\u00e9\ud83d\ude00"})",
-                           0, &f, &at)
-                  .ok());
-  EXPECT_EQ(f.state, StringField::State::kString);
-  EXPECT_EQ(f.value, "a\"\\/\n\xC3\xA9\xF0\x9F\x98\x80");
-  EXPECT_FALSE(f.replaced_surrogates);
-
-  ASSERT_TRUE(scanner.Scan(R"({"a": 1})", 0, &f, &at).ok());
-  EXPECT_EQ(f.state, StringField::State::kMissing);
-  ASSERT_TRUE(scanner.Scan(R"({"text": null})", 0, &f, &at).ok());
-  EXPECT_EQ(f.state, StringField::State::kNotString);
-  EXPECT_EQ(f.found_type, "null");
-  EXPECT_EQ(f.offset, 9u);
-
-  // Unpaired surrogates: high alone, low alone, high before a non-surrogate escape.
-  ASSERT_TRUE(scanner.Scan(R"({"text": "\ud800|\udfff|\ud800\u0041"})", 0, &f, &at).ok());
-  EXPECT_EQ(f.value, "\xEF\xBF\xBD|\xEF\xBF\xBD|\xEF\xBF\xBD" "A");
-  EXPECT_TRUE(f.replaced_surrogates);
-
-  // Still refused: duplicates, bad escapes, malformed JSON, other values' bad escapes.
-  for (const char* bad : {R"({"text": "a", "text": "b"})", R"({"text": "\q"})",
-                          R"({"text": "\ud800\uZZZZ"})", R"({"text": "a",})",
-                          R"({"x": "\q", "text": "a"})", R"({"text": "a"} x)"}) {
-    EXPECT_EQ(scanner.Scan(bad, 0, &f, &at).code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }
 
