@@ -25,6 +25,7 @@
 #include "common/cache_dir.h"
 #include "daemon/log_file_sink.h"
 #include "daemon/pipeline/formats/token_cache.h"
+#include "daemon/pipeline/formats/json_kernel.h"
 #include "daemon/storage/shard_cache.h"
 #include "shm/fd_passing.h"
 #include "shm/segment.h"
@@ -90,6 +91,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonFlags flags, Env* en
     sink = *std::move(file_sink);
   }
   InstallLoggers(sink, spdlog::level::from_str(f.log_level));
+  // Before any JSON is parsed: a parser keeps the kernel of its first parse.
+  if (const absl::Status& kernel = pipeline::ApplyJsonKernelOverride(); !kernel.ok()) {
+    spdlog::error("{}", std::string(kernel.message()));
+    return Environment(kernel);
+  }
+  spdlog::info("JSON is parsed with simdjson's {} kernel (value walk: {})",
+               pipeline::JsonKernelName(), pipeline::JsonWalkKernelName());
   if (daemon->flags_.shm_prefix.empty()) {
     daemon->flags_.shm_prefix = DefaultShmPrefix(f.socket_path);
   }

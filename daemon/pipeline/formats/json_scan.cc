@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
+#include "daemon/pipeline/formats/json_kernel.h"
 
 namespace zephon::pipeline {
 
@@ -119,6 +121,43 @@ std::string_view StringBody(std::string_view raw) {
   return raw.substr(1, std::min(i, raw.size()) - 1);
 }
 
+// An error found in the whole line, and where.
+struct LineFault {
+  simdjson::error_code code = simdjson::SUCCESS;
+  size_t offset = 0;
+};
+
+// The errors simdjson's SIMD kernels find while indexing the whole line, before reading
+// any value, in their order: an unterminated string, a raw control character in a string,
+// bytes that are not UTF-8; then an escaped non-ASCII byte, which they find when reading
+// its string (at its opening quote). The fallback kernel finds some of these later, as
+// another error at another offset, and calls an escaped non-ASCII byte bad UTF-8; checked on the
+// error path, every kernel reports the same error (json_kernel_test). As in simdjson, a
+// backslash escapes the next byte inside and outside strings.
+LineFault FaultInLine(std::string_view line) {
+  bool in_string = false, escaped = false, raw_control = false;
+  size_t string_start = 0;
+  std::optional<size_t> escaped_non_ascii;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if (in_string && c < 0x20) raw_control = true;
+    if (escaped) {
+      escaped = false;
+      if (in_string && c >= 0x80 && !escaped_non_ascii) escaped_non_ascii = string_start;
+    } else if (c == '\\') {
+      escaped = true;
+    } else if (c == '"') {
+      in_string = !in_string;
+      string_start = i;
+    }
+  }
+  if (in_string) return {simdjson::UNCLOSED_STRING, 0};
+  if (raw_control) return {simdjson::UNESCAPED_CHARS, 0};
+  if (!simdjson::validate_utf8(line.data(), line.size())) return {simdjson::UTF8_ERROR, 0};
+  if (escaped_non_ascii) return {simdjson::STRING_ERROR, *escaped_non_ascii};
+  return {};
+}
+
 // One scan: consumes every value of the line (On-Demand only validates what is read)
 // and records the first error with its offset. Reads either a token array (`tokens`)
 // or a string field (`str`, with `unescaped` for values simdjson 3.0 refuses because
@@ -132,6 +171,10 @@ class Walk {
 
   absl::Status Run(od::parser& parser, size_t capacity, size_t* error_offset) {
     if (!Document(parser, capacity)) {
+      if (const LineFault fault = FaultInLine(line_); fault.code != simdjson::SUCCESS) {
+        error_ = Describe(fault.code);
+        error_pos_ = fault.offset;
+      }
       *error_offset = std::min(error_pos_, line_.size());
       return absl::InvalidArgumentError(error_);
     }
@@ -385,6 +428,11 @@ TokenArrayScanner::~TokenArrayScanner() = default;
 
 absl::Status TokenArrayScanner::Scan(std::string_view line, size_t readable_after,
                                      std::vector<int32_t>* out, size_t* error_offset) {
+  // Before the parser's first parse, which fixes its kernel (json_kernel.h).
+  if (const absl::Status& kernel = ApplyJsonKernelOverride(); !kernel.ok()) {
+    *error_offset = 0;
+    return kernel;
+  }
   if (readable_after >= kJsonPaddingBytes) {
     return Walk(line, field_, out).Run(parser_->parser, line.size() + readable_after,
                                        error_offset);
@@ -403,6 +451,10 @@ StringFieldScanner::~StringFieldScanner() = default;
 absl::Status StringFieldScanner::Scan(std::string_view line, size_t readable_after,
                                       StringField* out, size_t* error_offset) {
   *out = StringField();
+  if (const absl::Status& kernel = ApplyJsonKernelOverride(); !kernel.ok()) {
+    *error_offset = 0;
+    return kernel;
+  }
   if (readable_after >= kJsonPaddingBytes) {
     return Walk(line, field_, out, &unescaped_)
         .Run(parser_->parser, line.size() + readable_after, error_offset);

@@ -54,7 +54,8 @@ class TokenArrayScanner {
   // Appends the tokens of the field to *out (see the file comment). `readable_after` is
   // how many bytes after `line` may be read: with at least kJsonPaddingBytes the line is
   // parsed in place, else it is first copied into a padded buffer. On error sets
-  // *error_offset; *out may then hold a partial array (callers discard it).
+  // *error_offset; *out may then hold a partial array (callers discard it). A bad
+  // ZEPHON_SIMDJSON_KERNEL fails every line with ApplyJsonKernelOverride()'s error.
   absl::Status Scan(std::string_view line, size_t readable_after, std::vector<int32_t>* out,
                     size_t* error_offset);
 

@@ -110,8 +110,13 @@ TEST(JsonScanTest, ErrorsSayWhatIsWrongAndWhere) {
       // bytes that are not UTF-8 are refused.
       {R"({"a": "\ud800", "input_ids": []})", "unpaired \\u surrogate", 6},
       {"{\"a\": \"\xff\", \"input_ids\": []}", "not valid UTF-8", 0},
+      {"{\"input_ids\": [1, 2\xff]}", "not valid UTF-8", 0},
+      // An escaped multi-byte character: at its string, also in the fallback kernel (which
+      // calls it bad UTF-8 by itself).
+      {"{\"a\": \"x\\\xc3\xa9\", \"input_ids\": []}", "invalid escape", 6},
       // Errors found while indexing the whole line have no finer position than 0.
       {R"({"a": "unterminated)", "unterminated string", 0},
+      {R"({"input_ids": [19"4]})", "unterminated string", 0},
       {"{\"a\": \"tab\there\", \"input_ids\": []}", "raw control character", 0},
       {R"({"a": tru, "input_ids": []})", "invalid literal", 6},
       {R"({"a": nullx, "input_ids": []})", "invalid literal", 6},
