@@ -2,12 +2,15 @@
 // driver of tests/tokenize (exactness against HF tokenizers) and of `make bench-tokenize`.
 //
 //   encode_tool --tokenizer PATH [--special_tokens MODE] [--split_special_tokens]
-//               [--decode] [--bench_seconds S] [--memory] < docs.jsonl > ids.jsonl
+//               [--decode] [--bench_seconds S] [--memory] [--window N]
+//               [--max_unsplit_bytes N] < docs.jsonl > ids.jsonl
 //
 // Each input line is {"text": "..."}; each output line is {"ids": [...]} (plus
 // "decoded": "..." with --decode). With --memory, each document's Encode also reports on
 // stderr how far it raised the process's peak resident memory above what was resident
-// before it (Linux: /proc/self/clear_refs resets the peak; docs/benchmarks.md). With --bench_seconds, nothing is written per line: the
+// before it (Linux: /proc/self/clear_refs resets the peak; docs/benchmarks.md).
+// --window and --max_unsplit_bytes set TokenizerOptions' window_for_testing and
+// max_unsplit_bytes (tests/tokenize crosses window edges with a tiny window). With --bench_seconds, nothing is written per line: the
 // documents are encoded repeatedly on one thread for at least S seconds (after one warm-up
 // pass) and one JSON line reports bytes, tokens, seconds, MB/s and tokens/s.
 #include <simdjson.h>
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
   std::string path, special = "none";
   bool split_special = false, decode = false, memory = false;
   double bench_seconds = 0;
+  zephon::tokenizer::TokenizerOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -66,13 +70,14 @@ int main(int argc, char** argv) {
     else if (arg == "--split_special_tokens") split_special = true;
     else if (arg == "--decode") decode = true;
     else if (arg == "--memory") memory = true;
+    else if (arg == "--window") options.window_for_testing = std::stoull(value());
+    else if (arg == "--max_unsplit_bytes") options.max_unsplit_bytes = std::stoull(value());
     else if (arg == "--bench_seconds") bench_seconds = std::atof(value().c_str());
     else return Fail(absl::StrCat("unknown argument '", arg, "'; see the usage in encode_tool.cc"));
   }
   if (path.empty()) return Fail("--tokenizer PATH is required");
   absl::StatusOr<SpecialTokens> mode = zephon::tokenizer::ParseSpecialTokens(special);
   if (!mode.ok()) return Fail(mode.status().ToString());
-  zephon::tokenizer::TokenizerOptions options;
   options.split_special_tokens = split_special;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Load(path, options);
   if (!tok.ok()) return Fail(tok.status().ToString());

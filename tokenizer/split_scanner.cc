@@ -21,27 +21,29 @@ constexpr std::string_view kO200kSource =
 struct Chars {
   std::vector<char32_t> cp;
   std::vector<uint8_t> cls;
-  std::vector<uint32_t> byte;  // byte offset of each character, plus the end
+  std::vector<size_t> byte;  // byte offset of each character, plus the end
   size_t n = 0;
 };
 
 // Characters whose decode buffers a thread keeps between calls (about 9 MB).
 constexpr size_t kKeepChars = size_t{1} << 20;
 
-void Decode(std::string_view text, Chars* c) {
+// Decodes at most `max_chars` characters of text from byte `begin`; byte offsets are
+// text's.
+void Decode(std::string_view text, size_t begin, size_t max_chars, Chars* c) {
   c->cp.clear();
   c->cls.clear();
   c->byte.clear();
-  size_t i = 0;
-  while (i < text.size()) {
+  size_t i = begin;
+  while (i < text.size() && c->cp.size() < max_chars) {
     int len;
     const char32_t cp = DecodeUtf8(text, i, &len);
     c->cp.push_back(cp);
     c->cls.push_back(ClassOf(cp));
-    c->byte.push_back(static_cast<uint32_t>(i));
+    c->byte.push_back(i);
     i += len;
   }
-  c->byte.push_back(static_cast<uint32_t>(text.size()));
+  c->byte.push_back(i);
   c->n = c->cp.size();
 }
 
@@ -218,21 +220,70 @@ std::string_view SplitPatternSource(SplitPattern pattern) {
   return {};
 }
 
+namespace {
+
+// Scans text from its start and returns how many bytes of it were emitted as final
+// matches: all of it when `last`, else up to the first match the end could still change;
+// npos when a match is longer than max_match characters (0: no limit).
+size_t ScanWindows(SplitPattern pattern, std::string_view text, bool last, size_t window,
+                   size_t max_match, PieceSink sink) {
+  // One decode buffer per thread: this runs once per piece of every document.
+  thread_local Chars chars;
+  if (window == 0) window = kDefaultSplitWindow;
+  size_t begin = 0, size = window;
+  while (begin < text.size()) {
+    Decode(text, begin, size, &chars);
+    const bool at_end = chars.byte[chars.n] == text.size();
+    const bool final = last && at_end;
+    const Scanner scanner(pattern, chars);
+    size_t i = 0;
+    while (i < chars.n) {
+      const size_t e = scanner.MatchAt(i);
+      // A match ending within kSplitLookahead of the window's end may have looked past it.
+      if (!final && e + kSplitLookahead > chars.n) break;
+      sink(text.substr(chars.byte[i], chars.byte[e] - chars.byte[i]));
+      i = e;
+    }
+    begin = chars.byte[i];
+    if (final || (at_end && !last)) break;
+    // No match fitted: one is longer than the window, which grows to hold it.
+    if (i == 0 && max_match != 0 && size > max_match) {
+      begin = std::string_view::npos;
+      break;
+    }
+    size = i == 0 ? size * 2 : window;
+  }
+  // Keep small buffers for the next call; give back what a long match grew.
+  if (chars.cp.capacity() > kKeepChars) chars = Chars();
+  return begin;
+}
+
+}  // namespace
+
+void ScanSplit(SplitPattern pattern, std::string_view text, PieceSink sink, size_t window) {
+  ScanWindows(pattern, text, /*last=*/true, window, /*max_match=*/0, sink);
+}
+
 void ScanSplit(SplitPattern pattern, std::string_view text,
                std::vector<std::string_view>* pieces) {
-  // One decode buffer per thread: pieces are short and this runs per document.
-  thread_local Chars chars;
-  Decode(text, &chars);
-  const Scanner scanner(pattern, chars);
-  size_t i = 0;
-  while (i < chars.n) {
-    const size_t e = scanner.MatchAt(i);
-    pieces->push_back(text.substr(chars.byte[i], chars.byte[e] - chars.byte[i]));
-    i = e;
+  ScanSplit(pattern, text, [&](std::string_view p) { pieces->push_back(p); });
+}
+
+bool SplitStream::Feed(std::string_view chunk, bool last, PieceSink sink) {
+  size_t done;
+  if (carry_.empty()) {
+    done = ScanWindows(pattern_, chunk, last, window_, max_match_, sink);
+    if (done != std::string_view::npos) carry_.assign(chunk.substr(done));
+  } else {
+    carry_.append(chunk);
+    done = ScanWindows(pattern_, carry_, last, window_, max_match_, sink);
+    if (done != std::string_view::npos) carry_.erase(0, done);
   }
-  // Keep small buffers for the next call; give back what a huge document grew (9 bytes a
-  // character) so a thread does not hold it forever.
-  if (chars.cp.capacity() > kKeepChars) chars = Chars();
+  if (done == std::string_view::npos) {
+    carry_.clear();
+    return false;
+  }
+  return true;
 }
 
 }  // namespace zephon::tokenizer

@@ -26,7 +26,17 @@ Tokenizer::Tokenizer(Common common)
       eos_(common.eos),
       default_prefix_(std::move(common.default_prefix)),
       default_suffix_(std::move(common.default_suffix)),
-      fingerprint_(std::move(common.fingerprint)) {}
+      fingerprint_(std::move(common.fingerprint)),
+      window_(common.window),
+      max_unsplit_bytes_(common.max_unsplit_bytes) {}
+
+absl::Status Tokenizer::TooLong(std::string_view what) const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the text holds ", Av(what), " longer than ", max_unsplit_bytes_,
+      " bytes, which this tokenizer must encode whole; raise "
+      "TokenizerOptions.max_unsplit_bytes (memory grows about 40 bytes a byte) or split the "
+      "text"));
+}
 
 Tokenizer::~Tokenizer() = default;
 
