@@ -38,8 +38,8 @@ absl::Status HfTokenizer::EncodeSegment(std::string_view raw, bool at_text_start
     return EncodeChunked(raw, at_text_start, ids);
   }
   if (max_unsplit_bytes() != 0 && raw.size() > max_unsplit_bytes()) {
-    return TooLong("a piece between added tokens that this normalizer (or an added token "
-                   "matched in normalized text) takes whole");
+    return TooLong("a piece of the text between added tokens, which this normalizer (or "
+                   "its added tokens matched in normalized text) takes whole,");
   }
   std::string normalized(raw);
   RETURN_IF_ERROR(p_.normalizer->Apply(&normalized));
@@ -59,7 +59,7 @@ absl::Status HfTokenizer::EncodeChunked(std::string_view raw, bool at_text_start
         ++end;
       }
       if (max_unsplit_bytes() != 0 && end - begin > max_unsplit_bytes()) {
-        return TooLong("a stretch with no place to cut its normalization");
+        return TooLong("a stretch of the text with no place to cut its normalization");
       }
       normalized.clear();
       RETURN_IF_ERROR(
@@ -107,8 +107,8 @@ absl::Status HfTokenizer::WithStream(
 
 absl::Status HfTokenizer::StreamError(absl::Status s) const {
   if (absl::IsResourceExhausted(s)) {
-    return TooLong("a pre-tokenized word (or, for a tokenizer that does not pre-tokenize, a "
-                   "stretch with no place to cut it)");
+    return TooLong("a pre-tokenized word of the text (or, for a tokenizer that does not "
+                   "pre-tokenize, a stretch with no place to cut it)");
   }
   return s;
 }

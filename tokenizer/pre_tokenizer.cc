@@ -118,10 +118,8 @@ PreTokenizerStream::PreTokenizerStream(const PreTokenizer& p, bool at_text_start
 
 absl::Status PreTokenizerStream::TooLong() const {
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the text holds a stretch of over ", max_word_,
-      " bytes that this tokenizer must encode whole (one pre-tokenized word, or text with "
-      "no place the model can be cut); raise TokenizerOptions.max_unsplit_bytes or split "
-      "the document"));
+      "a word (or a one-word piece with no place to cut it) is longer than max_word, ",
+      max_word_, " bytes"));
 }
 
 void PreTokenizerStream::Emit(std::string_view word) {

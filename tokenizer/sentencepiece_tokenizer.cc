@@ -16,7 +16,7 @@ absl::Status SentencePieceTokenizer::EncodeText(std::string_view text,
                                                 std::vector<int32_t>* ids) const {
   // libsentencepiece normalizes and encodes a text whole, holding several copies of it.
   if (max_unsplit_bytes() != 0 && text.size() > max_unsplit_bytes()) {
-    return TooLong("a document (SentencePiece encodes it whole)");
+    return TooLong("the text (SentencePiece encodes a text whole)");
   }
   std::vector<int> out;
   std::string error;

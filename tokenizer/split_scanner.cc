@@ -1,5 +1,6 @@
 #include "tokenizer/split_scanner.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "tokenizer/unicode.h"
@@ -53,6 +54,7 @@ class Scanner {
 
   // End (character index) of the match starting at i. REQUIRES: i < n.
   size_t MatchAt(size_t i) const {
+    reach_ = 0;
     size_t e;
     switch (p_) {
       case SplitPattern::kGpt2:
@@ -77,6 +79,12 @@ class Scanner {
     }
     return i + 1;
   }
+
+  // After MatchAt: the furthest character index looked at by the two alternatives that
+  // look further than kSplitLookahead past their match (0 when neither ran): a whitespace
+  // run's end (cl100k's match ends at the run's last newline) and o200k's uppercase run
+  // (its match may back off from the run's end).
+  size_t reach() const { return reach_; }
 
  private:
   bool Is(size_t k, uint8_t bits) const { return k < n_ && (cls_[k] & bits) != 0; }
@@ -144,6 +152,7 @@ class Scanner {
   size_t Whitespace(size_t i, bool newline_alt) const {
     if (!Is(i, kSpace)) return i + 1;
     const size_t e = RunOf(i, kSpace);
+    reach_ = std::max(reach_, e);
     if (newline_alt) {
       for (size_t k = e; k > i; --k) {
         if (IsNewline(k - 1)) return k;
@@ -173,6 +182,7 @@ class Scanner {
   size_t O200kBody(size_t p, bool lower_first) const {
     size_t a = p;
     while (IsU(a)) ++a;
+    reach_ = std::max(reach_, a);
     size_t end;
     if (lower_first) {
       // [U]* backs off until [L]+ can start: the largest b <= a with L at b.
@@ -198,6 +208,7 @@ class Scanner {
   const std::vector<char32_t>& cp_;
   const std::vector<uint8_t>& cls_;
   const size_t n_;
+  mutable size_t reach_ = 0;
 };
 
 }  // namespace
@@ -239,8 +250,8 @@ size_t ScanWindows(SplitPattern pattern, std::string_view text, bool last, size_
     size_t i = 0;
     while (i < chars.n) {
       const size_t e = scanner.MatchAt(i);
-      // A match ending within kSplitLookahead of the window's end may have looked past it.
-      if (!final && e + kSplitLookahead > chars.n) break;
+      // A match that looked at the window's end may have ended otherwise in the whole text.
+      if (!final && (e + kSplitLookahead > chars.n || scanner.reach() >= chars.n)) break;
       sink(text.substr(chars.byte[i], chars.byte[e] - chars.byte[i]));
       i = e;
     }

@@ -32,10 +32,9 @@ Tokenizer::Tokenizer(Common common)
 
 absl::Status Tokenizer::TooLong(std::string_view what) const {
   return absl::ResourceExhaustedError(absl::StrCat(
-      "the text holds ", Av(what), " longer than ", max_unsplit_bytes_,
-      " bytes, which this tokenizer must encode whole; raise "
-      "TokenizerOptions.max_unsplit_bytes (memory grows about 40 bytes a byte) or split the "
-      "text"));
+      Av(what), " is longer than ", max_unsplit_bytes_,
+      " bytes, the most this tokenizer encodes whole (TokenizerOptions.max_unsplit_bytes); "
+      "raise that limit (encoding holds about 40 bytes per byte of it) or split the text"));
 }
 
 Tokenizer::~Tokenizer() = default;

@@ -52,14 +52,16 @@ struct TokenizerOptions {
   std::optional<int32_t> bos_token_id;
   std::optional<int32_t> eos_token_id;
   // The longest stretch of one text Encode holds whole (see "Memory" above); a text that
-  // needs a longer one is refused with RESOURCE_EXHAUSTED. 0 = no limit.
+  // needs a longer one is refused with RESOURCE_EXHAUSTED. 0 = no limit. Holding a stretch
+  // costs about 40 bytes per byte (decoded characters, BPE symbols); a SentencePiece text,
+  // about 130 (docs/benchmarks.md), so the default keeps one document under ~1 GB.
   size_t max_unsplit_bytes = kDefaultMaxUnsplitBytes;
   // Testing: how much of a text Encode takes at a time (the split scanner's window in
   // characters, the normalizer's chunk and a one-word piece's part in bytes); 0 = the
   // defaults. Ids never depend on it; tests make it small to cross many window edges.
   size_t window_for_testing = 0;
 
-  static constexpr size_t kDefaultMaxUnsplitBytes = size_t{16} << 20;
+  static constexpr size_t kDefaultMaxUnsplitBytes = size_t{8} << 20;
 };
 
 class Tokenizer {
@@ -130,7 +132,7 @@ class Tokenizer {
 
   size_t window() const { return window_; }
   size_t max_unsplit_bytes() const { return max_unsplit_bytes_; }
-  // RESOURCE_EXHAUSTED for a text holding `what` longer than max_unsplit_bytes().
+  // RESOURCE_EXHAUSTED: `what` (a part of the text) is longer than max_unsplit_bytes().
   absl::Status TooLong(std::string_view what) const;
 
  private:
