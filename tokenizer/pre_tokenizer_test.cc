@@ -138,6 +138,29 @@ TEST(PreTokenizerTest, StreamedInChunksGivesTheWholePiecesWords) {
   EXPECT_GT(checked, 60000);
 }
 
+TEST(PreTokenizerTest, ASequenceOfTwoSplittingStepsScansEachWordAgain) {
+  // Split(cl100k) then ByteLevel's GPT-2 regex: the second scan runs inside the first's.
+  PreTokenizerStep bl{PreTokenizerStep::Kind::kByteLevel};
+  bl.use_regex = true;
+  const PreTokenizer p({{PreTokenizerStep::Kind::kSplit, SplitPattern::kCl100k}, bl});
+  for (const std::string& text : EdgeTexts(100, 21)) {
+    std::vector<std::string_view> first;
+    ScanSplit(SplitPattern::kCl100k, text, &first);
+    std::vector<std::string> expected;
+    for (std::string_view w : first) {
+      std::vector<std::string_view> second;
+      ScanSplit(SplitPattern::kGpt2, w, &second);
+      expected.insert(expected.end(), second.begin(), second.end());
+    }
+    for (size_t window : {0, 2, 16}) {
+      ASSERT_EQ(Words(p, text, true, window), expected) << text;
+      std::vector<std::string> streamed;
+      for (const std::string& w : Streamed(p, text, false, 5, window)) streamed.push_back(w);
+      ASSERT_EQ(streamed, expected) << text;
+    }
+  }
+}
+
 TEST(PreTokenizerTest, OneWordPiecesAreCutOnlyWhereTheCutFinderAllows) {
   const PreTokenizer none({});
   const PreTokenizer meta({Metaspace(PreTokenizerStep::Prepend::kAlways, false)});

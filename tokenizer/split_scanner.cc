@@ -238,8 +238,18 @@ namespace {
 // npos when a match is longer than max_match characters (0: no limit).
 size_t ScanWindows(SplitPattern pattern, std::string_view text, bool last, size_t window,
                    size_t max_match, PieceSink sink) {
-  // One decode buffer per thread: this runs once per piece of every document.
-  thread_local Chars chars;
+  // Decode buffers kept per thread (this runs once per piece of every document), one per
+  // nesting level: the sink may scan again (a Sequence of two splitting steps).
+  constexpr int kKeptLevels = 4;
+  thread_local Chars kept[kKeptLevels];
+  thread_local int level = 0;
+  Chars local;
+  Chars& chars = level < kKeptLevels ? kept[level] : local;
+  struct Nest {
+    int& level;
+    explicit Nest(int& l) : level(l) { ++level; }
+    ~Nest() { --level; }
+  } nest(level);
   if (window == 0) window = kDefaultSplitWindow;
   size_t begin = 0, size = window;
   while (begin < text.size()) {

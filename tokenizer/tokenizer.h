@@ -10,7 +10,8 @@
 // streams each word into BPE as it is found. What must be held whole (one pre-tokenized
 // word, text with no place to cut it for a tokenizer that does not pre-tokenize, a piece
 // a normalizer cannot chunk, a SentencePiece document) is bounded by
-// TokenizerOptions::max_unsplit_bytes.
+// TokenizerOptions::max_unsplit_bytes. A text with invalid UTF-8 is copied once (U+FFFD in
+// place of the invalid bytes) first.
 //
 // Thread-safety: thread-safe. Encode and Decode are const and reentrant; callers may share
 // one Tokenizer across any number of threads.
