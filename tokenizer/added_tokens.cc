@@ -69,6 +69,10 @@ int32_t AddedTokens::LongestAt(std::string_view text, size_t i, size_t* len) con
 }
 
 void AddedTokens::Split(std::string_view text, std::vector<Segment>* out) const {
+  Split(text, [&](Segment s) { out->push_back(s); });
+}
+
+void AddedTokens::Split(std::string_view text, absl::FunctionRef<void(Segment)> sink) const {
   if (text.empty()) return;
   size_t start_offset = 0;
   size_t i = 0;
@@ -110,11 +114,11 @@ void AddedTokens::Split(std::string_view text, std::vector<Segment>* out) const 
         stop += l;
       }
     }
-    if (start_offset < start) out->push_back({text.substr(start_offset, start - start_offset)});
-    out->push_back({text.substr(start, stop - start), tok.id});
+    if (start_offset < start) sink({text.substr(start_offset, start - start_offset)});
+    sink({text.substr(start, stop - start), tok.id});
     start_offset = stop;
   }
-  if (start_offset < text.size()) out->push_back({text.substr(start_offset)});
+  if (start_offset < text.size()) sink({text.substr(start_offset)});
 }
 
 }  // namespace zephon::tokenizer

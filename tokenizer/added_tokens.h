@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+
 namespace zephon::tokenizer {
 
 struct AddedToken {
@@ -40,8 +42,10 @@ class AddedTokens {
 
   bool empty() const { return tokens_.empty(); }
 
-  // Appends to *out the segments of `text` in order; they cover it. Empty text yields
-  // nothing. The views point into `text`.
+  // Calls sink with the segments of `text` in order, as they are found; they cover it.
+  // Empty text yields nothing. The views point into `text` (nothing is copied).
+  void Split(std::string_view text, absl::FunctionRef<void(Segment)> sink) const;
+  // The same, appended to *out.
   void Split(std::string_view text, std::vector<Segment>* out) const;
 
  private:

@@ -99,6 +99,61 @@ int64_t Bpe::MergeOf(int32_t a, int32_t b) const {
   return it == merges_.end() ? -1 : it->second;
 }
 
+uint32_t Bpe::LastUnit(std::string_view token) const {
+  if (options_.byte_units) return static_cast<unsigned char>(token.back());
+  size_t i = token.size() - 1;
+  while (i > 0 && (static_cast<unsigned char>(token[i]) & 0xC0) == 0x80) --i;
+  int len;
+  return DecodeUtf8(token, i, &len);
+}
+
+uint32_t Bpe::FirstUnit(std::string_view token) const {
+  if (options_.byte_units) return static_cast<unsigned char>(token[0]);
+  int len;
+  return DecodeUtf8(token, 0, &len);
+}
+
+bool Bpe::UnitIsToken(std::string_view unit) const {
+  if (options_.byte_units) return byte_ids_[static_cast<unsigned char>(unit[0])] >= 0;
+  return TokenToId(unit) >= 0;
+}
+
+size_t Bpe::LastSafeCut(std::string_view word) const {
+  if (options_.ignore_merges || word.size() < 2) return 0;
+  absl::call_once(joinable_once_, [this] {
+    joinable_.reserve(merges_.size());
+    for (const auto& [pair, rank_and_id] : merges_) {
+      const std::string& left = id_to_token_[pair >> 32];
+      const std::string& right = id_to_token_[pair & 0xFFFFFFFF];
+      joinable_.insert(static_cast<uint64_t>(LastUnit(left)) << 32 | FirstUnit(right));
+    }
+  });
+  // The start of the character that ends at `end`.
+  auto char_start = [&](size_t end) {
+    size_t i = end - 1;
+    while (i > 0 && (static_cast<unsigned char>(word[i]) & 0xC0) == 0x80) --i;
+    return i;
+  };
+  // Candidates k, from the last character boundary back; the character at k ends at
+  // after_end.
+  size_t after_end = word.size();
+  for (size_t k = char_start(word.size()); k > 0;) {
+    const size_t before = char_start(k);
+    const std::string_view b = word.substr(before, k - before);
+    const std::string_view a = word.substr(k, after_end - k);
+    // With byte units the units at the cut are b's last byte and a's first.
+    const std::string_view b_unit = options_.byte_units ? b.substr(b.size() - 1) : b;
+    const std::string_view a_unit = options_.byte_units ? a.substr(0, 1) : a;
+    if (UnitIsToken(b_unit) && UnitIsToken(a_unit) &&
+        !joinable_.contains(static_cast<uint64_t>(LastUnit(b)) << 32 | FirstUnit(a))) {
+      return k;
+    }
+    after_end = k;
+    k = before;
+  }
+  return 0;
+}
+
 Bpe::WordCache* Bpe::ThreadCache() const {
   // Each thread keeps the caches of its kMaxCachesPerThread most recently used Bpes, keyed
   // by uid (never reused, so a cache can never serve another Bpe's ids); a destroyed Bpe's

@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 
 namespace zephon::tokenizer {
@@ -50,6 +52,14 @@ class Bpe {
   // Appends the ids of `word` to *ids. Empty words produce nothing.
   void Encode(std::string_view word, std::vector<int32_t>* ids) const;
 
+  // The largest offset k, 0 < k < word.size(), at which `word` can be cut with
+  // Encode(word[0,k)) + Encode(word[k..]) == Encode(word) (encoding a huge word in parts):
+  // the characters (bytes, when byte_units) on both sides of k are tokens themselves, and no
+  // merge's left token ends with the one while its right token starts with the other, so
+  // no merge ever joins across k. 0 when there is none (always with ignore_merges, which
+  // looks whole words up). REQUIRES: word is valid UTF-8.
+  size_t LastSafeCut(std::string_view word) const;
+
   // The id of an exact token, or -1.
   int32_t TokenToId(std::string_view token) const;
   // The token of an id (raw bytes when byte_units), or nullptr when the id is unused.
@@ -74,6 +84,10 @@ class Bpe {
   void InitialSymbols(std::string_view word, std::vector<Symbol>* symbols) const;
   // (rank << 32 | new id) of the merge of (a, b), or -1.
   int64_t MergeOf(int32_t a, int32_t b) const;
+  // The unit (byte or code point) ending / starting a token, and whether it is a token.
+  uint32_t LastUnit(std::string_view token) const;
+  uint32_t FirstUnit(std::string_view token) const;
+  bool UnitIsToken(std::string_view unit) const;
 
   const BpeOptions options_;
   const uint64_t uid_;  // keys the per-thread caches; never reused
@@ -84,6 +98,10 @@ class Bpe {
   int32_t byte_ids_[256];      // byte_units: the id of each single byte, or -1
   int32_t fallback_ids_[256];  // byte_fallback: the id of "<0xXX>", or -1
   int32_t unk_id_ = -1;
+  // (LastUnit(left) << 32 | FirstUnit(right)) of every merge, for LastSafeCut; built on its
+  // first call (most tokenizers pre-tokenize and never ask).
+  mutable absl::once_flag joinable_once_;
+  mutable absl::flat_hash_set<uint64_t> joinable_;
 };
 
 }  // namespace zephon::tokenizer

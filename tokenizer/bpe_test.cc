@@ -1,5 +1,7 @@
 #include "tokenizer/bpe.h"
 
+#include <random>
+
 #include <gtest/gtest.h>
 
 namespace zephon::tokenizer {
@@ -28,6 +30,38 @@ TEST(BpeTest, LowestRankMergesFirstLeftmostOnTies) {
   EXPECT_EQ(Enc(**other, "aab"), (std::vector<int32_t>{0, 2}));
   // Cached and uncached answers agree.
   EXPECT_EQ(Enc(**other, "aab"), (std::vector<int32_t>{0, 2}));
+}
+
+TEST(BpeTest, LastSafeCutIsWhereNoMergeJoinsAndPartsEncodeAsTheWhole) {
+  Vocab vocab = {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}, {"abc", 5}};
+  auto bpe = Bpe::Create(vocab, {{"a", "b"}, {"b", "c"}, {"ab", "c"}}, {}, "test");
+  ASSERT_TRUE(bpe.ok());
+  // Joinable pairs: a|b, b|c. "d" is no token: never cut beside it.
+  EXPECT_EQ((*bpe)->LastSafeCut("abcab"), 3u);  // c|a
+  EXPECT_EQ((*bpe)->LastSafeCut("abab"), 2u);   // b|a
+  EXPECT_EQ((*bpe)->LastSafeCut("abc"), 0u);
+  EXPECT_EQ((*bpe)->LastSafeCut("adab"), 0u);
+  EXPECT_EQ((*bpe)->LastSafeCut("a"), 0u);
+  // Cut repeatedly, the parts' ids are the whole word's.
+  std::mt19937 rng(3);
+  for (int n = 0; n < 300; ++n) {
+    std::string word;
+    for (int k = static_cast<int>(rng() % 30); k >= 0; --k) word += "abc"[rng() % 3];
+    std::vector<int32_t> parts;
+    std::string_view rest = word;
+    std::vector<std::string_view> pieces;
+    for (size_t cut; (cut = (*bpe)->LastSafeCut(rest)) != 0; rest = rest.substr(0, cut)) {
+      pieces.push_back(rest.substr(cut));
+    }
+    pieces.push_back(rest);
+    for (auto it = pieces.rbegin(); it != pieces.rend(); ++it) (*bpe)->Encode(*it, &parts);
+    ASSERT_EQ(parts, Enc(**bpe, word)) << word;
+  }
+  // ignore_merges looks whole words up: never cut.
+  BpeOptions ignore;
+  ignore.ignore_merges = true;
+  auto whole = Bpe::Create(vocab, {{"a", "b"}}, ignore, "test");
+  EXPECT_EQ((*whole)->LastSafeCut("cc"), 0u);
 }
 
 TEST(BpeTest, ByteFallbackAndFusedUnk) {

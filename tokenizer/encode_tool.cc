@@ -2,10 +2,15 @@
 // driver of tests/tokenize (exactness against HF tokenizers) and of `make bench-tokenize`.
 //
 //   encode_tool --tokenizer PATH [--special_tokens MODE] [--split_special_tokens]
-//               [--decode] [--bench_seconds S] < docs.jsonl > ids.jsonl
+//               [--decode] [--bench_seconds S] [--memory] [--window N]
+//               [--max_unsplit_bytes N] < docs.jsonl > ids.jsonl
 //
 // Each input line is {"text": "..."}; each output line is {"ids": [...]} (plus
-// "decoded": "..." with --decode). With --bench_seconds, nothing is written per line: the
+// "decoded": "..." with --decode). With --memory, each document's Encode also reports on
+// stderr how far it raised the process's peak resident memory above what was resident
+// before it (Linux: /proc/self/clear_refs resets the peak; docs/benchmarks.md).
+// --window and --max_unsplit_bytes set TokenizerOptions' window_for_testing and
+// max_unsplit_bytes (tests/tokenize crosses window edges with a tiny window). With --bench_seconds, nothing is written per line: the
 // documents are encoded repeatedly on one thread for at least S seconds (after one warm-up
 // pass) and one JSON line reports bytes, tokens, seconds, MB/s and tokens/s.
 #include <simdjson.h>
@@ -13,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -32,12 +38,30 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+// A "VmRSS:" / "VmHWM:" figure of /proc/self/status in MB, or -1.
+double ProcStatusMb(const std::string& key) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + key.size()) / 1024.0;
+  }
+  return -1;
+}
+
+// Resets the peak resident size (VmHWM) to the current one (Linux >= 4.0).
+bool ResetPeakRss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  return static_cast<bool>(clear.flush());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path, special = "none";
-  bool split_special = false, decode = false;
+  bool split_special = false, decode = false, memory = false;
   double bench_seconds = 0;
+  zephon::tokenizer::TokenizerOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -45,13 +69,15 @@ int main(int argc, char** argv) {
     else if (arg == "--special_tokens") special = value();
     else if (arg == "--split_special_tokens") split_special = true;
     else if (arg == "--decode") decode = true;
+    else if (arg == "--memory") memory = true;
+    else if (arg == "--window") options.window_for_testing = std::stoull(value());
+    else if (arg == "--max_unsplit_bytes") options.max_unsplit_bytes = std::stoull(value());
     else if (arg == "--bench_seconds") bench_seconds = std::atof(value().c_str());
     else return Fail(absl::StrCat("unknown argument '", arg, "'; see the usage in encode_tool.cc"));
   }
   if (path.empty()) return Fail("--tokenizer PATH is required");
   absl::StatusOr<SpecialTokens> mode = zephon::tokenizer::ParseSpecialTokens(special);
   if (!mode.ok()) return Fail(mode.status().ToString());
-  zephon::tokenizer::TokenizerOptions options;
   options.split_special_tokens = split_special;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::Load(path, options);
   if (!tok.ok()) return Fail(tok.status().ToString());
@@ -96,9 +122,24 @@ int main(int argc, char** argv) {
   }
 
   std::string out;
-  for (const std::string& t : texts) {
+  for (size_t n = 0; n < texts.size(); ++n) {
+    const std::string& t = texts[n];
+    const double rss_before = memory ? ProcStatusMb("VmRSS:") : 0;
+    if (memory && !ResetPeakRss()) return Fail("--memory: cannot write /proc/self/clear_refs");
+    const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<int32_t>> ids = (*tok)->Encode(t, *mode);
     if (!ids.ok()) return Fail(ids.status().ToString());
+    if (memory) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double peak = ProcStatusMb("VmHWM:");
+      std::fprintf(stderr,
+                   "encode_tool: document %zu: %zu bytes, %zu tokens, %.2f s; resident "
+                   "before %.1f MiB, peak during Encode %.1f MiB (+%.1f MiB; the ids alone "
+                   "%.1f MiB)\n",
+                   n + 1, t.size(), ids->size(), seconds, rss_before, peak, peak - rss_before,
+                   ids->capacity() * sizeof(int32_t) / 1048576.0);
+    }
     out.assign("{\"ids\": [");
     for (size_t k = 0; k < ids->size(); ++k) {
       if (k > 0) out.append(", ");

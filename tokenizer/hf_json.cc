@@ -452,6 +452,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   }
   if (options.bos_token_id.has_value()) common.bos = options.bos_token_id;
   if (options.eos_token_id.has_value()) common.eos = options.eos_token_id;
+  common.window = options.window_for_testing;
+  common.max_unsplit_bytes = options.max_unsplit_bytes;
   for (const auto& [what, id] : {std::make_pair("bos_token_id", common.bos),
                                  std::make_pair("eos_token_id", common.eos)}) {
     if (id.has_value() && (*id < 0 || *id >= parts.vocab_size)) {

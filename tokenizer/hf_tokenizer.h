@@ -1,6 +1,9 @@
 // The HF tokenizer.json pipeline, assembled by the loader (hf_json.cc, Tokenizer::FromJson):
 // added tokens in the raw text -> normalizer per remaining piece -> added tokens in the
 // normalized pieces -> pre-tokenizer -> BPE per word, as HF tokenizers' encode does.
+// Each stage streams into the next (see "Memory" in tokenizer.h): a huge piece is
+// normalized in chunks when the normalizer allows it and no added token is matched in
+// normalized text, and its words go to BPE as the pre-tokenizer finds them.
 //
 // Thread-safety: immutable after construction; thread-safe (see Tokenizer).
 #ifndef ZEPHON_TOKENIZER_HF_TOKENIZER_H_
@@ -45,8 +48,20 @@ class HfTokenizer final : public Tokenizer {
   absl::Status EncodeText(std::string_view text, std::vector<int32_t>* ids) const override;
 
  private:
+  // One piece of the text between raw added tokens.
+  absl::Status EncodeSegment(std::string_view raw, bool at_text_start,
+                             std::vector<int32_t>* ids) const;
+  // Normalizes `raw` a chunk at a time into one pre-tokenizer stream.
+  absl::Status EncodeChunked(std::string_view raw, bool at_text_start,
+                             std::vector<int32_t>* ids) const;
   absl::Status EncodeNormalized(std::string_view piece, bool at_text_start,
                                 std::vector<int32_t>* ids) const;
+  // Runs `feed` on a stream that pre-tokenizes a normalized piece arriving in chunks and
+  // encodes its words into *ids.
+  absl::Status WithStream(bool at_text_start, std::vector<int32_t>* ids,
+                          absl::FunctionRef<absl::Status(PreTokenizerStream&)> feed) const;
+  // The pre-tokenizer stream's RESOURCE_EXHAUSTED, said as the Tokenizer says it.
+  absl::Status StreamError(absl::Status s) const;
 
   const HfParts p_;
 };

@@ -14,6 +14,10 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 absl::Status SentencePieceTokenizer::EncodeText(std::string_view text,
                                                 std::vector<int32_t>* ids) const {
+  // libsentencepiece normalizes and encodes a text whole, holding several copies of it.
+  if (max_unsplit_bytes() != 0 && text.size() > max_unsplit_bytes()) {
+    return TooLong("the text (SentencePiece encodes a text whole)");
+  }
   std::vector<int> out;
   std::string error;
   if (!sp_->Encode(text, &out, &error)) {
@@ -59,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromSentencePieceModel(
   if (sp->eos_id() >= 0) common.eos = sp->eos_id();
   if (options.bos_token_id.has_value()) common.bos = options.bos_token_id;
   if (options.eos_token_id.has_value()) common.eos = options.eos_token_id;
+  common.max_unsplit_bytes = options.max_unsplit_bytes;
   // split_special_tokens does not apply: SentencePiece never matches control symbols in text.
   common.fingerprint = absl::StrCat(
       "sha256:", Sha256Hex(absl::StrCat(Av(model_bytes), "\nsentencepiece;bos=",

@@ -1,5 +1,6 @@
 #include "tokenizer/split_scanner.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "tokenizer/unicode.h"
@@ -21,27 +22,29 @@ constexpr std::string_view kO200kSource =
 struct Chars {
   std::vector<char32_t> cp;
   std::vector<uint8_t> cls;
-  std::vector<uint32_t> byte;  // byte offset of each character, plus the end
+  std::vector<size_t> byte;  // byte offset of each character, plus the end
   size_t n = 0;
 };
 
 // Characters whose decode buffers a thread keeps between calls (about 9 MB).
 constexpr size_t kKeepChars = size_t{1} << 20;
 
-void Decode(std::string_view text, Chars* c) {
+// Decodes at most `max_chars` characters of text from byte `begin`; byte offsets are
+// text's.
+void Decode(std::string_view text, size_t begin, size_t max_chars, Chars* c) {
   c->cp.clear();
   c->cls.clear();
   c->byte.clear();
-  size_t i = 0;
-  while (i < text.size()) {
+  size_t i = begin;
+  while (i < text.size() && c->cp.size() < max_chars) {
     int len;
     const char32_t cp = DecodeUtf8(text, i, &len);
     c->cp.push_back(cp);
     c->cls.push_back(ClassOf(cp));
-    c->byte.push_back(static_cast<uint32_t>(i));
+    c->byte.push_back(i);
     i += len;
   }
-  c->byte.push_back(static_cast<uint32_t>(text.size()));
+  c->byte.push_back(i);
   c->n = c->cp.size();
 }
 
@@ -51,6 +54,7 @@ class Scanner {
 
   // End (character index) of the match starting at i. REQUIRES: i < n.
   size_t MatchAt(size_t i) const {
+    reach_ = 0;
     size_t e;
     switch (p_) {
       case SplitPattern::kGpt2:
@@ -75,6 +79,12 @@ class Scanner {
     }
     return i + 1;
   }
+
+  // After MatchAt: the furthest character index looked at by the two alternatives that
+  // look further than kSplitLookahead past their match (0 when neither ran): a whitespace
+  // run's end (cl100k's match ends at the run's last newline) and o200k's uppercase run
+  // (its match may back off from the run's end).
+  size_t reach() const { return reach_; }
 
  private:
   bool Is(size_t k, uint8_t bits) const { return k < n_ && (cls_[k] & bits) != 0; }
@@ -142,6 +152,7 @@ class Scanner {
   size_t Whitespace(size_t i, bool newline_alt) const {
     if (!Is(i, kSpace)) return i + 1;
     const size_t e = RunOf(i, kSpace);
+    reach_ = std::max(reach_, e);
     if (newline_alt) {
       for (size_t k = e; k > i; --k) {
         if (IsNewline(k - 1)) return k;
@@ -171,6 +182,7 @@ class Scanner {
   size_t O200kBody(size_t p, bool lower_first) const {
     size_t a = p;
     while (IsU(a)) ++a;
+    reach_ = std::max(reach_, a);
     size_t end;
     if (lower_first) {
       // [U]* backs off until [L]+ can start: the largest b <= a with L at b.
@@ -196,6 +208,7 @@ class Scanner {
   const std::vector<char32_t>& cp_;
   const std::vector<uint8_t>& cls_;
   const size_t n_;
+  mutable size_t reach_ = 0;
 };
 
 }  // namespace
@@ -218,21 +231,80 @@ std::string_view SplitPatternSource(SplitPattern pattern) {
   return {};
 }
 
+namespace {
+
+// Scans text from its start and returns how many bytes of it were emitted as final
+// matches: all of it when `last`, else up to the first match the end could still change;
+// npos when a match is longer than max_match characters (0: no limit).
+size_t ScanWindows(SplitPattern pattern, std::string_view text, bool last, size_t window,
+                   size_t max_match, PieceSink sink) {
+  // Decode buffers kept per thread (this runs once per piece of every document), one per
+  // nesting level: the sink may scan again (a Sequence of two splitting steps).
+  constexpr int kKeptLevels = 4;
+  thread_local Chars kept[kKeptLevels];
+  thread_local int level = 0;
+  Chars local;
+  Chars& chars = level < kKeptLevels ? kept[level] : local;
+  struct Nest {
+    int& level;
+    explicit Nest(int& l) : level(l) { ++level; }
+    ~Nest() { --level; }
+  } nest(level);
+  if (window == 0) window = kDefaultSplitWindow;
+  size_t begin = 0, size = window;
+  while (begin < text.size()) {
+    Decode(text, begin, size, &chars);
+    const bool at_end = chars.byte[chars.n] == text.size();
+    const bool final = last && at_end;
+    const Scanner scanner(pattern, chars);
+    size_t i = 0;
+    while (i < chars.n) {
+      const size_t e = scanner.MatchAt(i);
+      // A match that looked at the window's end may have ended otherwise in the whole text.
+      if (!final && (e + kSplitLookahead > chars.n || scanner.reach() >= chars.n)) break;
+      sink(text.substr(chars.byte[i], chars.byte[e] - chars.byte[i]));
+      i = e;
+    }
+    begin = chars.byte[i];
+    if (final || (at_end && !last)) break;
+    // No match fitted: one is longer than the window, which grows to hold it.
+    if (i == 0 && max_match != 0 && size > max_match) {
+      begin = std::string_view::npos;
+      break;
+    }
+    size = i == 0 ? size * 2 : window;
+  }
+  // Keep small buffers for the next call; give back what a long match grew.
+  if (chars.cp.capacity() > kKeepChars) chars = Chars();
+  return begin;
+}
+
+}  // namespace
+
+void ScanSplit(SplitPattern pattern, std::string_view text, PieceSink sink, size_t window) {
+  ScanWindows(pattern, text, /*last=*/true, window, /*max_match=*/0, sink);
+}
+
 void ScanSplit(SplitPattern pattern, std::string_view text,
                std::vector<std::string_view>* pieces) {
-  // One decode buffer per thread: pieces are short and this runs per document.
-  thread_local Chars chars;
-  Decode(text, &chars);
-  const Scanner scanner(pattern, chars);
-  size_t i = 0;
-  while (i < chars.n) {
-    const size_t e = scanner.MatchAt(i);
-    pieces->push_back(text.substr(chars.byte[i], chars.byte[e] - chars.byte[i]));
-    i = e;
+  ScanSplit(pattern, text, [&](std::string_view p) { pieces->push_back(p); });
+}
+
+bool SplitStream::Feed(std::string_view chunk, bool last, PieceSink sink) {
+  size_t done;
+  if (carry_.empty()) {
+    done = ScanWindows(pattern_, chunk, last, window_, max_match_, sink);
+    if (done != std::string_view::npos) carry_.assign(chunk.substr(done));
+  } else {
+    carry_.append(chunk);
+    done = ScanWindows(pattern_, carry_, last, window_, max_match_, sink);
+    if (done != std::string_view::npos) carry_.erase(0, done);
   }
-  // Keep small buffers for the next call; give back what a huge document grew (9 bytes a
-  // character) so a thread does not hold it forever.
-  if (chars.cp.capacity() > kKeepChars) chars = Chars();
+  if (done == std::string_view::npos) {
+    carry_.clear();
+    return false;
+  }
+  return true;
 }
 
 }  // namespace zephon::tokenizer

@@ -130,6 +130,46 @@ TEST(SplitScannerTest, O200kMatchesHfTokenizers) {
   }
 }
 
+TEST(SplitScannerTest, SmallWindowsAndChunksFindTheWholeTextsMatches) {
+  // Every case text, repeated and joined: windows of 1..9 characters put an edge at every
+  // position of each construct (whitespace before a non-space, contractions, digit runs).
+  std::string text;
+  for (const auto* cases : {&kGpt2Cases, &kCl100kCases, &kO200kCases}) {
+    for (const Case& c : *cases) text += c.text + c.text;
+  }
+  for (SplitPattern p : {SplitPattern::kGpt2, SplitPattern::kCl100k, SplitPattern::kQwen2,
+                         SplitPattern::kO200k}) {
+    const std::vector<std::string> whole = Scan(p, text);
+    for (size_t window = 1; window < 10; ++window) {
+      std::vector<std::string> got;
+      ScanSplit(p, text, [&](std::string_view piece) { got.emplace_back(piece); }, window);
+      ASSERT_EQ(got, whole) << "window " << window;
+      // The same text fed to a SplitStream in chunks of `window` bytes (whole characters).
+      got.clear();
+      SplitStream stream(p, window, /*max_match=*/0);
+      for (size_t begin = 0; begin < text.size();) {
+        size_t end = std::min(text.size(), begin + window);
+        while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+        ASSERT_TRUE(stream.Feed(std::string_view(text).substr(begin, end - begin),
+                                end == text.size(),
+                                [&](std::string_view piece) { got.emplace_back(piece); }));
+        begin = end;
+      }
+      ASSERT_EQ(got, whole) << "chunks of " << window;
+    }
+  }
+}
+
+TEST(SplitScannerTest, StreamRefusesAMatchLongerThanMaxMatch) {
+  SplitStream stream(SplitPattern::kCl100k, 4, /*max_match=*/32);
+  std::vector<std::string> got;
+  auto sink = [&](std::string_view piece) { got.emplace_back(piece); };
+  EXPECT_TRUE(stream.Feed(std::string(20, 'a') + " b", true, sink));
+  EXPECT_EQ(got, (std::vector<std::string>{std::string(20, 'a'), " b"}));
+  SplitStream refused(SplitPattern::kCl100k, 4, /*max_match=*/32);
+  EXPECT_FALSE(refused.Feed(std::string(100, 'a'), true, sink));
+}
+
 TEST(SplitScannerTest, RecognizesOnlyTheExactPatternStrings) {
   for (SplitPattern p : {SplitPattern::kGpt2, SplitPattern::kCl100k, SplitPattern::kQwen2,
                          SplitPattern::kO200k}) {

@@ -26,7 +26,16 @@ Tokenizer::Tokenizer(Common common)
       eos_(common.eos),
       default_prefix_(std::move(common.default_prefix)),
       default_suffix_(std::move(common.default_suffix)),
-      fingerprint_(std::move(common.fingerprint)) {}
+      fingerprint_(std::move(common.fingerprint)),
+      window_(common.window),
+      max_unsplit_bytes_(common.max_unsplit_bytes) {}
+
+absl::Status Tokenizer::TooLong(std::string_view what) const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      Av(what), " is longer than ", max_unsplit_bytes_,
+      " bytes, the most this tokenizer encodes whole (TokenizerOptions.max_unsplit_bytes); "
+      "raise that limit (encoding holds about 40 bytes per byte of it) or split the text"));
+}
 
 Tokenizer::~Tokenizer() = default;
 

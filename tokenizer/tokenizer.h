@@ -4,6 +4,15 @@
 //
 // A Tokenizer is created once (all validation happens there: anything unsupported is
 // refused naming the JSON path of the component) and is then immutable.
+// Memory: Encode of one huge text holds, besides the ids it returns, a bounded window of
+// it: added tokens are found without copying, the normalizer takes the text in chunks cut
+// where normalization cannot join across, the pre-tokenizer decodes a window at a time and
+// streams each word into BPE as it is found. What must be held whole (one pre-tokenized
+// word, text with no place to cut it for a tokenizer that does not pre-tokenize, a piece
+// a normalizer cannot chunk, a SentencePiece document) is bounded by
+// TokenizerOptions::max_unsplit_bytes. A text with invalid UTF-8 is copied once (U+FFFD in
+// place of the invalid bytes) first.
+//
 // Thread-safety: thread-safe. Encode and Decode are const and reentrant; callers may share
 // one Tokenizer across any number of threads.
 #ifndef ZEPHON_TOKENIZER_TOKENIZER_H_
@@ -43,6 +52,17 @@ struct TokenizerOptions {
   // Override the BOS/EOS the tokenizer files name (e.g. Pipeline.tokenize's bos_token_id).
   std::optional<int32_t> bos_token_id;
   std::optional<int32_t> eos_token_id;
+  // The longest stretch of one text Encode holds whole (see "Memory" above); a text that
+  // needs a longer one is refused with RESOURCE_EXHAUSTED. 0 = no limit. Holding a stretch
+  // costs about 40 bytes per byte (decoded characters, BPE symbols); a SentencePiece text,
+  // about 130 (docs/benchmarks.md), so the default keeps one document under ~1 GB.
+  size_t max_unsplit_bytes = kDefaultMaxUnsplitBytes;
+  // Testing: how much of a text Encode takes at a time (the split scanner's window in
+  // characters, the normalizer's chunk and a one-word piece's part in bytes); 0 = the
+  // defaults. Ids never depend on it; tests make it small to cross many window edges.
+  size_t window_for_testing = 0;
+
+  static constexpr size_t kDefaultMaxUnsplitBytes = size_t{8} << 20;
 };
 
 class Tokenizer {
@@ -103,16 +123,24 @@ class Tokenizer {
     std::optional<int32_t> bos, eos;
     std::vector<int32_t> default_prefix, default_suffix;  // kTokenizerDefault
     std::string fingerprint;
+    size_t window = 0;  // TokenizerOptions::window_for_testing
+    size_t max_unsplit_bytes = TokenizerOptions::kDefaultMaxUnsplitBytes;
   };
   explicit Tokenizer(Common common);
 
   // Appends the ids of valid UTF-8 `text`, no special tokens around it.
   virtual absl::Status EncodeText(std::string_view text, std::vector<int32_t>* ids) const = 0;
 
+  size_t window() const { return window_; }
+  size_t max_unsplit_bytes() const { return max_unsplit_bytes_; }
+  // RESOURCE_EXHAUSTED: `what` (a part of the text) is longer than max_unsplit_bytes().
+  absl::Status TooLong(std::string_view what) const;
+
  private:
   const std::optional<int32_t> bos_, eos_;
   const std::vector<int32_t> default_prefix_, default_suffix_;
   const std::string fingerprint_;
+  const size_t window_, max_unsplit_bytes_;
 };
 
 }  // namespace zephon::tokenizer

@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -221,6 +222,67 @@ TEST(TokenizerTest, ConcurrentEncodesAgree) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(ok, (std::vector<int>{200, 200, 200, 200}));
+}
+
+// Documents of the tiny tokenizer's pieces whose cuts matter: merges ("▁" "a", "a" "b"),
+// runs of spaces, characters outside the vocabulary (byte fallback, <unk>), added tokens.
+std::vector<std::string> WindowEdgeTexts(int n, uint32_t seed) {
+  const std::vector<std::string> pool = {"a", "b", "ab", " ", "  ", " a", "\u00e9", "\u65e5",
+                                         "<s>", "</s>", "<unk>", "\xff", "e\u0301"};
+  std::mt19937 rng(seed);
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    std::string t;
+    const int parts = static_cast<int>(rng() % 300);
+    for (int k = 0; k < parts; ++k) t += pool[rng() % pool.size()];
+    out.push_back(t);
+  }
+  return out;
+}
+
+TEST(TokenizerTest, SmallWindowsGiveTheWholeTextsIds) {
+  // No pre-tokenizer: the normalized text is one word, which a window cuts only where no
+  // merge can join across; with NFC added, normalization is chunked too.
+  const std::string nfc = Replaced(R"({"type": "Prepend", "prepend": "▁"},)",
+                                   R"({"type": "NFC"}, {"type": "Prepend", "prepend": "▁"},)");
+  int checked = 0;
+  for (const std::string& json : {std::string(kJson), nfc}) {
+    auto whole = Make(json);
+    for (size_t window : {1, 2, 3, 7, 50}) {
+      TokenizerOptions options;
+      options.window_for_testing = window;
+      auto windowed = Make(json, options);
+      for (const std::string& text : WindowEdgeTexts(200, 14 + window)) {
+        ASSERT_EQ(*windowed->Encode(text), *whole->Encode(text))
+            << "window " << window << " text '" << text << "'";
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2000);
+}
+
+TEST(TokenizerTest, StretchesOverMaxUnsplitBytesAreRefusedNamingTheLimit) {
+  TokenizerOptions options;
+  options.window_for_testing = 16;
+  options.max_unsplit_bytes = 64;
+  auto tok = Make(kJson, options);
+  // "é" is not in the vocabulary (byte fallback): a run of it has no place to cut.
+  std::string run;
+  for (int i = 0; i < 40; ++i) run += "\u00e9";
+  auto refused = tok->Encode(run);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("max_unsplit_bytes"), std::string::npos);
+  // The same length with cuts ("b" then a space: no merge joins them) is encoded.
+  std::string spaced;
+  for (int i = 0; i < 40; ++i) spaced += "ab ";
+  EXPECT_TRUE(tok->Encode(spaced).ok());
+  // A normalizer that cannot be chunked (NFC after a Replace) holds a piece whole.
+  auto whole_norm = Make(Replaced(R"({"type": "Replace", "pattern": {"String": " "}, "content": "▁"})",
+                                  R"({"type": "Replace", "pattern": {"String": " "}, "content": "▁"}, {"type": "NFC"})"),
+                         options);
+  EXPECT_EQ(whole_norm->Encode(spaced).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(whole_norm->Encode("ab ab").ok());
 }
 
 TEST(TokenizerTest, ParsesSpecialTokensNames) {

@@ -128,6 +128,14 @@ std::string ReplaceInvalidUtf8(std::string_view s) {
   return out;
 }
 
+bool HasNormalizationBoundaryBefore(NormalForm form, char32_t cp) {
+  UErrorCode err = U_ZERO_ERROR;
+  const icu::Normalizer2* norm = form == NormalForm::kNfc ? icu::Normalizer2::getNFCInstance(err)
+                                                          : icu::Normalizer2::getNFKCInstance(err);
+  // Without ICU's data no cut is claimed safe (Normalize then reports the error).
+  return U_SUCCESS(err) && norm->hasBoundaryBefore(static_cast<UChar32>(cp));
+}
+
 absl::Status Normalize(NormalForm form, std::string_view s, std::string* out) {
   bool ascii = true;
   for (char c : s) {

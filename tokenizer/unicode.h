@@ -64,6 +64,10 @@ std::string ReplaceInvalidUtf8(std::string_view s);
 
 enum class NormalForm { kNfc, kNfkc };
 
+// True when cp never interacts with the characters before it under the form: a text cut
+// right before cp normalizes as its two parts do (ICU Normalizer2::hasBoundaryBefore).
+bool HasNormalizationBoundaryBefore(NormalForm form, char32_t cp);
+
 // Normalizes valid UTF-8 s to the form; appends to *out. ASCII input is copied as is.
 // Errors: INTERNAL if ICU fails (it only fails on allocation).
 absl::Status Normalize(NormalForm form, std::string_view s, std::string* out);

@@ -4,6 +4,7 @@ tokenizer.json files, with and without special tokens, plus Decode round trips.
 The reference is HF tokenizers itself, never our own earlier output."""
 import json
 import random
+import subprocess
 import unicodedata
 
 import pytest
@@ -160,3 +161,45 @@ def test_metaspace_and_nfkc_match_hf(variant, encode_tool, corpus_texts, tmp_pat
     ours = run_ours(encode_tool, path, CORPUS, "--decode")
     assert first_mismatch(corpus_texts, ours, ref, "ids", "ids") is None
     assert first_mismatch(corpus_texts, ours, ref, "decoded", "decoded") is None
+
+
+def window_edge_documents(n, seed):
+    """Long documents (hundreds of characters) of what window edges could split wrongly:
+    whitespace, tab and newline runs, digit runs, CJK, emoji ZWJ sequences and skin tones,
+    contractions in every case ('s right at an edge), marks, and added tokens."""
+    rng = random.Random(seed)
+    parts = [" ", "   ", " " * 40, "\t", "\t\t\t\t", "\n", "\n\n\n", "\r\n", " \n ", "\u3000",
+             "word", " word", "CamelCase", "it", "'s", "'S", "'LL", "'ve", "'", "\u017f", "don't",
+             "7", "42", "1234567890123", "\u0661\u0662\u0663", "\u65e5\u672c\u8a9e\u306e\u6587",
+             "\u4e2d\u6587\u5b57", "\ud55c\uad6d\uc5b4", "\u0645\u0631\u062d\u0628\u0627",
+             "\u0928\u092e\u0938\u094d\u0924\u0947", "e\u0301", "\u0308",
+             "\U0001F468\u200D\U0001F469\u200D\U0001F467", "\U0001F44D\U0001F3FD",
+             "\U0001F1FA\U0001F1F8", ".", "!!", "...", "/", "(", ")", "\u2581",
+             "<s>", "</s>", "<|endoftext|>", "<|im_end|>", "<think>", "<|begin_of_text|>"]
+    return ["".join(rng.choice(parts) for _ in range(rng.randint(20, 200))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", sorted(TOKENIZERS))
+def test_small_windows_match_hf_across_window_edges(name, encode_tool, corpus_texts, tmp_path):
+    # A huge document is normalized, pre-tokenized and (without a pre-tokenizer) cut for BPE
+    # a window at a time; with a window of a few characters every document here crosses
+    # many edges, and the ids must still be HF's.
+    texts = window_edge_documents(300, seed=15) + corpus_texts
+    docs = tmp_path / "edges.jsonl"
+    docs.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
+                    encoding="utf-8")
+    ref = run_reference(TOKENIZERS[name], docs)
+    for window in ("1", "7", "64"):
+        ours = run_ours(encode_tool, TOKENIZERS[name], docs, "--window", window)
+        assert len(ours) == len(ref) == len(texts)
+        assert first_mismatch(texts, ours, ref, "ids", "ids") is None, f"window {window}"
+
+
+def test_a_word_over_max_unsplit_bytes_is_refused_naming_the_limit(encode_tool, tmp_path):
+    docs = tmp_path / "long_word.jsonl"
+    docs.write_text(json.dumps({"text": "x" * 5000}) + "\n", encoding="utf-8")
+    out = subprocess.run([str(encode_tool), "--tokenizer", str(TOKENIZERS["llama3"]),
+                          "--max_unsplit_bytes", "1000", "--window", "100"],
+                         stdin=docs.open("rb"), capture_output=True)
+    assert out.returncode != 0
+    assert "RESOURCE_EXHAUSTED" in out.stderr.decode() and "max_unsplit_bytes" in out.stderr.decode()

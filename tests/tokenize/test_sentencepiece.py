@@ -126,3 +126,19 @@ def test_a_missing_shim_is_an_error_naming_the_path_and_the_fix(trained):
                          check=True, text=True).stdout
     assert out.startswith("9 ") and "/nonexistent/libzephon_spm_shim.so" in out, out
     assert "make build" in out and "ZEPHON_SPM_SHIM" in out, out
+
+
+def test_a_text_over_max_unsplit_bytes_is_refused_naming_the_limit(trained, encode_tool,
+                                                                     tmp_path):
+    # libsentencepiece encodes a text whole (~130 bytes held per byte, docs/benchmarks.md):
+    # a longer text than the limit is refused, a shorter one encoded.
+    model, _, _, _ = trained("bpe")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"text": "hello world " * 100}) + "\n", encoding="utf-8")
+    tool = [str(encode_tool), "--tokenizer", str(model), "--max_unsplit_bytes"]
+    refused = subprocess.run(tool + ["1000"], stdin=docs.open("rb"), capture_output=True)
+    assert refused.returncode != 0
+    err = refused.stderr.decode()
+    assert "RESOURCE_EXHAUSTED" in err and "max_unsplit_bytes" in err and "SentencePiece" in err
+    encoded = subprocess.run(tool + ["2000"], stdin=docs.open("rb"), capture_output=True)
+    assert encoded.returncode == 0 and json.loads(encoded.stdout)["ids"]
