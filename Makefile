@@ -163,6 +163,13 @@ fuzz: setup
 fuzz-seeds: setup
 	$(BAZEL) run //tests/fuzz:write_seeds -- $(CURDIR)/tests/fuzz/corpus
 
+# Text JSONL -> tokenize -> packed batches through zephond (docs/benchmarks.md): the
+# tokenizer alone vs a cold pipeline per worker thread, a warm token cache vs the same
+# tokens as Megatron, and the node view (2 DP groups x 4 TP peers). ~3 min on 2 cores.
+.PHONY: bench-text
+bench-text: build setup-tokenize
+	PYTHONPATH=client/python $(PY) tests/bench/text_bench.py $(BENCH_ARGS)
+
 # Tokenizer throughput (docs/benchmarks.md): single-thread encode of tests/tokenize's
 # corpus (repeated to ~4 MB) with ours (//tokenizer:encode_tool) and HF tokenizers
 # (RAYON_NUM_THREADS=1, encodeBatch) in the same run, for the Llama 3 and Qwen 3
