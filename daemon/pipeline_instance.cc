@@ -339,6 +339,19 @@ proto::InstanceStatus PipelineInstance::Status() const {
   if (const proto::TokenizeSpec* tokenize = pipeline::FindTokenize(config_.spec)) {
     s.set_tokenize(pipeline::DescribeTokenize(*tokenize));
   }
+  for (const auto& dataset : config_.datasets) {
+    if (!dataset->is_text()) continue;
+    const pipeline::TextShardStats t = dataset->TextStats();
+    proto::TextDatasetStatus* out = s.add_text_datasets();
+    out->set_dataset(dataset->name());
+    out->set_records(t.records);
+    out->set_samples(t.samples);
+    out->set_tokens(t.tokens);
+    out->set_invalid_utf8_records(t.invalid_utf8_records);
+    out->set_skipped_missing(t.skipped_missing);
+    out->set_truncated_records(t.truncated_records);
+    out->set_split_records(t.split_records);
+  }
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
   const uint64_t produced = produced_.load();
   const uint64_t published = writer_->published();

@@ -68,6 +68,17 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                   "Batches queued or running on the worker pool.");
   MetricFamily buffered = Family("zephon_materialize_buffered", "gauge",
                                  "Materialized batches waiting for their turn in order.");
+  // Text datasets (tokenize): what their conversion found, per dataset of an instance.
+  MetricFamily text_records = Family("zephon_text_records", "gauge",
+                                     "Records (non-blank JSONL lines) of a text dataset.");
+  MetricFamily text_tokens = Family("zephon_text_tokens", "gauge",
+                                    "Tokens of a text dataset after tokenize.");
+  MetricFamily text_invalid = Family("zephon_text_invalid_utf8_records", "gauge",
+                                     "Records of a text dataset whose invalid UTF-8 was "
+                                     "replaced by U+FFFD.");
+  MetricFamily text_skipped = Family("zephon_text_skipped_records", "gauge",
+                                     "Records of a text dataset skipped for a missing or "
+                                     "non-string field (on_missing=skip).");
   for (const proto::InstanceStatus& s : status.instances()) {
     const Labels labels = InstanceLabels(s);
     produced.Add(labels, static_cast<double>(s.produced()));
@@ -79,6 +90,14 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
     readers.Add(labels, s.readers_attached());
     in_flight.Add(labels, s.materialize_in_flight());
     buffered.Add(labels, s.materialize_buffered());
+    for (const proto::TextDatasetStatus& t : s.text_datasets()) {
+      Labels dataset = labels;
+      dataset.emplace_back("dataset", t.dataset());
+      text_records.Add(dataset, static_cast<double>(t.records()));
+      text_tokens.Add(dataset, static_cast<double>(t.tokens()));
+      text_invalid.Add(dataset, static_cast<double>(t.invalid_utf8_records()));
+      text_skipped.Add(dataset, static_cast<double>(t.skipped_missing()));
+    }
     for (const proto::ReaderStatus& r : s.readers()) {
       if (r.state() != "attached") continue;
       Labels reader = labels;
@@ -86,8 +105,10 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
       lag.Add(std::move(reader), static_cast<double>(r.lag()));
     }
   }
-  std::vector<MetricFamily> out = {produced, released,  delivered_alias, occupancy, slots,
-                                   bytes,    readers,   lag,             in_flight, buffered};
+  std::vector<MetricFamily> out = {produced,     released,    delivered_alias, occupancy,
+                                   slots,        bytes,       readers,         lag,
+                                   in_flight,    buffered,    text_records,    text_tokens,
+                                   text_invalid, text_skipped};
 
   out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")
                     .Add({}, status.instances_size()));

@@ -155,5 +155,26 @@ TEST(DaemonMetricsTest, TokenCacheFiguresComeFromTheStatus) {
             std::string::npos);
 }
 
+TEST(DaemonMetricsTest, TextDatasetFiguresArePerInstanceAndDataset) {
+  proto::StatusReply status;
+  proto::InstanceStatus* instance = status.add_instances();
+  instance->set_instance_id("run-a/dp0");
+  instance->set_run_id("run-a");
+  proto::TextDatasetStatus* web = instance->add_text_datasets();
+  web->set_dataset("web");
+  web->set_records(120);
+  web->set_tokens(9000);
+  web->set_invalid_utf8_records(3);
+  web->set_skipped_missing(2);
+  const std::string text =
+      RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), ProcessStats()));
+  const std::string labels = "{instance=\"run-a/dp0\",run=\"run-a\",dp_group=\"0\",dataset=\"web\"}";
+  EXPECT_NE(text.find("# TYPE zephon_text_invalid_utf8_records gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_text_records" + labels + " 120\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("zephon_text_tokens" + labels + " 9000\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_text_invalid_utf8_records" + labels + " 3\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_text_skipped_records" + labels + " 2\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace zephon::metrics

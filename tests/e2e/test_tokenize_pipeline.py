@@ -284,9 +284,15 @@ def test_text_dataset_missing_field_names_file_and_line(daemon, tmp_path, tiny):
         f.write(json.dumps({"id": 99, "body": "a"}) + "\n")
     e = attach_error(text_pipeline(data, tiny, daemon=daemon.socket))
     assert "part-000.jsonl" in str(e) and "line 21" in str(e), e
-    # on_missing="skip" reads the rest.
+    # on_missing="skip" reads the rest, and status (hence /metrics) counts what it skipped.
+    with open(data / "part-000.jsonl", "ab") as f:
+        f.write(b'{"id": 100, "text": "caf\xe9 \xff ok"}\n')  # Latin-1 bytes: not UTF-8
     pipe = text_pipeline(data, tiny, daemon=daemon.socket, tokenize=dict(on_missing="skip"))
     assert read_all(pipe, limit=2)
+    texts = [t for i in daemon.status()["instances"] for t in i.get("text_datasets", [])]
+    assert texts, daemon.status()
+    assert int(texts[0]["records"]) == 22 and int(texts[0]["skipped_missing"]) == 1, texts
+    assert int(texts[0]["invalid_utf8_records"]) == 1, texts
     pipe.close()
 
 
