@@ -328,3 +328,32 @@ def test_ranks_attaching_together_open_the_s3_dataset_once(server, corpus, tmp_p
         assert len({p.attach_info["instance_id"] for p in pipes}) == 1
         for p in pipes:
             p.close()
+
+
+def test_a_tokenizer_from_s3_tokenizes_like_the_local_file(server, tmp_path):
+    """Pipeline.tokenize(tokenizer="s3://...") : zephond reads the tokenizer.json (a file
+    URL, or a "directory" holding one) with its S3 settings; the batches and the spec hash
+    equal those of the same file on local disk, and a missing object is named."""
+    from test_tokenize_pipeline import text_pipeline, tiny_tokenizer_json, write_text_dataset
+    local = tmp_path / "tok" / "tokenizer.json"
+    local.parent.mkdir()
+    local.write_text(tiny_tokenizer_json(), encoding="utf-8")
+    upload(local.parent, "tokenizers/tiny")
+    data = write_text_dataset(tmp_path / "text", [("a b " * (i % 9 + 1)).strip()
+                                                  for i in range(300)])
+    d = node(tmp_path, "node")
+    try:
+        runs = []
+        for tok in (str(local), f"s3://{BUCKET}/tokenizers/tiny/tokenizer.json",
+                    f"s3://{BUCKET}/tokenizers/tiny"):
+            p = text_pipeline(data, tok, daemon=d.socket)
+            runs.append((read_all(p), p.attach_info["spec_hash"]))
+            p.close()
+        assert runs[0][0] and runs[0] == runs[1] == runs[2]
+        p = text_pipeline(data, f"s3://{BUCKET}/tokenizers/none/tokenizer.json", daemon=d.socket)
+        with pytest.raises(zephon.ZephonError) as err:
+            read_all(p, limit=1)
+        p.close()
+        assert "tokenizers/none/tokenizer.json" in str(err.value), err.value
+    finally:
+        assert d.stop() == 0
