@@ -168,6 +168,7 @@ fuzz-seeds: setup
 # tokens as Megatron, and the node view (2 DP groups x 4 TP peers). ~3 min on 2 cores.
 .PHONY: bench-text
 bench-text: build setup-tokenize
+	$(BAZEL) build //tokenizer:encode_tool
 	PYTHONPATH=client/python $(PY) tests/bench/text_bench.py $(BENCH_ARGS)
 
 # Tokenizer throughput (docs/benchmarks.md): single-thread encode of tests/tokenize's
