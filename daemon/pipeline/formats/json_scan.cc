@@ -419,6 +419,25 @@ class Walk {
   size_t error_pos_ = 0;
 };
 
+// Runs the Walk `make_walk` builds over `line` (both scanners' one path): applies the
+// kernel override before the parser's first parse, which fixes its kernel (json_kernel.h),
+// and copies a line without kJsonPaddingBytes readable after it into `padded` first.
+template <typename MakeWalk>
+absl::Status ScanLine(std::string_view line, size_t readable_after, std::string* padded,
+                      od::parser& parser, size_t* error_offset, MakeWalk make_walk) {
+  if (const absl::Status& kernel = ApplyJsonKernelOverride(); !kernel.ok()) {
+    *error_offset = 0;
+    return kernel;
+  }
+  if (readable_after >= kJsonPaddingBytes) {
+    return make_walk(line).Run(parser, line.size() + readable_after, error_offset);
+  }
+  padded->assign(line.data(), line.size());
+  padded->append(kJsonPaddingBytes, ' ');
+  return make_walk(std::string_view(padded->data(), line.size()))
+      .Run(parser, padded->size(), error_offset);
+}
+
 }  // namespace
 
 TokenArrayScanner::TokenArrayScanner(std::string field)
@@ -428,19 +447,8 @@ TokenArrayScanner::~TokenArrayScanner() = default;
 
 absl::Status TokenArrayScanner::Scan(std::string_view line, size_t readable_after,
                                      std::vector<int32_t>* out, size_t* error_offset) {
-  // Before the parser's first parse, which fixes its kernel (json_kernel.h).
-  if (const absl::Status& kernel = ApplyJsonKernelOverride(); !kernel.ok()) {
-    *error_offset = 0;
-    return kernel;
-  }
-  if (readable_after >= kJsonPaddingBytes) {
-    return Walk(line, field_, out).Run(parser_->parser, line.size() + readable_after,
-                                       error_offset);
-  }
-  padded_.assign(line.data(), line.size());
-  padded_.append(kJsonPaddingBytes, ' ');
-  return Walk(std::string_view(padded_.data(), line.size()), field_, out)
-      .Run(parser_->parser, padded_.size(), error_offset);
+  return ScanLine(line, readable_after, &padded_, parser_->parser, error_offset,
+                  [&](std::string_view l) { return Walk(l, field_, out); });
 }
 
 StringFieldScanner::StringFieldScanner(std::string field)
@@ -451,18 +459,8 @@ StringFieldScanner::~StringFieldScanner() = default;
 absl::Status StringFieldScanner::Scan(std::string_view line, size_t readable_after,
                                       StringField* out, size_t* error_offset) {
   *out = StringField();
-  if (const absl::Status& kernel = ApplyJsonKernelOverride(); !kernel.ok()) {
-    *error_offset = 0;
-    return kernel;
-  }
-  if (readable_after >= kJsonPaddingBytes) {
-    return Walk(line, field_, out, &unescaped_)
-        .Run(parser_->parser, line.size() + readable_after, error_offset);
-  }
-  padded_.assign(line.data(), line.size());
-  padded_.append(kJsonPaddingBytes, ' ');
-  return Walk(std::string_view(padded_.data(), line.size()), field_, out, &unescaped_)
-      .Run(parser_->parser, padded_.size(), error_offset);
+  return ScanLine(line, readable_after, &padded_, parser_->parser, error_offset,
+                  [&](std::string_view l) { return Walk(l, field_, out, &unescaped_); });
 }
 
 bool UnescapeJsonStringLenient(std::string_view body, std::string* out, bool* replaced) {
