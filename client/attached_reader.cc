@@ -1,5 +1,6 @@
 #include "client/attached_reader.h"
 
+#include <cstdio>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -18,17 +19,21 @@ namespace {
 // How long a timed-out read spends asking zephond which peer holds the ring.
 constexpr absl::Duration kStallQueryTimeout = absl::Seconds(5);
 
-// Cancels a gRPC call that has not finished within `timeout`: long-lived streams carry
-// no RPC deadline, yet no wait on the daemon may be unbounded. RAII; the destructor
-// marks the call finished and joins the timer thread.
+// Cancels a gRPC call that has not finished within `timeout` of its start or of its
+// last Extend(): long-lived streams carry no RPC deadline, yet no wait on the daemon may
+// be unbounded. RAII; the destructor marks the call finished and joins the timer thread.
 class CancelAfter {
  public:
   CancelAfter(grpc::ClientContext* context, absl::Duration timeout)
-      : timer_([this, context, timeout] {
+      : timeout_(timeout), deadline_(absl::Now() + timeout), timer_([this, context] {
           absl::MutexLock lock(&mu_);
-          if (!mu_.AwaitWithTimeout(absl::Condition(&done_), timeout)) {
-            fired_ = true;
-            context->TryCancel();
+          while (!done_) {
+            if (mu_.AwaitWithDeadline(absl::Condition(&done_), deadline_)) break;
+            if (absl::Now() >= deadline_) {  // not moved by an Extend() meanwhile
+              fired_ = true;
+              context->TryCancel();
+              break;
+            }
           }
         }) {}
   ~CancelAfter() {
@@ -38,6 +43,11 @@ class CancelAfter {
     }
     timer_.join();
   }
+  // The call made progress: its deadline is `timeout` from now.
+  void Extend() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    deadline_ = absl::Now() + timeout_;
+  }
   // True when the call was cancelled for taking too long. Call after the call returned.
   bool fired() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -45,18 +55,24 @@ class CancelAfter {
   }
 
  private:
+  const absl::Duration timeout_;
   absl::Mutex mu_;
+  absl::Time deadline_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool fired_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread timer_;
+  std::thread timer_;  // last: started once the members it reads exist
 };
+
+// When a waiting attach tells the user what zephond is doing (stderr: a long first
+// attach of a text corpus is otherwise a silent trainer).
+constexpr absl::Duration kFirstProgressLine = absl::Seconds(10);
+constexpr absl::Duration kProgressLineEvery = absl::Seconds(30);
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
     std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
     absl::Duration timeout, const std::string& socket_path) {
-  const absl::Time deadline = absl::Now() + timeout;
   proto::AttachClientMessage first;
   *first.mutable_attach() = request;
   RETURN_IF_ERROR(AbsolutizeLocalPaths(first.mutable_attach()));
@@ -69,9 +85,27 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
   proto::AttachServerMessage reply;
   bool ok = false;
   bool timed_out = false;
+  // zephond sends AttachProgress while the attach works (a first attach of a text corpus
+  // tokenizes it); the deadline runs from the last one whose counters advanced.
+  first.mutable_attach()->set_wants_progress(true);
+  proto::AttachProgress progress;
   {
     CancelAfter guard(r->context_.get(), timeout);
-    ok = r->stream_->Write(first) && r->stream_->Read(&reply);
+    const absl::Time started = absl::Now();
+    absl::Time next_line = started + kFirstProgressLine;
+    ok = r->stream_->Write(first);
+    while (ok && (ok = r->stream_->Read(&reply)) && reply.has_progress()) {
+      if (reply.progress().tokenized_bytes() != progress.tokenized_bytes() ||
+          reply.progress().tokenized_files() != progress.tokenized_files()) {
+        guard.Extend();
+      }
+      progress = reply.progress();
+      if (absl::Now() >= next_line) {
+        std::fprintf(stderr, "zephon: attach waiting %.0f s for zephond: %s\n",
+                     absl::ToDoubleSeconds(absl::Now() - started), progress.activity().c_str());
+        next_line = absl::Now() + kProgressLineEvery;
+      }
+    }
     timed_out = !ok && guard.fired();
   }
   if (!ok || !reply.has_attached()) {
@@ -79,7 +113,11 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
     grpc::Status status = r->stream_->Finish();
     if (timed_out) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "zephond did not answer the attach within ", absl::FormatDuration(timeout)));
+          "zephond did not answer the attach within ", absl::FormatDuration(timeout),
+          progress.activity().empty()
+              ? std::string()
+              : absl::StrCat(" of its last progress (it was ", progress.activity(), ")"),
+          "; raise attach_timeout_s if it is that slow"));
     }
     if (status.ok()) return absl::InternalError("zephond closed the attach without a reply");
     if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
@@ -94,7 +132,7 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
                         : 0;
   r->next_round_ = r->reply_.next_round();
   // gRPC cannot carry descriptors: claim the ring's memfds on the hand-off socket with
-  // the one-time token (within what is left of the attach timeout).
+  // the one-time token (within `timeout` of the reply).
   if (r->reply_.fd_socket().empty() || r->reply_.fd_token().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "zephond offered no ring descriptors for ", r->reply_.instance_id(),
@@ -103,7 +141,7 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
   const std::string handoff_path =
       socket_path.empty() ? r->reply_.fd_socket() : shm::HandoffSocketPath(socket_path);
   ASSIGN_OR_RETURN(shm::RingFds fds,
-                   shm::ClaimRingFds(handoff_path, r->reply_.fd_token(), deadline));
+                   shm::ClaimRingFds(handoff_path, r->reply_.fd_token(), absl::Now() + timeout));
   ASSIGN_OR_RETURN(
       r->ring_, shm::RingReader::Open(std::move(fds), r->reply_.ring_name(),
                                       r->reply_.reader_index(), r->reply_.lease_epoch(),

@@ -34,7 +34,11 @@ class AttachedReader {
   // as this process sees it: the hand-off socket is next to it (a container may mount the
   // socket directory elsewhere than the daemon's path); empty = the path the daemon
   // reports. Errors carry the daemon's message (validation, spec-hash mismatch, a
-  // refused hand-off) with its status code; the whole attach takes at most `timeout`.
+  // refused hand-off) with its status code. No wait lasts more than `timeout` without
+  // progress: the reply is awaited while zephond reports progress (AttachProgress counters
+  // advancing, e.g. a first attach tokenizing a text corpus) and for at most `timeout`
+  // after the last progress; the hand-off takes at most `timeout` after the reply.
+  // While waiting over 10 s it writes a line to stderr every 30 s saying what zephond does.
   static absl::StatusOr<std::unique_ptr<AttachedReader>> Attach(
       std::shared_ptr<grpc::Channel> channel, const proto::AttachRequest& request,
       absl::Duration timeout, const std::string& socket_path = "");

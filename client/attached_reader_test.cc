@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -95,6 +96,80 @@ TEST(AttachedReaderTest, DetachFromADaemonThatStoppedReadingIsBounded) {
   server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));  // unblocks a hang
   detach.join();
   EXPECT_TRUE(detached.HasBeenNotified());
+}
+
+// Sends AttachProgress every 100 ms for `progress_for`, its counters advancing or not,
+// then an AttachReply without ring descriptors (so Attach stops right after the reply
+// with FAILED_PRECONDITION: what matters here is that it got the reply).
+class SlowAttachService : public proto::Zephon::Service {
+ public:
+  SlowAttachService(absl::Duration progress_for, bool advancing)
+      : progress_for_(progress_for), advancing_(advancing) {}
+
+  grpc::Status Attach(grpc::ServerContext* context,
+                      grpc::ServerReaderWriter<proto::AttachServerMessage,
+                                               proto::AttachClientMessage>* stream) override {
+    proto::AttachClientMessage first;
+    if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::ABORTED, "no attach");
+    wanted_progress_ = first.attach().wants_progress();
+    const absl::Time end = absl::Now() + progress_for_;
+    uint64_t bytes = 0;
+    while (absl::Now() < end && !context->IsCancelled()) {
+      proto::AttachServerMessage message;
+      if (advancing_) bytes += 1000;
+      message.mutable_progress()->set_tokenized_bytes(bytes);
+      message.mutable_progress()->set_activity("tokenizing /data/web/part-07.jsonl");
+      if (!stream->Write(message)) return grpc::Status::OK;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    if (context->IsCancelled()) return grpc::Status::CANCELLED;
+    proto::AttachServerMessage reply;
+    reply.mutable_attached()->set_instance_id("slow/instance");
+    stream->Write(reply);
+    return grpc::Status::OK;
+  }
+
+  bool wanted_progress() const { return wanted_progress_; }
+
+ private:
+  const absl::Duration progress_for_;
+  const bool advancing_;
+  std::atomic<bool> wanted_progress_{false};
+};
+
+absl::Status AttachTo(SlowAttachService* service, absl::Duration timeout) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) return absl::InternalError("no server");
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials());
+  auto reader = AttachedReader::Attach(channel, proto::AttachRequest(), timeout);
+  server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  return reader.status();
+}
+
+TEST(AttachedReaderTest, AdvancingProgressKeepsALongAttachAlive) {
+  // The reply comes after 2 s, four times the timeout: progress moved the deadline.
+  SlowAttachService service(absl::Seconds(2), /*advancing=*/true);
+  const absl::Status s = AttachTo(&service, absl::Milliseconds(500));
+  EXPECT_TRUE(service.wanted_progress());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("offered no ring descriptors"), std::string::npos) << s;
+}
+
+TEST(AttachedReaderTest, ProgressThatDoesNotAdvanceStillTimesOut) {
+  // Heartbeats without progress are a stuck daemon: the timeout holds.
+  SlowAttachService service(absl::Seconds(30), /*advancing=*/false);
+  const absl::Time start = absl::Now();
+  const absl::Status s = AttachTo(&service, absl::Milliseconds(500));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find("of its last progress (it was tokenizing /data/web/part-07.jsonl)"),
+            std::string::npos)
+      << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));  // bounded: not the 30 s of heartbeats
 }
 
 }  // namespace

@@ -303,6 +303,7 @@ absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
   open_options.shard_cache = options_.shard_cache;
   open_options.token_cache = options_.token_cache;
   open_options.s3 = options_.s3;
+  open_options.text_convert.progress = &conversions_;
   if (text != nullptr && options_.worker_pool != nullptr) {
     // Text shards tokenize on the node's worker pool (blocks the pool cannot take run
     // on this thread: text_convert.h); twice its threads keeps it busy.

@@ -32,6 +32,7 @@
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/worker_pool.h"
 #include "daemon/metrics/counters.h"
+#include "daemon/pipeline/formats/conversion_progress.h"
 #include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline/formats/token_cache.h"
 #include "daemon/pipeline_instance.h"
@@ -111,6 +112,9 @@ class InstanceRegistry final : public checkpoint::RunRoster {
   absl::StatusOr<Attachment> Attach(const proto::AttachRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Detach(const Attachment& attachment, bool died) ABSL_LOCKS_EXCLUDED(mu_);
+  // The node's text conversions (what a first attach of a text corpus waits on): the
+  // transport reports them to waiting clients (conversion_progress.h).
+  const pipeline::ConversionProgress& conversions() const { return conversions_; }
 
   // The daemon's status. Reads the shard and token caches' stats (brief locks of their own)
   // without holding mu_, so a scrape never adds to Attach or Detach latency; the reply
@@ -202,6 +206,7 @@ class InstanceRegistry final : public checkpoint::RunRoster {
 
   const RegistryOptions options_;
   const std::shared_ptr<TokenizerCache> tokenizers_;  // options_.tokenizers or our own
+  pipeline::ConversionProgress conversions_;  // thread-safe; outlives every open
   const absl::Time started_;
 
   mutable absl::Mutex mu_;

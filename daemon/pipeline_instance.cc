@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "common/logging.h"
@@ -351,6 +352,13 @@ proto::InstanceStatus PipelineInstance::Status() const {
     out->set_skipped_missing(t.skipped_missing);
     out->set_truncated_records(t.truncated_records);
     out->set_split_records(t.split_records);
+    uint32_t tokenized_files = 0;
+    for (uint32_t i = 0; i < dataset->NumShards(); ++i) {
+      if (dataset->ShardTextStats(i)->tokenized) ++tokenized_files;
+    }
+    out->set_tokenized_files(tokenized_files);
+    out->set_tokenized_bytes(t.tokenized_bytes);
+    out->set_tokenize_seconds(t.tokenize_seconds);
   }
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
   const uint64_t produced = produced_.load();
@@ -397,7 +405,17 @@ std::string PipelineInstance::Explain() const {
                       " samples=", t.samples, " tokens=", t.tokens,
                       " invalid_utf8_records=", t.invalid_utf8_records,
                       " skipped_missing=", t.skipped_missing, " truncated=",
-                      t.truncated_records, " split=", t.split_records, "\n");
+                      t.truncated_records, " split=", t.split_records);
+      if (t.tokenized) {
+        absl::StrAppend(&stages, absl::StrFormat(" (tokenized at open: %.1f MB read in %.2f s, "
+                                                 "%.1f MB/s)",
+                                                 t.tokenized_bytes / 1e6, t.tokenize_seconds,
+                                                 t.tokenized_bytes / 1e6 /
+                                                     std::max(t.tokenize_seconds, 1e-9)));
+      } else {
+        absl::StrAppend(&stages, " (from the token cache)");
+      }
+      absl::StrAppend(&stages, "\n");
     }
   }
   for (absl::string_view line : absl::StrSplit(config_.explain_stream, '\n', absl::SkipEmpty())) {

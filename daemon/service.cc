@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <memory>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/attach_progress.h"
 #include "common/logging.h"
 #include "daemon/metrics/counters.h"
 
@@ -52,7 +55,9 @@ grpc::Status ZephonService::Attach(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of Attach must carry an AttachRequest");
   }
-  absl::StatusOr<Attachment> attachment = registry_->Attach(first.attach());
+  absl::StatusOr<Attachment> attachment = first.attach().wants_progress()
+                                               ? AttachReportingProgress(first.attach(), stream)
+                                               : registry_->Attach(first.attach());
   if (!attachment.ok()) {
     Log()->warn("attach refused (pid {}, rank {}, run '{}'): {}", first.attach().client_pid(),
                 first.attach().rank().global_rank(), first.attach().rank().run_id(),
@@ -98,6 +103,32 @@ grpc::Status ZephonService::Attach(
   if (!token.empty()) handoff_->Withdraw(token);  // never claimed: close the fds now
   registry_->Detach(*attachment, /*died=*/!clean);
   return grpc::Status::OK;
+}
+
+absl::StatusOr<Attachment> ZephonService::AttachReportingProgress(
+    const proto::AttachRequest& request,
+    grpc::ServerReaderWriter<proto::AttachServerMessage, proto::AttachClientMessage>* stream) {
+  // The attach runs on its own thread so this one can report while it waits (a first
+  // attach of a text corpus tokenizes it first). It always runs to the end, even when
+  // the client has gone: the conversion it does fills the token cache for the next one.
+  const absl::Time start = absl::Now();
+  const pipeline::ConversionProgress::Snapshot at_start = registry_->conversions().Get();
+  absl::Notification done;
+  absl::StatusOr<Attachment> result = absl::UnknownError("attach did not run");
+  std::thread attach([&] {
+    result = registry_->Attach(request);
+    done.Notify();
+  });
+  bool client_listens = true;
+  while (!done.WaitForNotificationWithTimeout(kAttachProgressInterval)) {
+    if (!client_listens) continue;
+    proto::AttachServerMessage message;
+    *message.mutable_progress() =
+        DescribeAttachProgress(at_start, registry_->conversions().Get(), absl::Now() - start);
+    client_listens = stream->Write(message);
+  }
+  attach.join();
+  return result;
 }
 
 absl::StatusOr<std::string> ZephonService::OfferRing(const Attachment& attachment,

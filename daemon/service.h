@@ -47,6 +47,11 @@ class ZephonService final : public proto::Zephon::Service {
                       proto::StatusReply* reply) override;
 
  private:
+  // registry_->Attach, sending AttachProgress on `stream` every kAttachProgressInterval
+  // until it returns (the client asked for them).
+  absl::StatusOr<Attachment> AttachReportingProgress(
+      const proto::AttachRequest& request,
+      grpc::ServerReaderWriter<proto::AttachServerMessage, proto::AttachClientMessage>* stream);
   // Registers the attached reader's ring descriptors with the hand-off; returns the token.
   absl::StatusOr<std::string> OfferRing(const Attachment& attachment,
                                         const proto::AttachRequest& request);

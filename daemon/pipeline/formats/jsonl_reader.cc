@@ -1,9 +1,12 @@
 #include "daemon/pipeline/formats/jsonl_reader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <utility>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -176,6 +179,13 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(
     if (unchanged) RETURN_IF_ERROR(unchanged());
     RETURN_IF_ERROR(writer.Commit(extra));
     converted.tokenize_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (text != nullptr) {
+      spdlog::info("tokenized {}: {} records, {:.1f} MB read -> {} tokens in {:.3f} s "
+                   "({:.1f} MB/s)",
+                   name, converted.records, converted.tokenized_bytes / 1e6, converted.tokens,
+                   converted.tokenize_seconds,
+                   converted.tokenized_bytes / 1e6 / std::max(converted.tokenize_seconds, 1e-9));
+    }
     return absl::OkStatus();
   };
   bool built = false;

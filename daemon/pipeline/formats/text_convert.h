@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "daemon/pipeline/formats/conversion_progress.h"
 #include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline/formats/text_tokenization.h"
 #include "daemon/pipeline/formats/token_cache_files.h"
@@ -46,6 +47,9 @@ struct TextConvertOptions {
   int max_blocks_in_flight = 8;
   // Text per block (the last record may overshoot it); never changes the output.
   size_t block_bytes = kTextBlockBytes;
+  // The node's conversion counters (zephond reports them to waiting attaches): each
+  // conversion Begins, Adds each block's text as it is written, and Ends. Null: none.
+  ConversionProgress* progress = nullptr;
 };
 
 // What converting one text shard found. The counts are persisted with the cache

@@ -160,10 +160,15 @@ absl::Status CacheWriter::Create() {
 }
 
 absl::Status CacheWriter::Add(const int32_t* ids, size_t n) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  // The file is little-endian int32: on such a host the ids are its bytes already.
+  tok_buf_.append(reinterpret_cast<const char*>(ids), n * sizeof(int32_t));
+#else
   for (size_t k = 0; k < n; ++k) {
     const int32_t t = ids[k];
     for (int i = 0; i < 4; ++i) tok_buf_.push_back(static_cast<char>(t >> (8 * i)));
   }
+#endif
   total_ += n;
   AppendU64(total_, &off_buf_);
   RETURN_IF_ERROR(tok_.Write(&tok_buf_, false));
