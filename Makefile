@@ -147,7 +147,7 @@ bench-s3: build setup-s3
 # is installed here, not in APT_PKGS: `make test` does not need it.
 # FUZZ_TARGETS="json_scan s3_xml" picks targets; output goes to build-out/fuzz.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= ring_reader checkpoint_decode megatron_idx json_scan s3_xml
+FUZZ_TARGETS ?= ring_reader checkpoint_decode megatron_idx json_scan s3_xml mds
 FUZZ_PKGS    := libclang-rt-14-dev
 .PHONY: fuzz fuzz-seeds
 fuzz: setup
