@@ -123,6 +123,25 @@ def test_large_token_ids_and_texts(tmp_path):
     assert [r["text"] for r in dump(tmp_path / "ds", "t", "text")] == [text, ""]
 
 
+def test_dynamic_ndarray_shapes_of_every_dim_width(tmp_path):
+    # Streaming stores dims as uint8/uint16/uint32 by the largest dim; dtypes per value.
+    arrays = [np.arange(300, dtype=np.int16), np.arange(70_000, dtype=np.uint32) % 5000,
+              np.arange(12, dtype=np.uint64).reshape(2, 3, 2), np.array([[3]], np.int8)]
+    with MDSWriter(columns={"any": "ndarray"}, out=str(tmp_path / "ds"), compression="br") as w:
+        for a in arrays:
+            w.write({"any": a})
+    got = dump(tmp_path / "ds", "any", "tokens")
+    assert [r["tokens"] for r in got] == [a.ravel().tolist() for a in arrays]
+
+
+def test_empty_arrays_are_refused_by_streamings_writer(tmp_path):
+    # NDArray.encode raises on 0 elements, so no MDS shard holds one (the reader still
+    # decodes a 0 dim as no tokens: mds_encoding_test.cc ZeroDimIsEmpty).
+    with pytest.raises(ValueError, match="0 elements"):
+        with MDSWriter(columns={"ids": "ndarray:int32"}, out=str(tmp_path / "ds")) as w:
+            w.write({"ids": np.array([], np.int32)})
+
+
 def test_token_id_outside_int32_names_shard_sample_and_value(tmp_path):
     with MDSWriter(columns={"ids": "ndarray:int64"}, out=str(tmp_path / "ds")) as w:
         w.write({"ids": np.array([1, 2], np.int64)})

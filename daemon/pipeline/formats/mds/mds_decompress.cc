@@ -17,8 +17,10 @@ namespace {
 // The output buffer: starts small and doubles up to the cap as the decoder fills it.
 class Output {
  public:
-  explicit Output(uint64_t cap) : cap_(cap) {
-    buf_.resize(static_cast<size_t>(std::min<uint64_t>(cap_, 1 << 20)));
+  // Starts at 4x the input (64 KiB at least): most shards need a doubling or two.
+  Output(uint64_t cap, size_t input) : cap_(cap) {
+    const uint64_t start = std::max<uint64_t>(uint64_t{64} << 10, uint64_t{4} * input);
+    buf_.resize(static_cast<size_t>(std::min<uint64_t>(cap_, start)));
   }
   // Free space after `used` bytes, growing first if full and below the cap; false when
   // full at the cap (the input holds more than raw_data.bytes).
@@ -49,7 +51,7 @@ absl::StatusOr<std::string> Drive(absl::string_view family, absl::string_view na
                                   absl::string_view compressed, uint64_t raw_bytes,
                                   Step step) {
   // One spare byte past raw_bytes shows when the data decompresses to more.
-  Output out(raw_bytes + 1);
+  Output out(raw_bytes + 1, compressed.size());
   const char* in = compressed.data();
   size_t in_left = compressed.size();
   size_t used = 0;

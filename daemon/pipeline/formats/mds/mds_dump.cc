@@ -45,8 +45,8 @@ std::string Quote(absl::string_view s) {
 }
 
 absl::Status Run(bool info, const RecordField& field, const std::string& dir) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> index_file,
-                   OpenLocalShardFile(absl::StrCat(dir, "/index.json")));
+  const std::string index_path = absl::StrCat(dir, "/index.json");
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> index_file, OpenLocalShardFile(index_path));
   ASSIGN_OR_RETURN(MdsIndex index, OpenMdsIndex(*index_file));
   if (info) {
     std::printf("{\"samples\":%llu,\"shards\":%zu,\"checksum\":\"%s\"}\n",
@@ -57,7 +57,7 @@ absl::Status Run(bool info, const RecordField& field, const std::string& dir) {
   for (const MdsShardInfo& shard : index.shards) {
     const std::string& basename = shard.stored().basename;
     ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file,
-                     OpenLocalShardFile(absl::StrCat(dir, "/", basename)));
+                     OpenLocalShardFile(MdsShardPath(index_path, shard)));
     ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> source,
                      OpenMdsRecords(shard, std::move(file), field));
     RecordSource::Value value;

@@ -250,6 +250,13 @@ const MdsColumn* MdsShardInfo::Column(absl::string_view name) const {
   return nullptr;
 }
 
+std::string MdsShardPath(absl::string_view index_path, const MdsShardInfo& shard) {
+  const size_t slash = index_path.rfind('/');
+  const absl::string_view dir =
+      slash == absl::string_view::npos ? absl::string_view() : index_path.substr(0, slash + 1);
+  return absl::StrCat(dir, shard.stored().basename);
+}
+
 absl::StatusOr<MdsIndex> ParseMdsIndex(std::string path, absl::string_view json) {
   MdsIndex index;
   index.path = std::move(path);

@@ -77,6 +77,10 @@ struct MdsIndex {
   std::string checksum;
 };
 
+// The path or URL of the shard's stored file: `index_path`'s directory joined with
+// shard.stored().basename ("s3://b/ds/index.json" -> "s3://b/ds/shard.00000.mds.zstd").
+std::string MdsShardPath(absl::string_view index_path, const MdsShardInfo& shard);
+
 // Parses index.json bytes; `path` names the file in messages.
 absl::StatusOr<MdsIndex> ParseMdsIndex(std::string path, absl::string_view json);
 // Reads the whole file (at most kMaxMdsIndexBytes) and parses it.

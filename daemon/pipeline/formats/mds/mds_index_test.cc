@@ -74,6 +74,18 @@ TEST(MdsIndexTest, UnsupportedThingsAreUnimplementedNamingTheShard) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
 }
 
+TEST(MdsIndexTest, ShardPathsAreBesideTheIndex) {
+  const auto index = ParseMdsIndex("ds/index.json", ReadTestdata("zstd/index.json"));
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(MdsShardPath("s3://b/ds/index.json", index->shards[0]),
+            "s3://b/ds/shard.00000.mds.zstd");
+  EXPECT_EQ(MdsShardPath("index.json", index->shards[0]), "shard.00000.mds.zstd");
+  const auto merged = Edited("\"basename\": \"shard.00000.mds.zstd\"",
+                             "\"basename\": \"part1/shard.00000.mds.zstd\"");
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(MdsShardPath("/d/index.json", merged->shards[0]), "/d/part1/shard.00000.mds.zstd");
+}
+
 TEST(MdsIndexTest, CompressionLevelsAndFamilies) {
   for (const auto& [text, c] : {std::pair<std::string, MdsCompression>{"zstd:19",
                                                                        MdsCompression::kZstd},
