@@ -221,3 +221,42 @@ def test_each_hash_is_verified(tmp_path, algo):
     (path / "index.json").write_text(json.dumps(index))
     err = dump_error(path, "text", "text")
     assert "DATA_LOSS" in err and f"shard.00000.mds.bz2: {algo} is {digest}" in err
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gz", "bz2"])
+def test_concatenated_frames_read_as_pythons_decompressors_do(tmp_path, compression):
+    # zstd.decompress, gzip.decompress and bz2.decompress read every frame / member /
+    # stream of their input; a shard recompressed in two pieces reads the same.
+    from mds_writer import compress
+    rows = samples(20, seed=6)
+    path = write(tmp_path / "ds", rows, compression=compression)
+    index = json.loads((path / "index.json").read_text())
+    shard = index["shards"][0]
+    import bz2
+    import gzip
+    decompress = {"gz": gzip.decompress, "bz2": bz2.decompress}.get(compression)
+    stored = path / shard["zip_data"]["basename"]
+    if decompress is None:
+        data = _zstd_decompress(stored.read_bytes(), shard["raw_data"]["bytes"])
+    else:
+        data = decompress(stored.read_bytes())
+    half = len(data) // 2
+    two = compress(compression, data[:half]) + compress(compression, data[half:])
+    stored.write_bytes(two)
+    shard["zip_data"]["bytes"] = len(two)
+    shard["zip_data"]["hashes"] = {}
+    (path / "index.json").write_text(json.dumps(index))
+    assert [r["text"] for r in dump(path, "text", "text")] == [r["text"] for r in rows]
+
+
+def _zstd_decompress(data: bytes, size: int) -> bytes:
+    import ctypes
+    import ctypes.util
+    lib = ctypes.CDLL(ctypes.util.find_library("zstd"))
+    lib.ZSTD_decompress.restype = ctypes.c_size_t
+    lib.ZSTD_decompress.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                    ctypes.c_size_t]
+    out = ctypes.create_string_buffer(size)
+    n = lib.ZSTD_decompress(out, size, data, len(data))
+    assert n == size
+    return out.raw[:n]

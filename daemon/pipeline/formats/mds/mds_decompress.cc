@@ -85,11 +85,9 @@ absl::StatusOr<std::string> Drive(absl::string_view family, absl::string_view na
 
 absl::StatusOr<std::string> Zstd(absl::string_view name, absl::string_view in, uint64_t raw) {
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  bool ended = false;
   return Drive("zstd", name, in, raw,
                [&](const char** p, size_t* left, char* out, size_t avail, size_t* produced,
                    std::string* why) {
-                 if (ended) return *left == 0 ? 1 : (*why = "bytes after the frame", -1);
                  ZSTD_inBuffer ib{*p, *left, 0};
                  ZSTD_outBuffer ob{out, avail, 0};
                  const size_t r = ZSTD_decompressStream(ctx.get(), &ob, &ib);
@@ -100,9 +98,9 @@ absl::StatusOr<std::string> Zstd(absl::string_view name, absl::string_view in, u
                    *why = ZSTD_getErrorName(r);
                    return -1;
                  }
-                 // r == 0: a frame ended. Streaming writes one; another would follow.
-                 if (r == 0) ended = true;
-                 return (ended && *left == 0) ? 1 : 0;
+                 // r == 0: a frame ended. Streaming writes one; like zstd.decompress,
+                 // frames that follow are decoded too.
+                 return (r == 0 && *left == 0) ? 1 : 0;
                });
 }
 
@@ -126,11 +124,13 @@ absl::StatusOr<std::string> Gzip(absl::string_view name, absl::string_view in, u
                  *left -= in_n - zs.avail_in;
                  *produced = out_n - zs.avail_out;
                  if (r == Z_STREAM_END) {
-                   if (*left != 0) {
-                     *why = "bytes after the gzip member";
+                   if (*left == 0) return 1;
+                   // Another member follows (gzip.decompress reads them all).
+                   if (inflateReset(&zs) != Z_OK) {
+                     *why = "inflateReset failed";
                      return -1;
                    }
-                   return 1;
+                   return 0;
                  }
                  if (r != Z_OK && r != Z_BUF_ERROR) {
                    *why = zs.msg != nullptr ? zs.msg : absl::StrCat("zlib error ", r);
@@ -160,11 +160,14 @@ absl::StatusOr<std::string> Bzip2(absl::string_view name, absl::string_view in, 
                  *left -= in_n - bz.avail_in;
                  *produced = out_n - bz.avail_out;
                  if (r == BZ_STREAM_END) {
-                   if (*left != 0) {
-                     *why = "bytes after the bzip2 stream";
+                   if (*left == 0) return 1;
+                   // Another stream follows (bz2.decompress reads them all).
+                   BZ2_bzDecompressEnd(&bz);
+                   if (BZ2_bzDecompressInit(&bz, 0, 0) != BZ_OK) {
+                     *why = "BZ2_bzDecompressInit failed";
                      return -1;
                    }
-                   return 1;
+                   return 0;
                  }
                  if (r != BZ_OK) {
                    *why = absl::StrCat("libbz2 error ", r);

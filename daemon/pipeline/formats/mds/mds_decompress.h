@@ -2,7 +2,8 @@
 // compression.py writes each family: zstd frames (python-zstd: ZSTD_compress), gzip
 // members (gzip.compress), bzip2 streams (bz2.compress), brotli streams
 // (brotli.compress) and raw snappy blocks (python-snappy's snappy.compress, not the
-// framed format).
+// framed format). Like Python's decompressors, zstd frames, gzip members and bzip2
+// streams that follow the first are decoded too.
 //
 // The output must be exactly `raw_bytes` (the index's raw_data.bytes) long: more, less,
 // or corrupt input is DATA_LOSS naming `name` (the shard file) and what went wrong.
