@@ -13,7 +13,8 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd libsimdjson-dev \
             libcurl4-openssl-dev libssl-dev openssl libpugixml-dev iproute2 clang-14 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
-            python3-protobuf libicu-dev libsentencepiece-dev sentencepiece
+            python3-protobuf libicu-dev libsentencepiece-dev sentencepiece \
+            libsnappy-dev libbz2-dev libbrotli-dev libxxhash-dev
 
 .PHONY: setup setup-npm setup-s3 setup-tokenize build demo test test-cc test-py check-threads clean
 
@@ -82,6 +83,7 @@ test-py: build setup-s3 setup-tokenize
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/s3
 	$(PY) -m pytest -q tests/tokenize
+	$(PY) -m pytest -q tests/mds
 
 test: test-cc test-py
 
@@ -145,7 +147,7 @@ bench-s3: build setup-s3
 # is installed here, not in APT_PKGS: `make test` does not need it.
 # FUZZ_TARGETS="json_scan s3_xml" picks targets; output goes to build-out/fuzz.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= ring_reader checkpoint_decode megatron_idx json_scan s3_xml
+FUZZ_TARGETS ?= ring_reader checkpoint_decode megatron_idx json_scan s3_xml mds
 FUZZ_PKGS    := libclang-rt-14-dev
 .PHONY: fuzz fuzz-seeds
 fuzz: setup

@@ -40,11 +40,14 @@ SRCS[megatron_idx]="daemon/pipeline/formats/megatron_reader.cc daemon/pipeline/f
 LIBS[megatron_idx]=""
 SRCS[json_scan]="daemon/pipeline/formats/json_scan.cc"
 LIBS[json_scan]="-lsimdjson"
+SRCS[mds]="daemon/pipeline/formats/mds/mds_decompress.cc daemon/pipeline/formats/mds/mds_encoding.cc daemon/pipeline/formats/mds/mds_hash.cc daemon/pipeline/formats/mds/mds_index.cc daemon/pipeline/formats/mds/mds_records.cc daemon/pipeline/formats/mds/mds_sample_table.cc daemon/pipeline/formats/shard_file.cc common/digest.cc"
+# (-D: the defines of third_party/sys:spdlog; they apply wherever they stand on the line)
+LIBS[mds]="-lsimdjson -lzstd -lz -lbz2 -lbrotlidec -lsnappy -lxxhash -lcrypto -lspdlog -lfmt -DSPDLOG_SHARED_LIB -DSPDLOG_COMPILED_LIB"
 SRCS[s3_xml]="daemon/storage/s3_xml.cc"
 LIBS[s3_xml]="-lpugixml"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml)
+[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml mds)
 cd "$root"
 for t in "${targets[@]}"; do
   [ -n "${SRCS[$t]+x}" ] || { echo "build.sh: unknown target $t" >&2; exit 1; }
