@@ -13,9 +13,10 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             libgtest-dev googletest libbenchmark-dev libzstd-dev zlib1g-dev zstd libsimdjson-dev \
             libcurl4-openssl-dev libssl-dev openssl libpugixml-dev iproute2 clang-14 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
-            python3-protobuf libicu-dev libsentencepiece-dev sentencepiece
+            python3-protobuf libicu-dev libsentencepiece-dev sentencepiece \
+            libsnappy-dev liblz4-dev libbrotli-dev
 
-.PHONY: setup setup-npm setup-s3 setup-tokenize build demo test test-cc test-py check-threads clean
+.PHONY: setup setup-npm setup-s3 setup-tokenize setup-parquet build demo test test-cc test-py check-threads clean
 
 # Idempotent: installs only the packages that are missing.
 setup:
@@ -78,8 +79,14 @@ setup-s3: setup-npm
 setup-tokenize: setup-npm
 	@$(call npm_install,tokenize,tests/tokenize's comparisons against HF tokenizers)
 
-test-py: build setup-s3 setup-tokenize
+# Real Parquet writers (DuckDB through @duckdb/node-api, arrow-rs through parquet-wasm) for
+# tests/parquet, pinned by tests/parquet/package-lock.json. Without them tests/parquet skips.
+setup-parquet: setup-npm
+	@$(call npm_install,parquet,tests/parquet (Parquet files from DuckDB and arrow-rs))
+
+test-py: build setup-s3 setup-tokenize setup-parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
+	$(PY) -m pytest -q tests/parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/s3
 	$(PY) -m pytest -q tests/tokenize
 

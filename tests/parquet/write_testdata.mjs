@@ -1,0 +1,21 @@
+// Writes the small DuckDB files committed in daemon/pipeline/formats/parquet/testdata/,
+// which the C++ tests read and mutate (bad files):
+//   node write_testdata.mjs ../../daemon/pipeline/formats/parquet/testdata
+import { DuckDBInstance } from '@duckdb/node-api';
+import path from 'node:path';
+
+const out = process.argv[2];
+const instance = await DuckDBInstance.create(':memory:');
+const db = await instance.connect();
+const to = (name) => `'${path.join(out, name)}'`;
+// 50 rows, every 7th null, uncompressed PLAIN pages (data page v1).
+await db.run(`COPY (SELECT CASE WHEN i % 7 = 3 THEN NULL ELSE 'row ' || i END AS text
+  FROM range(50) t(i) ORDER BY i) TO ${to('plain.parquet')} (FORMAT parquet, COMPRESSION 'uncompressed')`);
+// 100 rows over 10 distinct words: a dictionary page and dictionary-encoded data.
+await db.run(`COPY (SELECT 'word ' || (i % 10) AS text FROM range(100) t(i) ORDER BY i)
+  TO ${to('dict.parquet')} (FORMAT parquet, COMPRESSION 'uncompressed')`);
+// Token lists (with an empty and a null list) in snappy pages.
+await db.run(`COPY (SELECT CASE WHEN i = 3 THEN NULL WHEN i = 4 THEN []::INTEGER[]
+  ELSE [i, i * 10, i * 100]::INTEGER[] END AS ids FROM range(8) t(i) ORDER BY i)
+  TO ${to('tokens.parquet')} (FORMAT parquet, COMPRESSION 'snappy')`);
+console.log(`wrote ${out}`);
