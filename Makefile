@@ -146,6 +146,14 @@ repro: build
 bench-s3: build setup-s3
 	PYTHONPATH=client/python $(PY) tests/bench/s3_read_bench.py $(BENCH_ARGS)
 
+# Parquet text decode (docs/benchmarks.md): a zstd Parquet text column (~300 MB of text,
+# written by DuckDB) decoded on one thread by parquet_dump --sum vs DuckDB
+# `SET threads=1; SELECT sum(length(text))`, alternating rounds on the same file. ~30 s.
+.PHONY: bench-parquet
+bench-parquet: setup setup-parquet
+	$(BAZEL) build //daemon/pipeline/formats/parquet:parquet_dump
+	$(PY) tests/bench/parquet_bench.py $(BENCH_ARGS)
+
 # libFuzzer targets (tests/fuzz/, docs/reliability.md): builds each with clang-14
 # (-fsanitize=fuzzer,address,undefined) and runs it FUZZ_SECONDS, one after another.
 # Not part of `make test`, which only replays the committed corpora. libFuzzer's runtime

@@ -8,11 +8,23 @@
 #include <zstd_errors.h>
 
 #include <climits>
+#include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 
 namespace zephon::pipeline::parquet {
 namespace {
+
+// One zstd decompression context per thread, reused for every page: ZSTD_decompress
+// would allocate (and, at its size, mmap and fault in) a fresh context per page.
+ZSTD_DCtx* ThreadZstdContext() {
+  struct Free {
+    void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+  };
+  thread_local std::unique_ptr<ZSTD_DCtx, Free> context(ZSTD_createDCtx());
+  return context.get();
+}
 
 absl::Status WrongSize(Codec codec, size_t got, size_t want) {
   return absl::DataLossError(absl::StrCat(CodecName(codec), " data decompresses to ", got,
@@ -24,12 +36,12 @@ absl::Status Corrupt(Codec codec, const char* why) {
 }
 
 // GZIP pages are one or more gzip members (zlib also accepts a zlib header).
-absl::Status Inflate(std::string_view in, size_t expected, std::string* out) {
+absl::Status Inflate(std::string_view in, size_t expected, char* out) {
   z_stream z{};
   if (inflateInit2(&z, 15 + 32) != Z_OK) return absl::InternalError("inflateInit2 failed");
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out->data());
+  z.next_out = reinterpret_cast<Bytef*>(out);
   z.avail_out = static_cast<uInt>(expected);
   absl::Status status;
   while (true) {
@@ -81,17 +93,15 @@ absl::Status CheckCodecSupported(Codec codec) {
       absl::StrCat("unknown compression codec ", static_cast<int>(codec)));
 }
 
-absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size,
-                        std::string* out) {
+absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size, char* out) {
   if (absl::Status s = CheckCodecSupported(codec); !s.ok()) return s;
   if (in.size() > UINT_MAX || expected_size > UINT_MAX) {
     return absl::DataLossError("page larger than 4 GiB");
   }
-  out->resize(expected_size);
   switch (codec) {
     case Codec::kUncompressed:
       if (in.size() != expected_size) return WrongSize(codec, in.size(), expected_size);
-      out->assign(in.data(), in.size());
+      if (!in.empty()) std::memcpy(out, in.data(), in.size());
       return absl::OkStatus();
     case Codec::kSnappy: {
       size_t n = 0;
@@ -99,7 +109,7 @@ absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size,
         return Corrupt(codec, "bad length preamble");
       }
       if (n != expected_size) return WrongSize(codec, n, expected_size);
-      if (!snappy::RawUncompress(in.data(), in.size(), out->data())) {
+      if (!snappy::RawUncompress(in.data(), in.size(), out)) {
         return Corrupt(codec, "RawUncompress failed");
       }
       return absl::OkStatus();
@@ -107,7 +117,9 @@ absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size,
     case Codec::kGzip:
       return Inflate(in, expected_size, out);
     case Codec::kZstd: {
-      const size_t n = ZSTD_decompress(out->data(), expected_size, in.data(), in.size());
+      ZSTD_DCtx* context = ThreadZstdContext();
+      if (context == nullptr) return absl::ResourceExhaustedError("ZSTD_createDCtx failed");
+      const size_t n = ZSTD_decompressDCtx(context, out, expected_size, in.data(), in.size());
       if (ZSTD_isError(n)) {
         if (ZSTD_getErrorCode(n) == ZSTD_error_dstSize_tooSmall) {
           return absl::DataLossError(absl::StrCat(
@@ -120,7 +132,7 @@ absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size,
       return absl::OkStatus();
     }
     case Codec::kLz4Raw: {
-      const int n = LZ4_decompress_safe(in.data(), out->data(), static_cast<int>(in.size()),
+      const int n = LZ4_decompress_safe(in.data(), out, static_cast<int>(in.size()),
                                         static_cast<int>(expected_size));
       if (n < 0) {
         return Corrupt(codec, "LZ4_decompress_safe failed (corrupt, or larger than the "
@@ -133,7 +145,7 @@ absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size,
       size_t n = expected_size;
       const BrotliDecoderResult rc = BrotliDecoderDecompress(
           in.size(), reinterpret_cast<const uint8_t*>(in.data()), &n,
-          reinterpret_cast<uint8_t*>(out->data()));
+          reinterpret_cast<uint8_t*>(out));
       if (rc == BROTLI_DECODER_RESULT_NEEDS_MORE_OUTPUT) {
         return absl::DataLossError(absl::StrCat(
             "BROTLI data decompresses to more than the page header's ", expected_size,

@@ -13,12 +13,11 @@
 
 namespace zephon::pipeline::parquet {
 
-// Decompresses `in` into out[0, expected_size) (resized to it). DATA_LOSS when the
+// Decompresses `in` into out[0, expected_size). DATA_LOSS when the
 // data is corrupt or decompresses to any other size than expected_size (the page
 // header's uncompressed size; the caller caps it); UNIMPLEMENTED for LZ4 and LZO.
 // Messages say what went wrong; the caller prefixes file, row group, column and page.
-absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size,
-                        std::string* out);
+absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size, char* out);
 
 // Whether Decompress supports `codec` (checked when a column is opened).
 absl::Status CheckCodecSupported(Codec codec);

@@ -67,7 +67,8 @@ absl::Status ColumnChunkReader::Fail(absl::Status status) const {
 }
 
 absl::StatusOr<std::unique_ptr<ColumnChunkReader>> ColumnChunkReader::Open(
-    const ShardFile& file, const ColumnChunk& chunk, int row_group, const ColumnPlan& plan) {
+    const ShardFile& file, const ColumnChunk& chunk, int row_group, const ColumnPlan& plan,
+    ChunkBuffers* buffers) {
   const std::string where = absl::StrCat(file.path(), ": row group ", row_group, ", column '",
                                          absl::StrJoin(plan.path, "."), "'");
   if (chunk.file_path.has_value()) {
@@ -107,15 +108,20 @@ absl::StatusOr<std::unique_ptr<ColumnChunkReader>> ColumnChunkReader::Open(
                                             ") passes the file's ", size, " bytes"));
   }
   auto reader = std::unique_ptr<ColumnChunkReader>(
-      new ColumnChunkReader(file, row_group, plan, meta));
-  ASSIGN_OR_RETURN(reader->chunk_, file.View(start, meta.total_compressed_size,
-                                             &reader->chunk_scratch_));
+      new ColumnChunkReader(file, row_group, plan, meta, buffers));
+  const size_t n = meta.total_compressed_size;
+  if (file.data() != nullptr) {
+    reader->chunk_ = std::string_view(file.data() + start, n);
+  } else {
+    RETURN_IF_ERROR(file.ReadAt(start, n, buffers->chunk.Resize(n)));
+    reader->chunk_ = buffers->chunk.view();
+  }
   return reader;
 }
 
 absl::StatusOr<std::string_view> ColumnChunkReader::PageData(const PageHeader& header,
                                                             std::string_view raw, size_t skip,
-                                                            std::string* buffer) {
+                                                            ByteBuffer* buffer) {
   // raw[0, skip) is stored uncompressed (data page v2's levels) and is not returned.
   const size_t uncompressed = static_cast<size_t>(header.uncompressed_page_size);
   if (uncompressed > kMaxDecodedPageBytes) {
@@ -135,8 +141,9 @@ absl::StatusOr<std::string_view> ColumnChunkReader::PageData(const PageHeader& h
     }
     return raw.substr(skip);  // into chunk_, valid for the chunk
   }
-  RETURN_IF_ERROR(Decompress(meta_.codec, raw.substr(skip), uncompressed - skip, buffer));
-  return std::string_view(*buffer);
+  char* out = buffer->Resize(uncompressed - skip);
+  RETURN_IF_ERROR(Decompress(meta_.codec, raw.substr(skip), uncompressed - skip, out));
+  return buffer->view();
 }
 
 absl::Status ColumnChunkReader::ReadDictionary(const PageHeader& header, std::string_view raw) {
@@ -147,8 +154,8 @@ absl::Status ColumnChunkReader::ReadDictionary(const PageHeader& header, std::st
                                                  EncodingName(d.encoding)));
   }
   if (d.num_values < 0) return absl::DataLossError("dictionary page with negative num_values");
-  // Views into dict_buffer_ or chunk_, both kept for the chunk.
-  ASSIGN_OR_RETURN(std::string_view data, PageData(header, raw, 0, &dict_buffer_));
+  // Views into buffers_.dictionary or chunk_, both kept for the chunk.
+  ASSIGN_OR_RETURN(std::string_view data, PageData(header, raw, 0, &buffers_.dictionary));
   if (plan_.type == PhysicalType::kByteArray) {
     RETURN_IF_ERROR(DecodePlainByteArray(data, d.num_values, &dict_strings_));
   } else {
@@ -210,7 +217,7 @@ absl::Status ColumnChunkReader::DecodeValues(Encoding encoding, std::string_view
       return DecodeDeltaLengthByteArray(data, count, &page->strings);
     case Encoding::kDeltaByteArray:
       if (!strings) break;
-      return DecodeDeltaByteArray(data, count, &delta_arena_, &page->strings);
+      return DecodeDeltaByteArray(data, count, &buffers_.delta_arena, &page->strings);
     default:
       return absl::UnimplementedError(absl::StrCat("value encoding ", EncodingName(encoding),
                                                    " is not supported"));
@@ -280,7 +287,7 @@ absl::StatusOr<bool> ColumnChunkReader::NextPage(DecodedPage* page) {
     if (!v2) {
       const DataPageHeader& d = *header.data_page;
       encoding = d.encoding;
-      absl::StatusOr<std::string_view> data = PageData(header, raw, 0, &page_buffer_);
+      absl::StatusOr<std::string_view> data = PageData(header, raw, 0, &buffers_.page);
       if (!data.ok()) return Fail(data.status());
       values = *data;
       if (plan_.max_rep > 0) {
@@ -308,7 +315,7 @@ absl::StatusOr<bool> ColumnChunkReader::NextPage(DecodedPage* page) {
             "level bytes (", rep_len + def_len, ") pass the page's ", raw.size(), " bytes")));
       }
       absl::StatusOr<std::string_view> data =
-          PageData(header, raw, rep_len + def_len, &page_buffer_);
+          PageData(header, raw, rep_len + def_len, &buffers_.page);
       if (!data.ok()) return Fail(data.status());
       if (plan_.max_rep > 0) {
         s = DecodeLevels(raw.substr(0, rep_len), plan_.max_rep, n, "repetition", &page->rep);

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/pipeline/formats/parquet/byte_buffer.h"
 #include "daemon/pipeline/formats/parquet/metadata.h"
 #include "daemon/pipeline/formats/parquet/schema.h"
 #include "daemon/pipeline/formats/shard_file.h"
@@ -34,17 +35,29 @@ struct DecodedPage {
   std::vector<int64_t> ints;              // INT32/INT64 non-null values
 };
 
+// Buffers the chunk readers of one file reuse, one chunk at a time (so a file's pages
+// are read and decompressed into memory that is already mapped).
+struct ChunkBuffers {
+  ByteBuffer chunk;         // the chunk's bytes, when the file is not resident
+  ByteBuffer page;          // the current page, decompressed
+  ByteBuffer dictionary;    // the chunk's dictionary page, decompressed
+  std::string delta_arena;  // DELTA_BYTE_ARRAY's rebuilt strings
+};
+
 // The most level entries one page may hold (64 MiB of levels): larger is refused.
 inline constexpr size_t kMaxPageValues = size_t{1} << 24;
 
 class ColumnChunkReader {
  public:
   // Checks the chunk's metadata against the plan and the file (type, path, codec, byte
-  // range within the file) and reads its bytes. `row_group` is the 0-based index.
+  // range within the file) and reads its bytes into buffers->chunk (or views them in a
+  // resident file). `row_group` is the 0-based index. `buffers` must outlive the reader
+  // and serve one reader at a time.
   static absl::StatusOr<std::unique_ptr<ColumnChunkReader>> Open(const ShardFile& file,
                                                                  const ColumnChunk& chunk,
                                                                  int row_group,
-                                                                 const ColumnPlan& plan);
+                                                                 const ColumnPlan& plan,
+                                                                 ChunkBuffers* buffers);
 
   // Decodes the next data page into *page: true, or false after the chunk's last page.
   absl::StatusOr<bool> NextPage(DecodedPage* page);
@@ -56,28 +69,25 @@ class ColumnChunkReader {
 
  private:
   ColumnChunkReader(const ShardFile& file, int row_group, const ColumnPlan& plan,
-                    const ColumnMetaData& meta)
-      : file_(file), row_group_(row_group), plan_(plan), meta_(meta) {}
+                    const ColumnMetaData& meta, ChunkBuffers* buffers)
+      : file_(file), row_group_(row_group), plan_(plan), meta_(meta), buffers_(*buffers) {}
 
   absl::Status Fail(absl::Status status) const;
   absl::Status ReadDictionary(const PageHeader& header, std::string_view data);
   absl::Status DecodeValues(Encoding encoding, std::string_view data, size_t count,
                             DecodedPage* page);
   absl::StatusOr<std::string_view> PageData(const PageHeader& header, std::string_view raw,
-                                            size_t skip, std::string* buffer);
+                                            size_t skip, ByteBuffer* buffer);
 
   const ShardFile& file_;
   const int row_group_;
   const ColumnPlan& plan_;
   const ColumnMetaData meta_;
-  std::string chunk_scratch_;
-  std::string_view chunk_;  // the chunk's bytes (into the file or chunk_scratch_)
+  ChunkBuffers& buffers_;
+  std::string_view chunk_;  // the chunk's bytes (into the file or buffers_.chunk)
   size_t pos_ = 0;          // next page header's offset within chunk_
   int page_index_ = -1;
 
-  std::string page_buffer_;        // the current page, decompressed
-  std::string dict_buffer_;        // the dictionary page, decompressed
-  std::string delta_arena_;        // DELTA_BYTE_ARRAY's rebuilt strings
   bool has_dictionary_ = false;
   std::vector<std::string_view> dict_strings_;
   std::vector<int64_t> dict_ints_;

@@ -118,7 +118,7 @@ class ParquetRecordSource final : public RecordSource {
                                                   " column chunks, fewer than the schema"));
         }
         ASSIGN_OR_RETURN(chunk_, ColumnChunkReader::Open(*file_, group.columns[plan_.leaf_index],
-                                                         row_group_, plan_));
+                                                         row_group_, plan_, &buffers_));
         page_.num_levels = 0;
         level_ = 0;
         rows_in_group_ = 0;
@@ -186,6 +186,7 @@ class ParquetRecordSource final : public RecordSource {
   const FileMetaData meta_;
   const ColumnPlan plan_;
   int row_group_ = 0;
+  parquet::ChunkBuffers buffers_;  // reused by each row group's chunk reader
   std::unique_ptr<ColumnChunkReader> chunk_;
   DecodedPage page_;
   size_t level_ = 0;
