@@ -40,11 +40,14 @@ SRCS[megatron_idx]="daemon/pipeline/formats/megatron_reader.cc daemon/pipeline/f
 LIBS[megatron_idx]=""
 SRCS[json_scan]="daemon/pipeline/formats/json_scan.cc"
 LIBS[json_scan]="-lsimdjson"
+P=daemon/pipeline/formats/parquet
+SRCS[parquet]="$P/thrift_compact.cc $P/metadata.cc $P/codecs.cc $P/encodings.cc $P/schema.cc $P/column_chunk_reader.cc $P/parquet_records.cc daemon/pipeline/formats/shard_file.cc"
+LIBS[parquet]="-lsnappy -llz4 -lbrotlidec -lzstd -lz"
 SRCS[s3_xml]="daemon/storage/s3_xml.cc"
 LIBS[s3_xml]="-lpugixml"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml)
+[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml parquet)
 cd "$root"
 for t in "${targets[@]}"; do
   [ -n "${SRCS[$t]+x}" ] || { echo "build.sh: unknown target $t" >&2; exit 1; }

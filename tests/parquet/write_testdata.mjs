@@ -18,4 +18,7 @@ await db.run(`COPY (SELECT 'word ' || (i % 10) AS text FROM range(100) t(i) ORDE
 await db.run(`COPY (SELECT CASE WHEN i = 3 THEN NULL WHEN i = 4 THEN []::INTEGER[]
   ELSE [i, i * 10, i * 100]::INTEGER[] END AS ids FROM range(8) t(i) ORDER BY i)
   TO ${to('tokens.parquet')} (FORMAT parquet, COMPRESSION 'snappy')`);
+// Two columns: reading `text` must not read `other`'s chunk.
+await db.run(`COPY (SELECT 'row ' || i AS text, repeat('o', 200) || i AS other FROM range(30) t(i)
+  ORDER BY i) TO ${to('two_columns.parquet')} (FORMAT parquet, COMPRESSION 'uncompressed')`);
 console.log(`wrote ${out}`);

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/pipeline/formats/parquet/codecs.h"
 #include "daemon/pipeline/formats/parquet/metadata.h"
 #include "daemon/pipeline/formats/shard_file.h"
 #include "gtest/gtest.h"
@@ -191,6 +193,115 @@ TEST(ParquetRecordsTest, EveryTruncationAndByteFlipFailsCleanly) {
       (void)ReadAll(bytes.substr(0, i), "text", kind);
     }
   }
+}
+
+std::string Varint(uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+
+uint64_t Zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ (v < 0 ? ~uint64_t{0} : 0); }
+
+// plain.parquet (DuckDB writes no page CRCs) with PageHeader.crc (field 4) = `crc` added to
+// its one data page header, the column chunk's sizes in the footer grown to match.
+std::string WithPageCrc(const std::string& bytes, uint32_t crc) {
+  const parquet::FileMetaData footer = Footer(bytes);
+  const parquet::ColumnMetaData& meta = *footer.row_groups[0].columns[0].meta;
+  EXPECT_FALSE(meta.dictionary_page_offset.has_value());
+  const size_t page = meta.data_page_offset;
+  const auto header = parquet::ParsePageHeader(std::string_view(bytes).substr(page));
+  EXPECT_TRUE(header.ok());
+  // Fields 1-3, then field 5 (the DataPageHeader struct, delta 2: 0x2c).
+  const size_t field5 = page + 2 + 1 + Varint(Zigzag(header->uncompressed_page_size)).size() +
+                        1 + Varint(Zigzag(header->compressed_page_size)).size();
+  EXPECT_EQ(bytes[field5], '\x2c');
+  const std::string crc_field =
+      "\x15" + Varint(Zigzag(static_cast<int32_t>(crc)));  // field 4, i32; then 5 is delta 1
+  std::string out = bytes.substr(0, field5) + crc_field + "\x1c" + bytes.substr(field5 + 1);
+  // The footer's total sizes (fields 6 and 7 of ColumnMetaData, both "\x16" + varint
+  // for an uncompressed chunk) grow by the inserted bytes, in varints of the same length.
+  const std::string old_size = "\x16" + Varint(Zigzag(meta.total_compressed_size));
+  const std::string new_size =
+      "\x16" + Varint(Zigzag(meta.total_compressed_size + crc_field.size()));
+  EXPECT_EQ(old_size.size(), new_size.size());
+  uint32_t len;
+  std::memcpy(&len, out.data() + out.size() - 8, 4);
+  int replaced = 0;
+  for (size_t at = out.size() - 8 - len; (at = out.find(old_size, at)) != std::string::npos;) {
+    out.replace(at, old_size.size(), new_size);
+    ++replaced;
+  }
+  EXPECT_GE(replaced, 1);
+  return out;
+}
+
+TEST(ParquetRecordsTest, PageCrcsAreChecked) {
+  const std::string bytes = Load("plain.parquet");
+  const parquet::ColumnMetaData& meta = *Footer(bytes).row_groups[0].columns[0].meta;
+  const auto header =
+      parquet::ParsePageHeader(std::string_view(bytes).substr(meta.data_page_offset));
+  ASSERT_TRUE(header.ok());
+  const uint32_t crc = parquet::PageCrc32(std::string_view(bytes).substr(
+      meta.data_page_offset + header->header_size, header->compressed_page_size));
+  auto good = ReadText(WithPageCrc(bytes, crc));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->size(), 50u);
+  ExpectError(ReadText(WithPageCrc(bytes, crc ^ 0x10)), absl::StatusCode::kDataLoss,
+              {"t.parquet: row group 0, column 'text', page 0", "page CRC mismatch"});
+}
+
+// A non-resident file (as local and s3:// files are) that records the ranges read.
+class RecordingFile : public ShardFile {
+ public:
+  explicit RecordingFile(std::string bytes) : inner_(MemoryShardFile("t.parquet", bytes)) {}
+  const std::string& path() const override { return inner_->path(); }
+  uint64_t size() const override { return inner_->size(); }
+  absl::Status ReadAt(uint64_t offset, uint64_t n, char* out) const override {
+    absl::MutexLock lock(&mu_);
+    reads_->emplace_back(offset, n);
+    return inner_->ReadAt(offset, n, out);
+  }
+  std::shared_ptr<std::vector<std::pair<uint64_t, uint64_t>>> reads() const { return reads_; }
+
+ private:
+  std::unique_ptr<ShardFile> inner_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<std::vector<std::pair<uint64_t, uint64_t>>> reads_ ABSL_PT_GUARDED_BY(mu_) =
+      std::make_shared<std::vector<std::pair<uint64_t, uint64_t>>>();
+};
+
+TEST(ParquetRecordsTest, ReadsOnlyTheFooterAndTheSelectedColumnsChunks) {
+  const std::string bytes = Load("two_columns.parquet");
+  const parquet::FileMetaData footer = Footer(bytes);
+  const parquet::ColumnMetaData& other = *footer.row_groups[0].columns[1].meta;
+  ASSERT_EQ(other.path, std::vector<std::string>{"other"});
+  const uint64_t other_begin = other.dictionary_page_offset.value_or(other.data_page_offset);
+  const uint64_t other_end = other.data_page_offset + other.total_compressed_size;
+
+  auto file = std::make_unique<RecordingFile>(bytes);
+  auto reads = file->reads();
+  auto source = OpenParquetRecords(std::move(file), RecordField{RecordField::Kind::kText, "text"});
+  ASSERT_TRUE(source.ok()) << source.status();
+  RecordSource::Value v;
+  int n = 0;
+  while (*(*source)->Next(&v)) {
+    EXPECT_EQ(v.text, absl::StrCat("row ", n));
+    ++n;
+  }
+  EXPECT_EQ(n, 30);
+  uint64_t total = 0;
+  for (const auto& [offset, len] : *reads) {
+    EXPECT_TRUE(offset + len <= other_begin || offset >= other_end)
+        << "read [" << offset << ", +" << len << ") overlaps column 'other' [" << other_begin
+        << ", " << other_end << ")";
+    total += len;
+  }
+  EXPECT_LT(total, bytes.size() - (other_end - other_begin) + 1);
 }
 
 TEST(ParquetRecordsTest, FooterChecksumFollowsTheFooter) {
