@@ -27,7 +27,8 @@ await db.run(`CREATE TABLE texts AS SELECT i,
        WHEN i % 5 = 0 THEN 'repeated value ' || (i % 3)
        ELSE 'row ' || i || ' "quoted" \\ tab	é 字 ' || repeat('x', i % 97) || chr(10) || 'end'
   END AS text,
-  {'text': CASE WHEN i % 11 = 0 THEN NULL ELSE 'meta ' || i END, 'id': i} AS meta
+  CASE WHEN i % 13 = 5 THEN NULL
+       ELSE {'text': CASE WHEN i % 11 = 0 THEN NULL ELSE 'meta ' || i END, 'id': i} END AS meta
   FROM range(3000) t(i)`);
 // Token rows: list<int32> and list<int64> with empty and null lists.
 await db.run(`CREATE TABLE toks AS SELECT i,
@@ -92,6 +93,11 @@ await db.run(`COPY (SELECT [1, 2]::BIGINT[] AS ids UNION ALL SELECT [3, 42949672
   TO '${q(path.join(out, 'duck_overflow.parquet'))}' (FORMAT parquet)`);
 manifest.push({ file: 'duck_overflow.parquet', field: 'ids', kind: 'tokens',
                 error: 'token id 4294967296 does not fit int32' });
+// A null element inside a list (a list of token ids cannot hold one).
+await db.run(`COPY (SELECT [1, 2]::INTEGER[] AS ids UNION ALL SELECT [3, NULL]::INTEGER[])
+  TO '${q(path.join(out, 'duck_null_element.parquet'))}' (FORMAT parquet)`);
+manifest.push({ file: 'duck_null_element.parquet', field: 'ids', kind: 'tokens',
+                error: 'null token id (list element 1)' });
 
 // arrow-rs through parquet-wasm: rewrite DuckDB files with chosen encodings.
 function arrow(src, name, configure, rowGroupSize = 800) {

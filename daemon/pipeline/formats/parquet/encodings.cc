@@ -49,6 +49,18 @@ absl::StatusOr<int64_t> ReadZigzag(std::string_view data, size_t* pos) {
   return static_cast<int64_t>((z >> 1) ^ (~(z & 1) + 1));
 }
 
+// Exactly `n` DELTA_BINARY_PACKED int32 lengths (DELTA_LENGTH_BYTE_ARRAY's lengths,
+// DELTA_BYTE_ARRAY's prefixes) from the start of data; *pos: the bytes they took.
+absl::Status DecodeLengths(std::string_view data, size_t n, const char* what,
+                           std::vector<int64_t>* out, size_t* pos) {
+  RETURN_IF_ERROR(DecodeDeltaBinaryPacked(data, 4, n, out, pos));
+  if (out->size() != n) {
+    return absl::DataLossError(absl::StrCat(what, " has ", out->size(), " lengths for ", n,
+                                            " values"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, uint32_t* out) {
@@ -204,11 +216,7 @@ absl::Status DecodeDeltaLengthByteArray(std::string_view data, size_t n,
                                         std::vector<std::string_view>* out) {
   std::vector<int64_t> lengths;
   size_t pos = 0;
-  RETURN_IF_ERROR(DecodeDeltaBinaryPacked(data, 4, n, &lengths, &pos));
-  if (lengths.size() != n) {
-    return absl::DataLossError(absl::StrCat("DELTA_LENGTH_BYTE_ARRAY has ", lengths.size(),
-                                            " lengths for ", n, " values"));
-  }
+  RETURN_IF_ERROR(DecodeLengths(data, n, "DELTA_LENGTH_BYTE_ARRAY", &lengths, &pos));
   out->reserve(out->size() + n);
   for (size_t i = 0; i < n; ++i) {
     if (lengths[i] < 0 || static_cast<uint64_t>(lengths[i]) > data.size() - pos) {
@@ -225,11 +233,7 @@ absl::Status DecodeDeltaByteArray(std::string_view data, size_t n, std::string* 
                                   std::vector<std::string_view>* out) {
   std::vector<int64_t> prefixes;
   size_t pos = 0;
-  RETURN_IF_ERROR(DecodeDeltaBinaryPacked(data, 4, n, &prefixes, &pos));
-  if (prefixes.size() != n) {
-    return absl::DataLossError(absl::StrCat("DELTA_BYTE_ARRAY has ", prefixes.size(),
-                                            " prefix lengths for ", n, " values"));
-  }
+  RETURN_IF_ERROR(DecodeLengths(data, n, "DELTA_BYTE_ARRAY's prefixes", &prefixes, &pos));
   std::vector<std::string_view> suffixes;
   RETURN_IF_ERROR(DecodeDeltaLengthByteArray(data.substr(pos), n, &suffixes));
   // Sizes first (each prefix at most the previous value), so the arena is allocated

@@ -12,35 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/pipeline/formats/parquet/parquet_records.h"
 #include "daemon/pipeline/formats/shard_file.h"
+#include "tokenizer/canonical_json.h"
 
 namespace {
 
 using zephon::pipeline::RecordField;
 using zephon::pipeline::RecordSource;
-
-// JSON string escaping; bytes that are not valid UTF-8 are passed through (the tests'
-// files hold UTF-8 text).
-void AppendJsonString(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out->append(buf);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out->push_back('"');
-}
 
 int Usage() {
   std::fprintf(stderr, "usage: parquet_dump [--sum] --field F --kind text|tokens FILE\n");
@@ -105,7 +82,7 @@ int main(int argc, char** argv) {
         break;
       case RecordSource::Value::Kind::kText:
         line = "{\"text\": ";
-        AppendJsonString(value.text, &line);
+        zephon::tokenizer::AppendJsonString(value.text, &line);
         line += "}";
         break;
       case RecordSource::Value::Kind::kTokens:

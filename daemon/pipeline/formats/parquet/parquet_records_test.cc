@@ -162,7 +162,7 @@ TEST(ParquetRecordsTest, PageOfTheWrongSize) {
 
 TEST(ParquetRecordsTest, DictionaryIndexOutOfRange) {
   std::string bytes = Load("dict.parquet");
-  const auto& meta = *Footer(bytes).row_groups[0].columns[0].meta;
+  const parquet::ColumnMetaData meta = *Footer(bytes).row_groups[0].columns[0].meta;
   ASSERT_TRUE(meta.dictionary_page_offset.has_value());
   // DictionaryPageHeader (field 7, after field 3: "\x4c") num_values (field 1: "\x15"): 10 -> 9.
   BumpVarintAfter(&bytes, *meta.dictionary_page_offset, std::string_view("\x4c\x15", 2), -1);
@@ -242,7 +242,7 @@ std::string WithPageCrc(const std::string& bytes, uint32_t crc) {
 
 TEST(ParquetRecordsTest, PageCrcsAreChecked) {
   const std::string bytes = Load("plain.parquet");
-  const parquet::ColumnMetaData& meta = *Footer(bytes).row_groups[0].columns[0].meta;
+  const parquet::ColumnMetaData meta = *Footer(bytes).row_groups[0].columns[0].meta;
   const auto header =
       parquet::ParsePageHeader(std::string_view(bytes).substr(meta.data_page_offset));
   ASSERT_TRUE(header.ok());

@@ -108,6 +108,14 @@ absl::Status ThriftCompactReader::ReadListHeader(ThriftType* element, uint32_t* 
   return absl::OkStatus();
 }
 
+absl::Status ThriftCompactReader::SkipElement(ThriftType type) {
+  // Bools inside containers are one byte each (not folded into a field header).
+  if (type == ThriftType::kBoolTrue || type == ThriftType::kBoolFalse) {
+    return ReadByte().status();
+  }
+  return Skip(type);
+}
+
 absl::Status ThriftCompactReader::Skip(ThriftType type) {
   switch (type) {
     case ThriftType::kBoolTrue:
@@ -131,13 +139,7 @@ absl::Status ThriftCompactReader::Skip(ThriftType type) {
       uint32_t n;
       RETURN_IF_ERROR(ReadListHeader(&element, &n));
       RETURN_IF_ERROR(Enter());
-      for (uint32_t i = 0; i < n; ++i) {
-        // Bools inside containers are one byte each.
-        absl::Status s = (element == ThriftType::kBoolTrue || element == ThriftType::kBoolFalse)
-                             ? ReadByte().status()
-                             : Skip(element);
-        if (!s.ok()) return s;
-      }
+      for (uint32_t i = 0; i < n; ++i) RETURN_IF_ERROR(SkipElement(element));
       --depth_;
       return absl::OkStatus();
     }
@@ -153,12 +155,8 @@ absl::Status ThriftCompactReader::Skip(ThriftType type) {
       }
       RETURN_IF_ERROR(Enter());
       for (uint64_t i = 0; i < n; ++i) {
-        for (ThriftType t : {key, value}) {
-          absl::Status s = (t == ThriftType::kBoolTrue || t == ThriftType::kBoolFalse)
-                               ? ReadByte().status()
-                               : Skip(t);
-          if (!s.ok()) return s;
-        }
+        RETURN_IF_ERROR(SkipElement(key));
+        RETURN_IF_ERROR(SkipElement(value));
       }
       --depth_;
       return absl::OkStatus();

@@ -72,6 +72,8 @@ class ThriftCompactReader {
   absl::StatusOr<uint64_t> ReadVarint(int max_bytes);
   absl::StatusOr<uint8_t> ReadByte();
   absl::Status Enter();
+  // Skips one element of a list, set or map.
+  absl::Status SkipElement(ThriftType type);
 
   std::string_view bytes_;
   size_t pos_ = 0;

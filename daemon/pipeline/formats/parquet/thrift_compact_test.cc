@@ -55,10 +55,12 @@ TEST(ThriftCompactTest, RefusesOverlongVarints) {
 }
 
 TEST(ThriftCompactTest, RefusesLengthsPastTheData) {
-  ThriftCompactReader binary(std::string("\x7f" "abc", 4));
+  const std::string short_binary = Bytes("\x7f" "abc");
+  ThriftCompactReader binary(short_binary);
   EXPECT_EQ(binary.ReadBinary().status().code(), absl::StatusCode::kDataLoss);
   // A list claiming 2^31 structs in 3 bytes never becomes a reservation.
-  ThriftCompactReader list(std::string("\xfc\x80\x80\x80\x80\x08", 6));
+  const std::string huge_list = Bytes("\xfc\x80\x80\x80\x80\x08");
+  ThriftCompactReader list(huge_list);
   ThriftType element;
   uint32_t size;
   const absl::Status s = list.ReadListHeader(&element, &size);
