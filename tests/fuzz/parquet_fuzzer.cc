@@ -64,7 +64,7 @@ void Decoders(std::string_view bytes) {
   bytes.remove_prefix(1);
   std::vector<uint32_t> levels(1000);
   CheckError(pq::DecodeRleHybrid(bytes, width, levels.size(), levels.data()));
-  std::vector<int64_t> ints;
+  pq::PodVector<int64_t> ints;
   size_t consumed = 0;
   const absl::Status s = pq::DecodeDeltaBinaryPacked(bytes, 8, 5000, &ints, &consumed);
   CheckError(s);

@@ -1,9 +1,10 @@
-// ByteBuffer: a reusable byte array that is not zero-filled when it grows. The reader's
-// chunk and page buffers live for the whole file and are overwritten by every read or
-// decompression; std::string::resize would memset each page first, which cost more than
-// decompressing it. Buffers of 1 MiB and more are 2 MiB-aligned and advised as huge
-// pages (MADV_HUGEPAGE): a writer's pages reach tens of MB (DuckDB writes one page per
-// row group), and faulting them in 4 KiB at a time cost a third of the decode.
+// Buffers that are not zero-filled when they grow: ByteBuffer (a page's bytes) and
+// PodVector (a page's levels and values). The reader's buffers live for the whole file
+// and are overwritten by every read, decompression and decode; std::string::resize and
+// std::vector::resize would memset each page first, which cost more than decoding it.
+// Buffers of 1 MiB and more are 2 MiB-aligned and advised as huge pages
+// (MADV_HUGEPAGE): a writer's pages reach tens of MB (DuckDB writes one page per row
+// group and column), and faulting them in 4 KiB at a time cost a third of the decode.
 // Thread-compatible.
 #ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_PARQUET_BYTE_BUFFER_H_
 #define ZEPHON_DAEMON_PIPELINE_FORMATS_PARQUET_BYTE_BUFFER_H_
@@ -15,8 +16,53 @@
 #include <memory>
 #include <new>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace zephon::pipeline::parquet {
+
+// n bytes from malloc, or huge-page-advised 2 MiB-aligned ones (rounded up) for
+// n >= 1 MiB; released with std::free. Throws std::bad_alloc as operator new does.
+inline void* AllocateBuffer(size_t n) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  void* p = nullptr;
+  if (n >= kHuge / 2) {
+    const size_t rounded = (n + kHuge - 1) / kHuge * kHuge;
+    if (posix_memalign(&p, kHuge, rounded) != 0) throw std::bad_alloc();
+    madvise(p, rounded, MADV_HUGEPAGE);  // advice only: a refusal leaves 4 KiB pages
+    return p;
+  }
+  p = std::malloc(n == 0 ? 1 : n);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+// A std::allocator whose value-less construct leaves trivial types uninitialized, so
+// that resize() does not zero-fill, and whose large blocks come from AllocateBuffer.
+template <typename T>
+struct UninitializedAllocator {
+  using value_type = T;
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) {}  // NOLINT: rebinding
+  T* allocate(size_t n) { return static_cast<T*>(AllocateBuffer(n * sizeof(T))); }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <typename U>
+  bool operator==(const UninitializedAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const UninitializedAllocator<U>&) const { return false; }
+};
+
+template <typename T>
+using PodVector = std::vector<T, UninitializedAllocator<T>>;
 
 class ByteBuffer {
  public:
@@ -34,20 +80,9 @@ class ByteBuffer {
   std::string_view view() const { return {data_.get(), size_}; }
 
  private:
-  static constexpr size_t kHuge = size_t{2} << 20;
-
   void Allocate(size_t n) {
     data_.reset();
-    void* p = nullptr;
-    if (n >= kHuge / 2) {
-      n = (n + kHuge - 1) / kHuge * kHuge;
-      if (posix_memalign(&p, kHuge, n) != 0) throw std::bad_alloc();
-      madvise(p, n, MADV_HUGEPAGE);  // advice only: a refusal leaves 4 KiB pages
-    } else {
-      p = std::malloc(n);
-      if (p == nullptr) throw std::bad_alloc();
-    }
-    data_.reset(static_cast<char*>(p));
+    data_.reset(static_cast<char*>(AllocateBuffer(n)));
     capacity_ = n;
   }
 

@@ -23,7 +23,7 @@ int BitWidth(uint32_t max) {
 
 // Decodes `n` levels of max `max` from RLE-hybrid `data` into *out and checks each.
 absl::Status DecodeLevels(std::string_view data, uint32_t max, size_t n, const char* what,
-                          std::vector<uint32_t>* out) {
+                          PodVector<uint8_t>* out) {
   out->resize(n);
   absl::Status s = DecodeRleHybrid(data, BitWidth(max), n, out->data());
   if (!s.ok()) return absl::DataLossError(absl::StrCat(what, " levels: ", s.message()));
@@ -38,7 +38,7 @@ absl::Status DecodeLevels(std::string_view data, uint32_t max, size_t n, const c
 
 // v1 levels: a 4-byte little-endian length, then that many RLE-hybrid bytes.
 absl::StatusOr<size_t> DecodeV1Levels(std::string_view data, Encoding encoding, uint32_t max,
-                                      size_t n, const char* what, std::vector<uint32_t>* out) {
+                                      size_t n, const char* what, PodVector<uint8_t>* out) {
   if (encoding != Encoding::kRle) {
     return absl::UnimplementedError(absl::StrCat(what, " levels in encoding ",
                                                  EncodingName(encoding),
@@ -331,8 +331,8 @@ absl::StatusOr<bool> ColumnChunkReader::NextPage(DecodedPage* page) {
     size_t count = n;
     if (plan_.max_def > 0) {
       count = 0;
-      const uint32_t max_def = plan_.max_def;
-      for (uint32_t level : page->def) count += level == max_def;
+      const uint8_t max_def = plan_.max_def;
+      for (uint8_t level : page->def) count += level == max_def;
     }
     s = DecodeValues(encoding, values, count, page);
     if (!s.ok()) return Fail(s);

@@ -29,10 +29,11 @@ namespace zephon::pipeline::parquet {
 // One decoded data page. Views stay valid until the next NextPage or destruction.
 struct DecodedPage {
   size_t num_levels = 0;          // level entries (values incl. nulls)
-  std::vector<uint32_t> def;      // empty when max_def == 0 (all defined)
-  std::vector<uint32_t> rep;      // empty when max_rep == 0
+  // Levels fit a byte: schemas nest at most 64 deep (schema.cc).
+  PodVector<uint8_t> def;         // empty when max_def == 0 (all defined)
+  PodVector<uint8_t> rep;         // empty when max_rep == 0
   std::vector<std::string_view> strings;  // BYTE_ARRAY non-null values
-  std::vector<int64_t> ints;              // INT32/INT64 non-null values
+  PodVector<int64_t> ints;                // INT32/INT64 non-null values
 };
 
 // Buffers the chunk readers of one file reuse, one chunk at a time (so a file's pages
@@ -44,8 +45,9 @@ struct ChunkBuffers {
   std::string delta_arena;  // DELTA_BYTE_ARRAY's rebuilt strings
 };
 
-// The most level entries one page may hold (64 MiB of levels): larger is refused.
-inline constexpr size_t kMaxPageValues = size_t{1} << 24;
+// The most level entries one page may hold: larger is refused. DuckDB writes one page per
+// row group and column (~30M values for 122,880 rows of 2,048-token lists).
+inline constexpr size_t kMaxPageValues = size_t{1} << 28;
 
 class ColumnChunkReader {
  public:
@@ -90,8 +92,8 @@ class ColumnChunkReader {
 
   bool has_dictionary_ = false;
   std::vector<std::string_view> dict_strings_;
-  std::vector<int64_t> dict_ints_;
-  std::vector<uint32_t> indices_;
+  PodVector<int64_t> dict_ints_;
+  PodVector<uint32_t> indices_;
 };
 
 }  // namespace zephon::pipeline::parquet

@@ -1,5 +1,6 @@
 #include "daemon/pipeline/formats/parquet/encodings.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -52,7 +53,7 @@ absl::StatusOr<int64_t> ReadZigzag(std::string_view data, size_t* pos) {
 // Exactly `n` DELTA_BINARY_PACKED int32 lengths (DELTA_LENGTH_BYTE_ARRAY's lengths,
 // DELTA_BYTE_ARRAY's prefixes) from the start of data; *pos: the bytes they took.
 absl::Status DecodeLengths(std::string_view data, size_t n, const char* what,
-                           std::vector<int64_t>* out, size_t* pos) {
+                           PodVector<int64_t>* out, size_t* pos) {
   RETURN_IF_ERROR(DecodeDeltaBinaryPacked(data, 4, n, out, pos));
   if (out->size() != n) {
     return absl::DataLossError(absl::StrCat(what, " has ", out->size(), " lengths for ", n,
@@ -63,9 +64,11 @@ absl::Status DecodeLengths(std::string_view data, size_t n, const char* what,
 
 }  // namespace
 
-absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, uint32_t* out) {
-  if (bit_width < 0 || bit_width > 32) {
-    return absl::DataLossError(absl::StrCat("RLE bit width ", bit_width, " is over 32"));
+template <typename T>
+absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, T* out) {
+  if (bit_width < 0 || bit_width > static_cast<int>(8 * sizeof(T))) {
+    return absl::DataLossError(
+        absl::StrCat("RLE bit width ", bit_width, " is over ", 8 * sizeof(T)));
   }
   const auto* p = reinterpret_cast<const uint8_t*>(data.data());
   size_t pos = 0;
@@ -81,7 +84,7 @@ absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, uin
       pos += value_bytes;
       if (count == 0) return absl::DataLossError("RLE run of 0 values");
       const size_t take = count < n - done ? count : n - done;
-      for (size_t i = 0; i < take; ++i) out[done + i] = v;
+      std::fill(out + done, out + done + take, static_cast<T>(v));
       done += take;
     } else {
       const uint64_t groups = header >> 1;
@@ -97,7 +100,7 @@ absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, uin
       const size_t take = count < n - done ? count : n - done;
       const uint8_t* run = p + pos;
       for (size_t i = 0; i < take; ++i) {
-        out[done + i] = static_cast<uint32_t>(ReadBits(run, bytes, i * bit_width, bit_width));
+        out[done + i] = static_cast<T>(ReadBits(run, bytes, i * bit_width, bit_width));
       }
       done += take;
       pos += bytes;
@@ -105,6 +108,9 @@ absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, uin
   }
   return absl::OkStatus();
 }
+
+template absl::Status DecodeRleHybrid<uint8_t>(std::string_view, int, size_t, uint8_t*);
+template absl::Status DecodeRleHybrid<uint32_t>(std::string_view, int, size_t, uint32_t*);
 
 absl::Status DecodePlainByteArray(std::string_view data, size_t n,
                                   std::vector<std::string_view>* out) {
@@ -133,7 +139,7 @@ absl::Status DecodePlainByteArray(std::string_view data, size_t n,
 }
 
 absl::Status DecodePlainInts(std::string_view data, int width, size_t n,
-                             std::vector<int64_t>* out) {
+                             PodVector<int64_t>* out) {
   if (n > data.size() / width) {
     return absl::DataLossError(absl::StrCat("PLAIN data of ", data.size(), " bytes cannot hold ",
                                             n, " values of ", width, " bytes"));
@@ -155,7 +161,7 @@ absl::Status DecodePlainInts(std::string_view data, int width, size_t n,
 }
 
 absl::Status DecodeDeltaBinaryPacked(std::string_view data, int width, size_t max_values,
-                                     std::vector<int64_t>* out, size_t* consumed) {
+                                     PodVector<int64_t>* out, size_t* consumed) {
   size_t pos = 0;
   ASSIGN_OR_RETURN(uint64_t block_size, ReadUleb(data, &pos));
   ASSIGN_OR_RETURN(uint64_t miniblocks, ReadUleb(data, &pos));
@@ -214,7 +220,7 @@ absl::Status DecodeDeltaBinaryPacked(std::string_view data, int width, size_t ma
 
 absl::Status DecodeDeltaLengthByteArray(std::string_view data, size_t n,
                                         std::vector<std::string_view>* out) {
-  std::vector<int64_t> lengths;
+  PodVector<int64_t> lengths;
   size_t pos = 0;
   RETURN_IF_ERROR(DecodeLengths(data, n, "DELTA_LENGTH_BYTE_ARRAY", &lengths, &pos));
   out->reserve(out->size() + n);
@@ -231,7 +237,7 @@ absl::Status DecodeDeltaLengthByteArray(std::string_view data, size_t n,
 
 absl::Status DecodeDeltaByteArray(std::string_view data, size_t n, std::string* arena,
                                   std::vector<std::string_view>* out) {
-  std::vector<int64_t> prefixes;
+  PodVector<int64_t> prefixes;
   size_t pos = 0;
   RETURN_IF_ERROR(DecodeLengths(data, n, "DELTA_BYTE_ARRAY's prefixes", &prefixes, &pos));
   std::vector<std::string_view> suffixes;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "daemon/pipeline/formats/parquet/byte_buffer.h"
 
 namespace zephon::pipeline::parquet {
 
@@ -25,22 +26,24 @@ namespace zephon::pipeline::parquet {
 // strings DELTA_BYTE_ARRAY rebuilds): larger is refused as corrupt.
 inline constexpr size_t kMaxDecodedPageBytes = size_t{1} << 30;
 
-// Decodes exactly `n` values of `bit_width` (0..32) bits from RLE/bit-packed hybrid
-// `data` (no length prefix) into out[0, n).
-absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, uint32_t* out);
+// Decodes exactly `n` values of `bit_width` bits (0..32, at most T's width) from
+// RLE/bit-packed hybrid `data` (no length prefix) into out[0, n). T: uint8_t (levels)
+// or uint32_t (dictionary indices).
+template <typename T>
+absl::Status DecodeRleHybrid(std::string_view data, int bit_width, size_t n, T* out);
 
 // PLAIN BYTE_ARRAY: `n` values (4-byte little-endian length, bytes), views into data.
 absl::Status DecodePlainByteArray(std::string_view data, size_t n,
                                   std::vector<std::string_view>* out);
 // PLAIN INT32 (`width` 4) or INT64 (`width` 8): `n` values, sign-extended.
 absl::Status DecodePlainInts(std::string_view data, int width, size_t n,
-                             std::vector<int64_t>* out);
+                             PodVector<int64_t>* out);
 
 // DELTA_BINARY_PACKED: the values of one encoded run (its header states how many; more
 // than max_values is corrupt). *consumed receives the bytes the run took (the
 // DELTA_LENGTH_BYTE_ARRAY data follows it). `width` 4 wraps arithmetic to 32 bits.
 absl::Status DecodeDeltaBinaryPacked(std::string_view data, int width, size_t max_values,
-                                     std::vector<int64_t>* out, size_t* consumed);
+                                     PodVector<int64_t>* out, size_t* consumed);
 // DELTA_LENGTH_BYTE_ARRAY: exactly `n` values, views into data.
 absl::Status DecodeDeltaLengthByteArray(std::string_view data, size_t n,
                                         std::vector<std::string_view>* out);

@@ -36,16 +36,16 @@ TEST(RleHybridTest, DataEndingEarlyIsDataLoss) {
 TEST(DeltaBinaryPackedTest, DecodesConstantDeltas) {
   // block 128, 4 miniblocks, 5 values, first 1; min delta 1, all widths 0: 1..5.
   const std::string data = Bytes("\x80\x01\x04\x05\x02" "\x02\x00\x00\x00\x00");
-  std::vector<int64_t> out;
+  PodVector<int64_t> out;
   size_t consumed = 0;
   ASSERT_TRUE(DecodeDeltaBinaryPacked(data, 8, 5, &out, &consumed).ok());
-  EXPECT_EQ(out, (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(std::vector<int64_t>(out.begin(), out.end()), (std::vector<int64_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(consumed, data.size());
 }
 
 TEST(DeltaBinaryPackedTest, MoreValuesThanThePageHoldsIsDataLoss) {
   const std::string data = Bytes("\x80\x01\x04\xff\xff\xff\x0f\x02");
-  std::vector<int64_t> out;
+  PodVector<int64_t> out;
   size_t consumed = 0;
   const absl::Status s = DecodeDeltaBinaryPacked(data, 8, 100, &out, &consumed);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);

@@ -150,27 +150,40 @@ class ParquetRecordSource final : public RecordSource {
   absl::StatusOr<bool> TokensRecord(Value* value) {
     tokens_.clear();
     if (page_.rep[level_] != 0) return LevelsDisagree("a row starts inside a list");
-    const uint32_t max_def = plan_.max_def;
-    const uint32_t list_def = plan_.list_def;
+    const uint8_t max_def = plan_.max_def;
+    const uint8_t list_def = plan_.list_def;
+    const bool check_range = plan_.type == parquet::PhysicalType::kInt64;
     bool null = false;
+    bool first = true;  // the row's first level (repetition level 0)
     while (true) {
-      const uint32_t def = page_.def.empty() ? max_def : page_.def[level_];
-      if (def == max_def) {
-        const int64_t v = page_.ints[value_++];
-        if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+      // The row's levels in this page, in one pass.
+      const uint8_t* rep = page_.rep.data();
+      const uint8_t* def = page_.def.data();
+      const int64_t* ints = page_.ints.data();
+      const size_t n = page_.num_levels;
+      size_t i = level_;
+      for (; i < n && (first || rep[i] != 0); ++i) {
+        first = false;
+        const uint8_t d = def[i];
+        if (d == max_def) {
+          const int64_t v = ints[value_++];
+          if (check_range && (v < std::numeric_limits<int32_t>::min() ||
+                              v > std::numeric_limits<int32_t>::max())) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                Where(), ": token id ", v, " does not fit int32 (list element ", tokens_.size(),
+                ")"));
+          }
+          tokens_.push_back(static_cast<int32_t>(v));
+        } else if (d >= list_def) {
           return absl::InvalidArgumentError(absl::StrCat(
-              Where(), ": token id ", v, " does not fit int32 (list element ", tokens_.size(),
-              ")"));
+              Where(), ": null token id (list element ", tokens_.size(), ")"));
+        } else if (d + 1 < list_def) {
+          null = true;  // a null list, or a null struct above it
         }
-        tokens_.push_back(static_cast<int32_t>(v));
-      } else if (def >= list_def) {
-        return absl::InvalidArgumentError(absl::StrCat(Where(), ": null token id (list element ",
-                                                       tokens_.size(), ")"));
-      } else if (def + 1 < list_def) {
-        null = true;  // a null list, or a null struct above it
       }
-      ++level_;
-      ASSIGN_OR_RETURN(bool has, EnsureLevel());
+      level_ = i;
+      if (i < n) break;  // the next row starts in this page
+      ASSIGN_OR_RETURN(bool has, EnsureLevel());  // the row may continue in the next page
       if (!has || page_.rep[level_] == 0) break;
     }
     if (null) {
