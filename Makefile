@@ -146,9 +146,10 @@ repro: build
 bench-s3: build setup-s3
 	PYTHONPATH=client/python $(PY) tests/bench/s3_read_bench.py $(BENCH_ARGS)
 
-# Parquet text decode (docs/benchmarks.md): a zstd Parquet text column (~300 MB of text,
+# Parquet decode (docs/benchmarks.md): a zstd Parquet text column (~300 MB of text,
 # written by DuckDB) decoded on one thread by parquet_dump --sum vs DuckDB
-# `SET threads=1; SELECT sum(length(text))`, alternating rounds on the same file. ~30 s.
+# `SET threads=1; SELECT sum(length(text))`, then a 51M-id list<int32> column the same way;
+# alternating rounds on the same files. ~40 s.
 .PHONY: bench-parquet
 bench-parquet: setup setup-parquet
 	$(BAZEL) build //daemon/pipeline/formats/parquet:parquet_dump
