@@ -1,7 +1,9 @@
-// Writes the small DuckDB files committed in daemon/pipeline/formats/parquet/testdata/,
+// Writes the small DuckDB (and one arrow-rs) files committed in daemon/pipeline/formats/parquet/testdata/,
 // which the C++ tests read and mutate (bad files):
 //   node write_testdata.mjs ../../daemon/pipeline/formats/parquet/testdata
 import { DuckDBInstance } from '@duckdb/node-api';
+import * as pw from 'parquet-wasm/node';
+import fs from 'node:fs';
 import path from 'node:path';
 
 const out = process.argv[2];
@@ -21,4 +23,11 @@ await db.run(`COPY (SELECT CASE WHEN i = 3 THEN NULL WHEN i = 4 THEN []::INTEGER
 // Two columns: reading `text` must not read `other`'s chunk.
 await db.run(`COPY (SELECT 'row ' || i AS text, repeat('o', 200) || i AS other FROM range(30) t(i)
   ORDER BY i) TO ${to('two_columns.parquet')} (FORMAT parquet, COMPRESSION 'uncompressed')`);
+// arrow-rs (parquet-wasm) rewrites it in small PLAIN pages with an OffsetIndex (which
+// DuckDB does not write).
+const table = pw.readParquet(fs.readFileSync(path.join(out, 'two_columns.parquet')));
+const props = new pw.WriterPropertiesBuilder().setDictionaryEnabled(false)
+  .setCompression(pw.Compression.UNCOMPRESSED).setDataPageSizeLimit(64).setWriteBatchSize(4)
+  .build();
+fs.writeFileSync(path.join(out, 'arrow_pages.parquet'), pw.writeParquet(table, props));
 console.log(`wrote ${out}`);

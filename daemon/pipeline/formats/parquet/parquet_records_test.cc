@@ -304,6 +304,35 @@ TEST(ParquetRecordsTest, ReadsOnlyTheFooterAndTheSelectedColumnsChunks) {
   EXPECT_LT(total, bytes.size() - (other_end - other_begin) + 1);
 }
 
+TEST(ParquetRecordsTest, ReadsManyPagesAndTheOffsetIndexArrowWrites) {
+  const std::string bytes = Load("arrow_pages.parquet");
+  std::string where;
+  auto rows = ReadAll(bytes, "text", RecordField::Kind::kText, &where);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 30u);
+  for (int i = 0; i < 30; ++i) EXPECT_EQ((*rows)[i], absl::StrCat("row ", i));
+
+  const parquet::FileMetaData footer = Footer(bytes);
+  const parquet::ColumnChunk& chunk = footer.row_groups[0].columns[0];
+  ASSERT_TRUE(chunk.offset_index_offset.has_value());
+  ASSERT_TRUE(chunk.offset_index_length.has_value());
+  ASSERT_LE(*chunk.offset_index_offset + *chunk.offset_index_length, bytes.size());
+  const auto index = parquet::ParseOffsetIndex(
+      std::string_view(bytes).substr(*chunk.offset_index_offset, *chunk.offset_index_length));
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_GT(index->page_locations.size(), 2u);
+  EXPECT_EQ(index->page_locations[0].offset, chunk.meta->data_page_offset);
+  EXPECT_EQ(index->page_locations[0].first_row_index, 0);
+  for (size_t p = 1; p < index->page_locations.size(); ++p) {
+    const parquet::PageLocation& prev = index->page_locations[p - 1];
+    EXPECT_EQ(index->page_locations[p].offset, prev.offset + prev.compressed_page_size);
+    EXPECT_GT(index->page_locations[p].first_row_index, prev.first_row_index);
+  }
+  // Where() names the last page, which the index says holds the last row.
+  EXPECT_EQ(where, absl::StrCat("t.parquet: row 29 (row group 0, page ",
+                                index->page_locations.size() - 1, ")"));
+}
+
 TEST(ParquetRecordsTest, FooterChecksumFollowsTheFooter) {
   const std::string bytes = Load("plain.parquet");
   auto a = ParquetFooterChecksum(*MemoryShardFile("a", bytes));
