@@ -77,6 +77,16 @@ for (const version of ['V1', 'V2']) {
   await add(name, 'ids64', 'tokens', 'ids64');
   await add(name, 'fixed', 'tokens', 'fixed');
 }
+// Pages with no values at all (every row null, or an empty list): zero-byte page bodies
+// in every codec.
+for (const codec of ['zstd', 'snappy', 'gzip', 'brotli', 'lz4']) {
+  const name = `duck_all_null_${codec}.parquet`;
+  await db.run(`COPY (SELECT NULL::VARCHAR AS text,
+    CASE WHEN r % 2 = 0 THEN NULL ELSE []::INTEGER[] END AS ids FROM range(100) t(r))
+    TO '${q(path.join(out, name))}' (FORMAT parquet, COMPRESSION '${codec}', PARQUET_VERSION V2)`);
+  await add(name, 'text', 'text', 'text');
+  await add(name, 'ids', 'tokens', 'ids');
+}
 // Many small row groups.
 await duck('duck_small_groups.parquet', 'texts', 'text', `COMPRESSION 'snappy', ROW_GROUP_SIZE 10`);
 await add('duck_small_groups.parquet', 'text', 'text', 'text');
