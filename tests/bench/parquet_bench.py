@@ -31,6 +31,28 @@ DUMP = ROOT / "bazel-bin" / "daemon" / "pipeline" / "formats" / "parquet" / "par
 CORPUS = ROOT / "tests" / "tokenize" / "corpus" / "corpus.jsonl"
 
 
+def alternate(path: Path, field: str, kind: str, duckdb_expr: str,
+              rounds: int) -> tuple[list[float], list[float], int]:
+    """Alternating rounds of parquet_dump --sum and DuckDB's query on `path`: (our
+    seconds, DuckDB's seconds, the total parquet_dump reports)."""
+    ours, theirs = [], []
+    total = 0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        r = subprocess.run([str(DUMP), "--sum", "--field", field, "--kind", kind, str(path)],
+                           check=True, capture_output=True)
+        ours.append(time.perf_counter() - t)
+        total = json.loads(r.stdout)["total"]
+        r = subprocess.run(["node", "bench_duckdb.mjs", "read", str(path), "1", duckdb_expr],
+                           cwd=PARQUET, check=True, capture_output=True)
+        theirs += json.loads(r.stdout)["seconds"]
+    return ours, theirs, total
+
+
+def seconds(v: list[float]) -> str:
+    return ", ".join(f"{s:.2f}" for s in v)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=300)
@@ -44,47 +66,29 @@ def main() -> int:
         path = Path(tmp) / "text.parquet"
         subprocess.run(["node", "bench_duckdb.mjs", "write", str(CORPUS), str(path),
                         str(args.mb)], cwd=PARQUET, check=True, capture_output=True)
-        ours, theirs = [], []
-        text_bytes = 0
-        for _ in range(args.rounds):
-            t = time.perf_counter()
-            r = subprocess.run([str(DUMP), "--sum", "--field", "text", "--kind", "text",
-                                str(path)], check=True, capture_output=True)
-            ours.append(time.perf_counter() - t)
-            text_bytes = json.loads(r.stdout)["total"]
-            r = subprocess.run(["node", "bench_duckdb.mjs", "read", str(path), "1"],
-                               cwd=PARQUET, check=True, capture_output=True)
-            theirs += json.loads(r.stdout)["seconds"]
+        ours, theirs, text_bytes = alternate(path, "text", "text", "sum(length(text))",
+                                             args.rounds)
         mb = text_bytes / 1e6
-        best_ours, best_theirs = min(ours), min(theirs)
         print(f"file: {path.stat().st_size / 1e6:.1f} MB zstd Parquet (DuckDB), "
               f"{mb:.1f} MB of text; {args.rounds} alternating rounds, best of each; "
               f"{os.cpu_count()} cores")
-        print(f"zephon parquet_dump --sum (1 thread): {mb / best_ours:8.1f} MB/s  "
-              f"({', '.join(f'{s:.2f}' for s in ours)} s)")
-        print(f"DuckDB threads=1 sum(length(text)):  {mb / best_theirs:8.1f} MB/s  "
-              f"({', '.join(f'{s:.2f}' for s in theirs)} s)")
-        print(f"ratio (zephon / DuckDB): {best_theirs / best_ours:.2f}x")
+        print(f"zephon parquet_dump --sum (1 thread): {mb / min(ours):8.1f} MB/s  "
+              f"({seconds(ours)} s)")
+        print(f"DuckDB threads=1 sum(length(text)):  {mb / min(theirs):8.1f} MB/s  "
+              f"({seconds(theirs)} s)")
+        print(f"ratio (zephon / DuckDB): {min(theirs) / min(ours):.2f}x")
 
-        tokens_path = Path(tmp) / "tokens.parquet"
-        subprocess.run(["node", "bench_duckdb.mjs", "write-tokens", str(tokens_path),
+        path = Path(tmp) / "tokens.parquet"
+        subprocess.run(["node", "bench_duckdb.mjs", "write-tokens", str(path),
                         str(args.token_rows)], cwd=PARQUET, check=True, capture_output=True)
-        ours, theirs = [], []
-        tokens = 0
-        for _ in range(args.rounds):
-            t = time.perf_counter()
-            r = subprocess.run([str(DUMP), "--sum", "--field", "input_ids", "--kind", "tokens",
-                                str(tokens_path)], check=True, capture_output=True)
-            ours.append(time.perf_counter() - t)
-            tokens = json.loads(r.stdout)["total"]
-            r = subprocess.run(["node", "bench_duckdb.mjs", "read", str(tokens_path), "1",
-                                "sum(len(input_ids))"], cwd=PARQUET, check=True,
-                               capture_output=True)
-            theirs += json.loads(r.stdout)["seconds"]
-        print(f"tokens: {tokens_path.stat().st_size / 1e6:.1f} MB zstd Parquet (DuckDB), "
+        ours, theirs, tokens = alternate(path, "input_ids", "tokens", "sum(len(input_ids))",
+                                         args.rounds)
+        print(f"tokens: {path.stat().st_size / 1e6:.1f} MB zstd Parquet (DuckDB), "
               f"{tokens / 1e6:.1f}M token ids in {args.token_rows} rows of list<int32>")
-        print(f"zephon parquet_dump --sum --kind tokens: {tokens / min(ours) / 1e6:8.1f} M ids/s")
-        print(f"DuckDB threads=1 sum(len(input_ids)):    {tokens / min(theirs) / 1e6:8.1f} M ids/s")
+        print(f"zephon parquet_dump --sum --kind tokens: {tokens / min(ours) / 1e6:8.1f} M ids/s"
+              f"  ({seconds(ours)} s)")
+        print(f"DuckDB threads=1 sum(len(input_ids)):    {tokens / min(theirs) / 1e6:8.1f} M ids/s"
+              f"  ({seconds(theirs)} s)")
         print(f"ratio (zephon / DuckDB): {min(theirs) / min(ours):.2f}x")
     return 0
 
