@@ -103,6 +103,20 @@ await db.run(`COPY (SELECT [1, 2]::BIGINT[] AS ids UNION ALL SELECT [3, 42949672
   TO '${q(path.join(out, 'duck_overflow.parquet'))}' (FORMAT parquet)`);
 manifest.push({ file: 'duck_overflow.parquet', field: 'ids', kind: 'tokens',
                 error: 'token id 4294967296 does not fit int32' });
+// Unsigned token ids (UINTEGER / USMALLINT lists: INT32 annotated UINT_32 / UINT_16), and
+// one at 2^31 + 1, which is stored as a negative INT32.
+await db.run(`COPY (SELECT [i, i * 1000, 2147483647]::UINTEGER[] AS u32, [i, 65535]::USMALLINT[] AS u16
+  FROM range(300) t(i)) TO '${q(path.join(out, 'duck_unsigned.parquet'))}' (FORMAT parquet)`);
+await add('duck_unsigned.parquet', 'u32', 'tokens', 'u32');
+await add('duck_unsigned.parquet', 'u16', 'tokens', 'u16');
+await db.run(`COPY (SELECT [1, 2]::UINTEGER[] AS ids UNION ALL SELECT [3, 2147483649]::UINTEGER[])
+  TO '${q(path.join(out, 'duck_uint_overflow.parquet'))}' (FORMAT parquet)`);
+manifest.push({ file: 'duck_uint_overflow.parquet', field: 'ids', kind: 'tokens',
+                error: 'token id 2147483649 does not fit int32' });
+// A top-level column whose name holds a dot.
+await db.run(`COPY (SELECT 'dotted ' || i AS "meta.url" FROM range(10) t(i))
+  TO '${q(path.join(out, 'duck_dotted_name.parquet'))}' (FORMAT parquet)`);
+await add('duck_dotted_name.parquet', 'meta.url', 'text', '"meta.url"');
 // A null element inside a list (a list of token ids cannot hold one).
 await db.run(`COPY (SELECT [1, 2]::INTEGER[] AS ids UNION ALL SELECT [3, NULL]::INTEGER[])
   TO '${q(path.join(out, 'duck_null_element.parquet'))}' (FORMAT parquet)`);

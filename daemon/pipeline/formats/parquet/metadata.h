@@ -36,6 +36,9 @@ enum class PageType : int32_t { kDataPage = 0, kIndexPage = 1, kDictionaryPage =
 inline constexpr int32_t kConvertedMap = 1;
 inline constexpr int32_t kConvertedMapKeyValue = 2;
 inline constexpr int32_t kConvertedList = 3;
+// ConvertedType UINT_8 .. UINT_64: unsigned integers stored in INT32/INT64.
+inline constexpr int32_t kConvertedUint8 = 11;
+inline constexpr int32_t kConvertedUint64 = 14;
 
 struct SchemaElement {
   std::optional<PhysicalType> type;  // leaves only

@@ -152,7 +152,11 @@ class ParquetRecordSource final : public RecordSource {
     if (page_.rep[level_] != 0) return LevelsDisagree("a row starts inside a list");
     const uint8_t max_def = plan_.max_def;
     const uint8_t list_def = plan_.list_def;
-    const bool check_range = plan_.type == parquet::PhysicalType::kInt64;
+    // INT32 values always fit; unsigned ones are read as such (a UINT_32 of 2^31 or more
+    // is stored negative), and INT64 ones may not fit.
+    const bool unsigned_ints = plan_.unsigned_ints;
+    const bool int32_column = plan_.type == parquet::PhysicalType::kInt32;
+    const bool check_range = !int32_column || unsigned_ints;
     bool null = false;
     bool first = true;  // the row's first level (repetition level 0)
     while (true) {
@@ -168,10 +172,14 @@ class ParquetRecordSource final : public RecordSource {
         if (d == max_def) {
           const int64_t v = ints[value_++];
           if (check_range && (v < std::numeric_limits<int32_t>::min() ||
-                              v > std::numeric_limits<int32_t>::max())) {
+                              v > std::numeric_limits<int32_t>::max() ||
+                              (unsigned_ints && v < 0))) {
             return absl::InvalidArgumentError(absl::StrCat(
-                Where(), ": token id ", v, " does not fit int32 (list element ", tokens_.size(),
-                ")"));
+                Where(), ": token id ",
+                !unsigned_ints ? absl::StrCat(v)
+                : int32_column ? absl::StrCat(static_cast<uint32_t>(v))
+                               : absl::StrCat(static_cast<uint64_t>(v)),
+                " does not fit int32 (list element ", tokens_.size(), ")"));
           }
           tokens_.push_back(static_cast<int32_t>(v));
         } else if (d >= list_def) {

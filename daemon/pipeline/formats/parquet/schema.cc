@@ -109,7 +109,12 @@ absl::StatusOr<ColumnPlan> ResolveColumn(const FileMetaData& metadata,
   const Node* node = &root;
   int def = 0, rep = 0;
   std::vector<std::string> path;
-  for (const std::string& part : std::vector<std::string>(absl::StrSplit(name, '.'))) {
+  // A top-level column whose name holds a dot is found by its whole name first.
+  std::vector<std::string> parts = absl::StrSplit(name, '.');
+  for (const Node& c : root.children) {
+    if (c.element->name == name) parts = {name};
+  }
+  for (const std::string& part : parts) {
     const Node* next = nullptr;
     for (const Node& c : node->children) {
       if (c.element->name == part) next = &c;
@@ -126,7 +131,7 @@ absl::StatusOr<ColumnPlan> ResolveColumn(const FileMetaData& metadata,
     AddLevels(*node->element, &def, &rep);
     if (!IsLeaf(*node) && (IsListGroup(*node) || IsMapGroup(*node))) break;
   }
-  if (path.size() != static_cast<size_t>(std::count(name.begin(), name.end(), '.') + 1)) {
+  if (path.size() != parts.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "field '", name, "' reaches into '", absl::StrJoin(path, "."),
         "', which is a list or map column; name the list column itself"));
@@ -231,6 +236,9 @@ absl::StatusOr<ColumnPlan> ResolveColumn(const FileMetaData& metadata,
   }
   plan.leaf_index = leaf->first_leaf;
   plan.type = *leaf->element->type;
+  const std::optional<int32_t>& converted = leaf->element->converted_type;
+  plan.unsigned_ints = converted.has_value() && *converted >= kConvertedUint8 &&
+                       *converted <= kConvertedUint64;
   plan.max_def = def;
   plan.max_rep = rep;
   // The leaf's path_in_schema, for checking each row group's column chunk.

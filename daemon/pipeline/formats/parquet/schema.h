@@ -21,6 +21,8 @@ struct ColumnPlan {
   int leaf_index = 0;               // the column chunk's index within each row group
   std::vector<std::string> path;    // the leaf's path_in_schema
   PhysicalType type = PhysicalType::kByteArray;
+  // INT32/INT64 annotated unsigned (UINT_8..UINT_64): values are read as unsigned.
+  bool unsigned_ints = false;
   int max_def = 0;
   int max_rep = 0;
   // kTokens: the definition level of the list's repeated node. def >= list_def: an
