@@ -14,9 +14,9 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             libcurl4-openssl-dev libssl-dev openssl libpugixml-dev iproute2 clang-14 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
             python3-protobuf libicu-dev libsentencepiece-dev sentencepiece \
-            libsnappy-dev libbz2-dev libbrotli-dev libxxhash-dev
+            libsnappy-dev liblz4-dev libbz2-dev libbrotli-dev libxxhash-dev
 
-.PHONY: setup setup-npm setup-s3 setup-tokenize build demo test test-cc test-py check-threads clean
+.PHONY: setup setup-npm setup-s3 setup-tokenize setup-parquet build demo test test-cc test-py check-threads clean
 
 # Idempotent: installs only the packages that are missing.
 setup:
@@ -79,8 +79,14 @@ setup-s3: setup-npm
 setup-tokenize: setup-npm
 	@$(call npm_install,tokenize,tests/tokenize's comparisons against HF tokenizers)
 
-test-py: build setup-s3 setup-tokenize
+# Real Parquet writers (DuckDB through @duckdb/node-api, arrow-rs through parquet-wasm) for
+# tests/parquet, pinned by tests/parquet/package-lock.json. Without them tests/parquet skips.
+setup-parquet: setup-npm
+	@$(call npm_install,parquet,tests/parquet (Parquet files from DuckDB and arrow-rs))
+
+test-py: build setup-s3 setup-tokenize setup-parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
+	$(PY) -m pytest -q tests/parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/s3
 	$(PY) -m pytest -q tests/tokenize
 	$(PY) -m pytest -q tests/mds
@@ -140,6 +146,15 @@ repro: build
 .PHONY: bench-s3
 bench-s3: build setup-s3
 	PYTHONPATH=client/python $(PY) tests/bench/s3_read_bench.py $(BENCH_ARGS)
+
+# Parquet decode (docs/benchmarks.md): a zstd Parquet text column (~300 MB of text,
+# written by DuckDB) decoded on one thread by parquet_dump --sum vs DuckDB
+# `SET threads=1; SELECT sum(length(text))`, then a 51M-id list<int32> column the same way;
+# alternating rounds on the same files. ~40 s.
+.PHONY: bench-parquet
+bench-parquet: setup setup-parquet
+	$(BAZEL) build //daemon/pipeline/formats/parquet:parquet_dump
+	$(PY) tests/bench/parquet_bench.py $(BENCH_ARGS)
 
 # libFuzzer targets (tests/fuzz/, docs/reliability.md): builds each with clang-14
 # (-fsanitize=fuzzer,address,undefined) and runs it FUZZ_SECONDS, one after another.

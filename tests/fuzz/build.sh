@@ -43,11 +43,14 @@ LIBS[json_scan]="-lsimdjson"
 SRCS[mds]="daemon/pipeline/formats/mds/mds_decompress.cc daemon/pipeline/formats/mds/mds_encoding.cc daemon/pipeline/formats/mds/mds_hash.cc daemon/pipeline/formats/mds/mds_index.cc daemon/pipeline/formats/mds/mds_records.cc daemon/pipeline/formats/mds/mds_sample_table.cc daemon/pipeline/formats/shard_file.cc common/digest.cc"
 # (-D: the defines of third_party/sys:spdlog; they apply wherever they stand on the line)
 LIBS[mds]="-lsimdjson -lzstd -lz -lbz2 -lbrotlidec -lsnappy -lxxhash -lcrypto -lspdlog -lfmt -DSPDLOG_SHARED_LIB -DSPDLOG_COMPILED_LIB"
+P=daemon/pipeline/formats/parquet
+SRCS[parquet]="$P/thrift_compact.cc $P/metadata.cc $P/codecs.cc $P/encodings.cc $P/schema.cc $P/column_chunk_reader.cc $P/parquet_records.cc daemon/pipeline/formats/shard_file.cc"
+LIBS[parquet]="-lsnappy -llz4 -lbrotlidec -lzstd -lz"
 SRCS[s3_xml]="daemon/storage/s3_xml.cc"
 LIBS[s3_xml]="-lpugixml"
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml mds)
+[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml mds parquet)
 cd "$root"
 for t in "${targets[@]}"; do
   [ -n "${SRCS[$t]+x}" ] || { echo "build.sh: unknown target $t" >&2; exit 1; }

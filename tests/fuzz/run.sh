@@ -16,12 +16,12 @@ seconds=${2:?usage: tests/fuzz/run.sh OUT_DIR SECONDS [TARGET...]}
 shift 2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml mds)
+[ ${#targets[@]} -gt 0 ] || targets=(ring_reader checkpoint_decode megatron_idx json_scan s3_xml mds parquet)
 
 # Ring inputs carry both whole segments (data: header, descriptors, slots; cursors: cursor
 # header, reader table); the largest seed (4 slots, 2 readers) is 32788 bytes.
 declare -A MAX_LEN=([ring_reader]=40960 [checkpoint_decode]=4096 [megatron_idx]=4096
-                    [json_scan]=4096 [s3_xml]=4096 [mds]=4096)
+                    [json_scan]=4096 [s3_xml]=4096 [mds]=4096 [parquet]=4096)
 failed=()
 summary=()
 for t in "${targets[@]}"; do
