@@ -198,6 +198,12 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
   return shards;
 }
 
+// "parquet, mds", or what says there is none.
+std::string RecordFormatList() {
+  const std::vector<std::string> names = RecordFormats::Global().Names();
+  return names.empty() ? "none in this build" : absl::StrJoin(names, ", ");
+}
+
 std::string KnownFormats() {
   std::string names = "megatron, flat, jsonl";
   for (const std::string& n : RecordFormats::Global().Names()) absl::StrAppend(&names, ", ", n);
@@ -293,8 +299,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
   if (spec.on_null() != proto::DatasetSpec::ON_NULL_UNSPECIFIED && record == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
-        "': on_null applies to record formats (", absl::StrJoin(RecordFormats::Global().Names(),
-                                                                ", "),
+        "': on_null applies to record formats (", RecordFormatList(),
         "), whose records can be null; drop it"));
   }
   std::vector<TextShardStats> text_stats;

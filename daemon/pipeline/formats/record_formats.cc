@@ -22,7 +22,7 @@ absl::StatusOr<std::vector<RecordShardRef>> DefaultRecordShards(
     if (resolved.kind == DatasetFiles::Kind::kDirectory && !format.is_shard_name(BaseName(f))) {
       continue;
     }
-    shards.push_back({f, ""});
+    shards.push_back({f, {}});
   }
   if (shards.empty() && resolved.kind == DatasetFiles::Kind::kDirectory) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -33,8 +33,11 @@ absl::StatusOr<std::vector<RecordShardRef>> DefaultRecordShards(
 }
 
 RecordFormats& RecordFormats::Global() {
-  // The built-in formats' entries join here as their decoder rooms land (parquet/,
-  // mds/); tests register their own.
+  // The built-in formats' entries join here as their decoder rooms land: "parquet"
+  // (is_shard_name *.parquet, the default resolver, OpenParquetRecords and
+  // ParquetFooterChecksum) and "mds" (a resolver reading the directory's index.json
+  // into one ref per shard with its MdsShardInfo as detail, OpenMdsRecords, a checksum
+  // of the index entry). Tests register their own.
   static RecordFormats* const formats = new RecordFormats();
   return *formats;
 }

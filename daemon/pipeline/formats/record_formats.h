@@ -14,6 +14,7 @@
 #ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_RECORD_FORMATS_H_
 #define ZEPHON_DAEMON_PIPELINE_FORMATS_RECORD_FORMATS_H_
 
+#include <any>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,10 +32,11 @@
 namespace zephon::pipeline {
 
 // One shard of a record dataset: the file, and what the format's resolver learnt about
-// it (an MDS index entry; empty for Parquet), handed to the opener and the checksum.
+// it (an MDS index entry, std::any_cast by that format's opener and checksum; empty for
+// Parquet), handed to the opener and the checksum.
 struct RecordShardRef {
   std::string path;
-  std::string entry;
+  std::any detail;
 };
 
 struct RecordFormat {
