@@ -92,8 +92,9 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
   return absl::OkStatus();
 }
 
-// tokenize reads JSONL text: a dataset declared in another format is refused here,
-// before any I/O (an auto-detected one is refused by Dataset::Open).
+// tokenize reads JSONL or record-format (Parquet, MDS) text: a dataset declared in
+// another format is refused here, before any I/O (an auto-detected one is refused by
+// Dataset::Open).
 absl::Status CheckTextDatasets(const proto::WorkSourceSpec& ws) {
   for (int k = 0; k < ws.datasets_size(); ++k) {
     const auto& d = ws.datasets(k);

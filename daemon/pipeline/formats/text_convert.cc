@@ -25,13 +25,12 @@ constexpr size_t kStatsCountsV1 = 7;
 
 // The persisted counts, in their on-disk order (v1 holds the first kStatsCountsV1).
 std::vector<uint64_t*> Counts(TextShardStats* s) {
-  return {&s->records,         &s->samples,       &s->tokens,
+  return {&s->records,         &s->samples,           &s->tokens,
           &s->invalid_utf8_records, &s->skipped_missing, &s->truncated_records,
           &s->split_records,   &s->null_records};
 }
 
 }  // namespace
-
 
 // One block of records, tokenized by whoever claims it first (a pool task or the
 // converting thread) and written by the converting thread.
