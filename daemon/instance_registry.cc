@@ -73,11 +73,11 @@ std::shared_ptr<TokenizerCache> TokenizersOf(const RegistryOptions& options) {
       });
 }
 
-// Once per text shard this open tokenized: the records it changed or skipped (a warm
-// open from the token cache was logged when it was converted).
+// Once per text or record shard this open converted: the records it changed or skipped
+// (a warm open from the token cache was logged when it was converted).
 void LogTextShards(const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets) {
   for (const auto& d : datasets) {
-    for (uint32_t s = 0; d->is_text() && s < d->NumShards(); ++s) {
+    for (uint32_t s = 0; d->has_conversion_stats() && s < d->NumShards(); ++s) {
       const pipeline::TextShardStats* st = d->ShardTextStats(s);
       if (!st->tokenized) continue;
       if (st->invalid_utf8_records > 0 || st->skipped_missing > 0) {
@@ -85,6 +85,10 @@ void LogTextShards(const std::vector<std::shared_ptr<const pipeline::Dataset>>& 
                     "{} records skipped without a string text field (on_missing=skip), of {}",
                     d->name(), d->shard(s).FileName(), st->invalid_utf8_records,
                     st->skipped_missing, st->records);
+      }
+      if (st->null_records > 0) {
+        Log()->warn("dataset '{}' file {}: {} null records skipped (on_null=skip), of {}",
+                    d->name(), d->shard(s).FileName(), st->null_records, st->records);
       }
     }
   }

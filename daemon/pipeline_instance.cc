@@ -52,6 +52,30 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schem
   return absl::OkStatus();
 }
 
+// Explain's line for a dataset converted into the token cache: "    <kind> dataset
+// '<name>': <counts> (<how it was opened>)". null_records only when there were any,
+// so a JSONL text dataset's line reads as before.
+void AppendConversionLine(const std::string& kind, const pipeline::Dataset& d,
+                          std::string* stages) {
+  const pipeline::TextShardStats t = d.TextStats();
+  absl::StrAppend(stages, "    ", kind, " dataset '", d.name(), "': records=", t.records,
+                  " samples=", t.samples, " tokens=", t.tokens,
+                  " invalid_utf8_records=", t.invalid_utf8_records,
+                  " skipped_missing=", t.skipped_missing, " truncated=", t.truncated_records,
+                  " split=", t.split_records);
+  if (t.null_records > 0) absl::StrAppend(stages, " null_records=", t.null_records);
+  if (t.tokenized) {
+    absl::StrAppend(stages, absl::StrFormat(" (tokenized at open: %.1f MB read in %.2f s, "
+                                            "%.1f MB/s)",
+                                            t.tokenized_bytes / 1e6, t.tokenize_seconds,
+                                            t.tokenized_bytes / 1e6 /
+                                                std::max(t.tokenize_seconds, 1e-9)));
+  } else {
+    absl::StrAppend(stages, " (from the token cache)");
+  }
+  absl::StrAppend(stages, "\n");
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
@@ -341,7 +365,7 @@ proto::InstanceStatus PipelineInstance::Status() const {
     s.set_tokenize(pipeline::DescribeTokenize(*tokenize));
   }
   for (const auto& dataset : config_.datasets) {
-    if (!dataset->is_text()) continue;
+    if (!dataset->has_conversion_stats()) continue;
     const pipeline::TextShardStats t = dataset->TextStats();
     proto::TextDatasetStatus* out = s.add_text_datasets();
     out->set_dataset(dataset->name());
@@ -352,6 +376,7 @@ proto::InstanceStatus PipelineInstance::Status() const {
     out->set_skipped_missing(t.skipped_missing);
     out->set_truncated_records(t.truncated_records);
     out->set_split_records(t.split_records);
+    out->set_null_records(t.null_records);
     uint32_t tokenized_files = 0;
     for (uint32_t i = 0; i < dataset->NumShards(); ++i) {
       if (dataset->ShardTextStats(i)->tokenized) ++tokenized_files;
@@ -399,23 +424,13 @@ std::string PipelineInstance::Explain() const {
     absl::StrAppend(&stages, "    tokenize (at dataset open, into the token cache): ",
                     pipeline::DescribeTokenize(*tokenize), "\n");
     for (const auto& d : config_.datasets) {
-      if (!d->is_text()) continue;
-      const pipeline::TextShardStats t = d->TextStats();
-      absl::StrAppend(&stages, "    text dataset '", d->name(), "': records=", t.records,
-                      " samples=", t.samples, " tokens=", t.tokens,
-                      " invalid_utf8_records=", t.invalid_utf8_records,
-                      " skipped_missing=", t.skipped_missing, " truncated=",
-                      t.truncated_records, " split=", t.split_records);
-      if (t.tokenized) {
-        absl::StrAppend(&stages, absl::StrFormat(" (tokenized at open: %.1f MB read in %.2f s, "
-                                                 "%.1f MB/s)",
-                                                 t.tokenized_bytes / 1e6, t.tokenize_seconds,
-                                                 t.tokenized_bytes / 1e6 /
-                                                     std::max(t.tokenize_seconds, 1e-9)));
-      } else {
-        absl::StrAppend(&stages, " (from the token cache)");
-      }
-      absl::StrAppend(&stages, "\n");
+      if (d->is_text()) AppendConversionLine("text", *d, &stages);
+    }
+  }
+  for (const auto& d : config_.datasets) {
+    // Record-format token datasets: converted into the token cache without tokenize.
+    if (d->has_conversion_stats() && !d->is_text()) {
+      AppendConversionLine(absl::StrCat(d->format(), " record"), *d, &stages);
     }
   }
   for (absl::string_view line : absl::StrSplit(config_.explain_stream, '\n', absl::SkipEmpty())) {

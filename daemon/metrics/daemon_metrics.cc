@@ -79,6 +79,9 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   MetricFamily text_skipped = Family("zephon_text_skipped_records", "gauge",
                                      "Records of a text dataset skipped for a missing or "
                                      "non-string field (on_missing=skip).");
+  MetricFamily text_null = Family("zephon_text_null_records", "gauge",
+                                  "Null records of a record-format dataset (Parquet, MDS) "
+                                  "skipped (on_null=skip).");
   for (const proto::InstanceStatus& s : status.instances()) {
     const Labels labels = InstanceLabels(s);
     produced.Add(labels, static_cast<double>(s.produced()));
@@ -97,6 +100,7 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
       text_tokens.Add(dataset, static_cast<double>(t.tokens()));
       text_invalid.Add(dataset, static_cast<double>(t.invalid_utf8_records()));
       text_skipped.Add(dataset, static_cast<double>(t.skipped_missing()));
+      text_null.Add(dataset, static_cast<double>(t.null_records()));
     }
     for (const proto::ReaderStatus& r : s.readers()) {
       if (r.state() != "attached") continue;
@@ -108,7 +112,7 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   std::vector<MetricFamily> out = {produced,     released,    delivered_alias, occupancy,
                                    slots,        bytes,       readers,         lag,
                                    in_flight,    buffered,    text_records,    text_tokens,
-                                   text_invalid, text_skipped};
+                                   text_invalid, text_skipped, text_null};
 
   out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")
                     .Add({}, status.instances_size()));

@@ -166,6 +166,7 @@ TEST(DaemonMetricsTest, TextDatasetFiguresArePerInstanceAndDataset) {
   web->set_tokens(9000);
   web->set_invalid_utf8_records(3);
   web->set_skipped_missing(2);
+  web->set_null_records(4);
   const std::string text =
       RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), ProcessStats()));
   const std::string labels = "{instance=\"run-a/dp0\",run=\"run-a\",dp_group=\"0\",dataset=\"web\"}";
@@ -174,6 +175,7 @@ TEST(DaemonMetricsTest, TextDatasetFiguresArePerInstanceAndDataset) {
   EXPECT_NE(text.find("zephon_text_tokens" + labels + " 9000\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_text_invalid_utf8_records" + labels + " 3\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_text_skipped_records" + labels + " 2\n"), std::string::npos);
+  EXPECT_NE(text.find("zephon_text_null_records" + labels + " 4\n"), std::string::npos);
 }
 
 }  // namespace

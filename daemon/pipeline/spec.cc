@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "daemon/pipeline/ordering/block_shuffle.h"
 #include "daemon/pipeline/formats/jsonl_reader.h"
+#include "daemon/pipeline/formats/record_formats.h"
 #include "daemon/pipeline/batching/lane_stream.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/ordering/work_source.h"
@@ -40,11 +41,30 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
       return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "] ('",
                                                      d.name(), "').path is empty"));
     }
+    const bool record = RecordFormats::Global().Find(d.format()) != nullptr;
     if (!d.format().empty() && d.format() != "megatron" && d.format() != "flat" &&
-        d.format() != "jsonl") {
+        d.format() != "jsonl" && !record) {
+      std::string known = "megatron, flat, jsonl";
+      for (const std::string& n : RecordFormats::Global().Names()) absl::StrAppend(&known, ", ", n);
       return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].format '",
-                                                     d.format(),
-                                                     "' unknown (megatron, flat, jsonl)"));
+                                                     d.format(), "' unknown (", known, ")"));
+    }
+    if (!d.field().empty() && !d.jsonl_field().empty() && d.field() != d.jsonl_field()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work_source.datasets[", k, "] ('", d.name(), "') sets field '", d.field(),
+          "' and jsonl_field '", d.jsonl_field(), "': they name the same thing; set one"));
+    }
+    if (d.on_null() != proto::DatasetSpec::ON_NULL_UNSPECIFIED &&
+        d.on_null() != proto::DatasetSpec::SKIP && d.on_null() != proto::DatasetSpec::ERROR) {
+      return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "] ('",
+                                                     d.name(), "').on_null ", d.on_null(),
+                                                     " unknown (skip, error)"));
+    }
+    if (d.on_null() != proto::DatasetSpec::ON_NULL_UNSPECIFIED && !d.format().empty() &&
+        !record) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work_source.datasets[", k, "] ('", d.name(), "').on_null is set, but format '",
+          d.format(), "' has no null records; on_null applies to record formats"));
     }
     if (d.has_max_repeats() && ws.exhausted_policy() != proto::WorkSourceSpec::REPEAT) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -72,12 +92,14 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
   return absl::OkStatus();
 }
 
-// tokenize reads JSONL text: a dataset declared in another format is refused here,
-// before any I/O (an auto-detected one is refused by Dataset::Open).
+// tokenize reads JSONL or record-format (Parquet, MDS) text: a dataset declared in
+// another format is refused here, before any I/O (an auto-detected one is refused by
+// Dataset::Open).
 absl::Status CheckTextDatasets(const proto::WorkSourceSpec& ws) {
   for (int k = 0; k < ws.datasets_size(); ++k) {
     const auto& d = ws.datasets(k);
-    if (!d.format().empty() && d.format() != "jsonl") {
+    if (!d.format().empty() && d.format() != "jsonl" &&
+        RecordFormats::Global().Find(d.format()) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "work_source.datasets[", k, "] ('", d.name(), "').format '", d.format(),
           "': the tokenize operator reads text from JSONL datasets (fmt=\"jsonl\"); "
@@ -130,6 +152,11 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
     if (d.format() == "flat") {
       if (d.dtype().empty()) d.set_dtype("uint16");
       if (d.flat_sample_tokens() == 0) d.set_flat_sample_tokens(2048);
+    }
+    if (d.format() == "jsonl" && !d.field().empty() && d.jsonl_field().empty()) {
+      // For JSONL `field` is jsonl_field: one spelling, one spec hash.
+      d.set_jsonl_field(d.field());
+      d.clear_field();
     }
     if (d.format() == "jsonl" && d.jsonl_field().empty()) d.set_jsonl_field(kDefaultJsonlField);
   }

@@ -7,7 +7,9 @@
 //   spec_string_form.h); stop_after_passes 1; flush_every_k_chunks 8; pack_flat
 //   algorithm "wrap"; for format "flat" datasets dtype "uint16" and
 //   flat_sample_tokens 2048, for format "jsonl" datasets jsonl_field "input_ids"
-//   (auto-detected datasets keep their empty fields; the detected format enters the
+//   (a JSONL dataset's `field` is moved into jsonl_field, so both spellings hash alike;
+//   record formats keep field and on_null as set, unset when unset;
+//   auto-detected datasets keep their empty fields; the detected format enters the
 //   hash through Dataset::Fingerprint). shuffle_block_size is kept verbatim ("auto" /
 //   "global" depend on the data; WorkSource resolves them, and the data enters the
 //   hash through the fingerprints).
@@ -15,7 +17,8 @@
 // and validates it (INVALID_ARGUMENT naming the option and value): format_version 1,
 // known enum values and strings, datasets non-empty with unique non-empty names and paths, weights,
 // shuffle_block_size syntax, max_repeats only with exhausted_policy REPEAT, the
-// operator list (tokenize only with JSONL datasets), lane_routing and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
+// operator list (tokenize only with JSONL or record-format datasets), field vs
+// jsonl_field, on_null only for record formats (record_formats.h), lane_routing and the lane count (LaneOptions::FromSpec, CheckCanonicalReplicas),
 // 1 <= dp_degree <= canonical_replicas (CheckDpDegreeFitsLanes). An unset
 // canonical_replicas with dp_degree over zephond's lane bound names dp_degree.
 //

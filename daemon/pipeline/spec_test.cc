@@ -147,6 +147,41 @@ TEST(ResolveSpecTest, NewOptionsAreOffByDefaultAndKeptVerbatim) {
   EXPECT_FALSE(plain.work_source().datasets(0).has_max_repeats());
 }
 
+TEST(ResolveSpecTest, DatasetFieldIsJsonlFieldForJsonlAndOnNullIsForRecordFormats) {
+  auto data = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  auto jsonl = [](const std::string& field, const std::string& jsonl_field) {
+    proto::PipelineSpec s = Minimal();
+    auto* d = s.mutable_work_source()->mutable_datasets(0);
+    d->set_format("jsonl");
+    d->set_field(field);
+    d->set_jsonl_field(jsonl_field);
+    return s;
+  };
+  auto generic = ResolveSpec(jsonl("ids", ""), 2);
+  ASSERT_TRUE(generic.ok()) << generic.status();
+  EXPECT_EQ(generic->work_source().datasets(0).jsonl_field(), "ids");
+  EXPECT_TRUE(generic->work_source().datasets(0).field().empty());
+  // One spelling, one spec: the same hash as jsonl_field.
+  EXPECT_EQ(SpecHash(*generic, {data}), SpecHash(ResolveSpec(jsonl("", "ids"), 2).value(), {data}));
+  EXPECT_TRUE(ResolveSpec(jsonl("ids", "ids"), 2).ok());
+  ExpectError(jsonl("ids", "input_ids"), 2, "sets field 'ids' and jsonl_field 'input_ids'");
+  proto::PipelineSpec on_null = jsonl("", "");
+  on_null.mutable_work_source()->mutable_datasets(0)->set_on_null(proto::DatasetSpec::ERROR);
+  ExpectError(on_null, 2, "on_null is set, but format 'jsonl' has no null records");
+  on_null.mutable_work_source()->mutable_datasets(0)->set_on_null(
+      static_cast<proto::DatasetSpec::OnNull>(7));
+  ExpectError(on_null, 2, "on_null 7 unknown (skip, error)");
+  // Auto-detected datasets keep it (Dataset::Open refuses it for a non-record format).
+  proto::PipelineSpec detected = Minimal();
+  detected.mutable_work_source()->mutable_datasets(0)->clear_format();
+  detected.mutable_work_source()->mutable_datasets(0)->set_on_null(proto::DatasetSpec::SKIP);
+  proto::PipelineSpec detected_plain = Minimal();
+  detected_plain.mutable_work_source()->mutable_datasets(0)->clear_format();
+  auto kept = ResolveSpec(detected, 2);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_NE(SpecHash(*kept, {data}), SpecHash(ResolveSpec(detected_plain, 2).value(), {data}));
+}
+
 TEST(SpecHashTest, IsStableAndCoversSpecAndData) {
   auto a = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
   auto b = testing::MakeSyntheticDataset("web", 1, 2, 11, 5);

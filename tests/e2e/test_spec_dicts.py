@@ -141,7 +141,12 @@ def datasets() -> list[zephon.Dataset]:
            zephon.Dataset("flat16", "/data/flat", fmt="flat", dtype="uint16", sample_tokens=64),
            zephon.Dataset("flat32", "/data/flat", fmt="flat", dtype="uint32", sample_tokens=64,
                           max_repeats=3),
-           zephon.Dataset("lines", "/data/jsonl", fmt="jsonl", field="ids")]
+           zephon.Dataset("lines", "/data/jsonl", fmt="jsonl", field="ids"),
+           zephon.Dataset("pq", "/data/pq/*.parquet", fmt="parquet", field="meta.input_ids"),
+           zephon.Dataset("auto-null", "/data/pq", on_null="error")]
+    for on_null in _spec_enums.CHOICES["on_null"]:
+        out.append(zephon.Dataset(f"mds-{on_null}", "/data/mds", fmt="mds", field="tokens",
+                                  on_null=on_null))
     for fmt in sources_module._FORMATS:
         out.append(zephon.Dataset(f"every-{fmt}", f"/data/{fmt}", fmt=fmt))
     return out

@@ -16,6 +16,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     # Pipeline.tokenize's (TokenizeSpec's).
     "special_tokens": ("bos_eos", "bos", "eos", "none", "tokenizer_default"),
     "on_missing": ("error", "skip"),
+    # Dataset's (DatasetSpec's), for record formats.
+    "on_null": ("skip", "error"),
 }
 
 

@@ -100,7 +100,7 @@ def tokenize_operator(tokenizer, *, field, special_tokens, bos_token_id, eos_tok
     """The {"tokenize": {...}} operator of the attach request, every argument checked
     (InvalidOptionError, a ValueError, naming the argument and the accepted values)."""
     if not isinstance(field, str) or not field:
-        raise _invalid(f"field must be a non-empty str (the JSONL records' text field), not "
+        raise _invalid(f"field must be a non-empty str (the records' text field or column), not "
                        f"{field!r}")
     for name, value in (("special_tokens", special_tokens), ("on_missing", on_missing)):
         try:

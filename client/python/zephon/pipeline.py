@@ -183,9 +183,10 @@ class Pipeline:
                  max_length: int | None = None, truncation: bool = False,
                  split_long_samples: bool = False, on_missing: str = "error",
                  split_special_tokens: bool = False) -> "Pipeline":
-        """Reads the JSONL datasets as text: each record's string ``field`` is encoded in
-        zephond (the same tokenizer as :class:`zephon.Tokenizer`) into one sample. The
-        first operator (before shuffle/pack_flat/batch); every dataset must be JSONL.
+        """Reads the datasets as text: each record's string ``field`` (a JSONL field, or
+        the text column of a Parquet or MDS dataset) is encoded in zephond (the same
+        tokenizer as :class:`zephon.Tokenizer`) into one sample. The first operator
+        (before shuffle/pack_flat/batch); every dataset must be JSONL, Parquet or MDS.
 
         ``tokenizer``: a tokenizer.json, an HF model directory holding one (its
         tokenizer_config.json names BOS/EOS) or a SentencePiece .model, as a local path

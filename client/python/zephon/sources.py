@@ -9,9 +9,16 @@ import math
 import os
 from typing import Mapping, Sequence
 
-from . import _spec_enums
+from . import _spec_enums, errors
 
-_FORMATS = ("megatron", "flat", "jsonl")
+_FORMATS = ("megatron", "flat", "jsonl", "parquet", "mds")
+# Formats whose records are converted once into the node's token cache from a column
+# (or field) that may be null.
+_RECORD_FORMATS = ("parquet", "mds")
+
+
+def _invalid(message: str) -> errors.InvalidOptionError:
+    return errors.InvalidOptionError(message, errors.INVALID_ARGUMENT)
 
 
 def _require_int(name: str, value, minimum: int = 0) -> int:
@@ -29,7 +36,15 @@ class Dataset:
     shards, or a single prefix (``path.bin`` + ``path.idx``). ``fmt="flat"``: raw token
     files (``dtype`` "uint16" or "uint32") cut into samples of ``sample_tokens`` tokens.
     ``fmt="jsonl"``: one JSON object per line (``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst``)
-    whose ``field`` holds the token ids. ``path`` may also be a glob. ``fmt=None``
+    whose ``field`` holds the token ids. ``fmt="parquet"``: the ``*.parquet`` files of a
+    directory (in name order) or a glob's matches, one sample per row; ``fmt="mds"``:
+    MosaicML Streaming shards (a directory holding ``index.json``), one sample per
+    sample. For both, ``field`` names the column of token ids (default ``"input_ids"``;
+    a list of integers; dotted paths reach struct fields, ``"meta.ids"``), or, with
+    ``Pipeline.tokenize(field=...)``, tokenize names the text column instead; each shard
+    is converted once into the node's token cache. ``on_null``: ``"skip"`` (default)
+    skips and counts null rows (``null_records`` in status, explain and /metrics),
+    ``"error"`` fails naming the file and row. ``path`` may also be a glob. ``fmt=None``
     auto-detects. ``path`` may be an S3 URL, ``s3://bucket/prefix`` (a "directory", a glob
     or one object; zephond reads it with the AWS_* settings of its environment through its
     node-wide shard cache). ``max_repeats`` bounds the passes over this dataset after the first
@@ -38,12 +53,21 @@ class Dataset:
 
     def __init__(self, name: str, path: str, fmt: str | None = None, dtype: str | None = None,
                  sample_tokens: int | None = None, field: str | None = None,
-                 max_repeats: int | None = None):
+                 max_repeats: int | None = None, on_null: str | None = None):
         if not isinstance(name, str) or not name:
             raise ValueError("Dataset name must be a non-empty string")
         if fmt is not None and fmt not in _FORMATS:
-            raise ValueError(f"Dataset {name!r}: fmt={fmt!r} is not supported; use one of "
-                             f"{', '.join(_FORMATS)} (or None to auto-detect)")
+            raise _invalid(f"Dataset {name!r}: fmt={fmt!r} is not supported; use one of "
+                           f"{', '.join(_FORMATS)} (or None to auto-detect)")
+        if on_null is not None:
+            try:
+                _spec_enums.check("on_null", on_null)
+            except ValueError as e:
+                raise _invalid(f"Dataset {name!r}: {e}") from None
+            if fmt is not None and fmt not in _RECORD_FORMATS:
+                raise _invalid(f"Dataset {name!r}: on_null={on_null!r} applies to record "
+                               f"formats ({', '.join(_RECORD_FORMATS)}), not fmt={fmt!r}, "
+                               "whose records are never null; drop on_null")
         if dtype is not None and dtype not in ("uint16", "uint32"):
             raise ValueError(f"Dataset {name!r}: dtype={dtype!r} is not supported; use "
                              "'uint16' or 'uint32'")
@@ -60,6 +84,7 @@ class Dataset:
         self.field = field
         self.max_repeats = (None if max_repeats is None
                             else _require_int("max_repeats", max_repeats, 0))
+        self.on_null = on_null
 
     @classmethod
     def from_path(cls, name: str, path: str, fmt: str | None = None, **kwargs) -> "Dataset":
@@ -74,7 +99,11 @@ class Dataset:
         if self.sample_tokens:
             spec["flat_sample_tokens"] = self.sample_tokens
         if self.field:
-            spec["jsonl_field"] = self.field
+            # Record formats read `field`; JSONL (and auto-detection) keep jsonl_field,
+            # so existing pipelines' spec hashes stay as they were.
+            spec["field" if self.fmt in _RECORD_FORMATS else "jsonl_field"] = self.field
+        if self.on_null is not None:
+            spec["on_null"] = _spec_enums.to_proto("on_null", self.on_null)
         if self.max_repeats is not None:
             spec["max_repeats"] = self.max_repeats
         return spec

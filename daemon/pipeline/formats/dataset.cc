@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/cache_dir.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
@@ -13,6 +14,8 @@
 #include "daemon/pipeline/formats/jsonl_reader.h"
 #include "daemon/pipeline/formats/megatron_reader.h"
 #include "daemon/pipeline/formats/open_dataset_files.h"
+#include "daemon/pipeline/formats/record_formats.h"
+#include "daemon/pipeline/formats/record_shard.h"
 #include "daemon/pipeline/formats/token_cache_files.h"
 #include "daemon/storage/object_store.h"
 
@@ -49,7 +52,9 @@ absl::StatusOr<std::string> DetectFormat(const std::string& path,
     ASSIGN_OR_RETURN(bool has_idx, files.Exists(StripMegatronSuffix(path) + ".idx"));
     if (has_idx) return std::string("megatron");
     if (absl::EndsWith(path, ".bin")) return LoneBinError(path);
-    return std::string(IsJsonlFileName(path) ? "jsonl" : "flat");
+    if (IsJsonlFileName(path)) return std::string("jsonl");
+    if (auto record = RecordFormats::Global().Detect({path})) return record->name;
+    return std::string("flat");
   }
   bool jsonl = false;
   for (const auto& f : src.files) {
@@ -61,7 +66,15 @@ absl::StatusOr<std::string> DetectFormat(const std::string& path,
     }
     jsonl = jsonl || IsJsonlFileName(f);
   }
-  return std::string(jsonl ? "jsonl" : "flat");
+  if (jsonl) return std::string("jsonl");
+  if (auto record = RecordFormats::Global().Detect(src.files)) return record->name;
+  return std::string("flat");
+}
+
+std::string TokenCacheDir(const OpenOptions& options) {
+  return options.token_cache != nullptr ? options.token_cache->dir()
+         : options.cache_dir.empty()    ? zephon::DefaultCacheDir()
+                                        : options.cache_dir;
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenMegatron(
@@ -124,10 +137,10 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
     const OpenOptions& options, const TextTokenization* text,
     std::vector<TextShardStats>* text_stats) {
   JsonlShardOptions shard_options;
-  shard_options.field = spec.jsonl_field().empty() ? kDefaultJsonlField : spec.jsonl_field();
-  shard_options.cache_dir = options.token_cache != nullptr ? options.token_cache->dir()
-                            : options.cache_dir.empty()    ? zephon::DefaultCacheDir()
-                                                           : options.cache_dir;
+  shard_options.field = !spec.jsonl_field().empty() ? spec.jsonl_field()
+                        : !spec.field().empty()      ? spec.field()
+                                                     : kDefaultJsonlField;
+  shard_options.cache_dir = TokenCacheDir(options);
   shard_options.token_cache = options.token_cache.get();
   shard_options.max_line_bytes = options.max_jsonl_line_bytes;
   shard_options.text = text;
@@ -140,6 +153,61 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
     shards.push_back(std::move(shard));
   }
   return shards;
+}
+
+// Record-format shards (record_formats.h), each converted into the token cache; their
+// conversion counts are appended to *stats and their checksums to *checksums.
+absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
+    const proto::DatasetSpec& spec, const RecordFormat& format, const std::string& path,
+    const DatasetFiles::Resolved& src, DatasetFiles& files, const OpenOptions& options,
+    const TextTokenization* text, std::vector<TextShardStats>* stats,
+    std::vector<std::string>* checksums) {
+  std::vector<RecordShardRef> refs;
+  if (format.resolve) {
+    ASSIGN_OR_RETURN(refs, format.resolve(path, src, files));
+  } else {
+    ASSIGN_OR_RETURN(refs, DefaultRecordShards(format, path, src));
+  }
+  RecordShardOptions shard_options;
+  shard_options.format = format.name;
+  shard_options.field = !spec.field().empty()       ? spec.field()
+                        : !spec.jsonl_field().empty() ? spec.jsonl_field()
+                                                      : kDefaultJsonlField;
+  shard_options.text = text;
+  shard_options.on_null =
+      spec.on_null() == proto::DatasetSpec::ERROR ? OnNull::kError : OnNull::kSkip;
+  shard_options.cache_dir = TokenCacheDir(options);
+  shard_options.token_cache = options.token_cache.get();
+  shard_options.convert = options.text_convert;
+  RecordField field;
+  field.kind = text != nullptr ? RecordField::Kind::kText : RecordField::Kind::kTokens;
+  field.name = text != nullptr ? text->field : shard_options.field;
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (const RecordShardRef& ref : refs) {
+    ASSIGN_OR_RETURN(DatasetFiles::Identity id, files.SourceIdentity(ref.path));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, files.Open(ref.path));
+    ASSIGN_OR_RETURN(std::string checksum, format.checksum(*file, ref));
+    const auto open = [&]() { return format.open(std::move(file), ref, field); };
+    ASSIGN_OR_RETURN(std::unique_ptr<RecordShard> shard,
+                     RecordShard::Open(ref.path, id.size, id.bytes, checksum, shard_options,
+                                       open, id.unchanged));
+    stats->push_back(*shard->text_stats());
+    checksums->push_back(std::move(checksum));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+// "parquet, mds", or what says there is none.
+std::string RecordFormatList() {
+  const std::vector<std::string> names = RecordFormats::Global().Names();
+  return names.empty() ? "none in this build" : absl::StrJoin(names, ", ");
+}
+
+std::string KnownFormats() {
+  std::string names = "megatron, flat, jsonl";
+  for (const std::string& n : RecordFormats::Global().Names()) absl::StrAppend(&names, ", ", n);
+  return names;
 }
 
 }  // namespace
@@ -216,7 +284,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
   if (format.empty()) {
     ASSIGN_OR_RETURN(format, DetectFormat(path, src, *files));
   }
-  if (text != nullptr && format != "jsonl") {
+  const std::shared_ptr<const RecordFormat> record = RecordFormats::Global().Find(format);
+  if (text != nullptr && format != "jsonl" && record == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
         "', but tokenize reads JSONL text (format \"jsonl\": .jsonl, .jsonl.gz, "
@@ -227,7 +296,14 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
     RETURN_IF_ERROR(
         ValidateTextTokenization(*text, absl::StrCat("dataset '", spec.name(), "'")));
   }
+  if (spec.on_null() != proto::DatasetSpec::ON_NULL_UNSPECIFIED && record == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
+        "': on_null applies to record formats (", RecordFormatList(),
+        "), whose records can be null; drop it"));
+  }
   std::vector<TextShardStats> text_stats;
+  std::vector<std::string> checksums;
   std::vector<std::unique_ptr<ShardReader>> shards;
   if (format == "megatron") {
     ASSIGN_OR_RETURN(shards, OpenMegatron(path, src, *files));
@@ -235,24 +311,27 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
     ASSIGN_OR_RETURN(shards, OpenFlat(spec, src, *files));
   } else if (format == "jsonl") {
     ASSIGN_OR_RETURN(shards, OpenJsonl(spec, src, *files, options, text, &text_stats));
+  } else if (record != nullptr) {
+    ASSIGN_OR_RETURN(shards, OpenRecords(spec, *record, path, src, *files, options, text,
+                                         &text_stats, &checksums));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "dataset '", spec.name(), "': format '", format, "' unknown (megatron, flat, jsonl)"));
+        "dataset '", spec.name(), "': format '", format, "' unknown (", KnownFormats(), ")"));
   }
   auto ds = FromShards(spec.name(), format, std::move(shards));
   if (!ds.ok()) {
     return absl::Status(ds.status().code(),
                         absl::StrCat(ds.status().message(), " (path ", spec.path(), ")"));
   }
-  if (text != nullptr) {
-    (*ds)->text_options_ = TextOptionBytes(*text);
-    (*ds)->text_stats_ = std::move(text_stats);
-  }
+  if (text != nullptr) (*ds)->text_options_ = TextOptionBytes(*text);
+  (*ds)->text_stats_ = std::move(text_stats);  // text and record datasets
+  (*ds)->record_checksums_ = std::move(checksums);
   return ds;
 }
 
 // Layout hashed: name, 0, format, 0, then per shard: file name, 0, u64 LE samples,
-// u64 LE bytes; a text dataset then appends 0, "text", 0, TextOptionBytes. Seed 0.
+// u64 LE bytes, and for a record format u64 LE checksum size, checksum; a text dataset
+// then appends 0, "text", 0, TextOptionBytes. Seed 0.
 uint64_t Dataset::Fingerprint() const {
   std::string bytes = name_;
   bytes.push_back('\0');
@@ -263,6 +342,11 @@ uint64_t Dataset::Fingerprint() const {
     bytes.push_back('\0');
     AppendU64(s->NumSamples(), &bytes);
     AppendU64(s->ByteSize(), &bytes);
+    if (!record_checksums_.empty()) {
+      const std::string& checksum = record_checksums_[&s - shards_.data()];
+      AppendU64(checksum.size(), &bytes);
+      bytes += checksum;
+    }
   }
   if (is_text()) {
     bytes.push_back('\0');

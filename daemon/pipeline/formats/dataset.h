@@ -20,14 +20,23 @@
 //     (compression by suffix: .gz, .zst, else plain). Tokens from field jsonl_field
 //     (default "input_ids"); shards are converted once into a token cache under
 //     OpenOptions::cache_dir (see jsonl_reader.h).
-//   Text datasets (Open with a TextTokenization): the format must be "jsonl" (given or
-//     detected); each record's text field is tokenized into the token cache
-//     (jsonl_reader.h, text_convert.h). A megatron or flat dataset is INVALID_ARGUMENT
-//     naming the path: it is already tokens.
+//   a record format (record_formats.h: "parquet", "mds" as their rooms register them):
+//     the format's resolver names the shards (Parquet: the *.parquet files of a
+//     directory in name order, or a glob's matches; MDS: the entries of a directory's
+//     index.json), each converted once into the token cache (record_shard.h). The
+//     column read is spec.field (else jsonl_field, else "input_ids"); null records are
+//     skipped and counted, or fail the open with on_null ERROR. on_null on another
+//     format is INVALID_ARGUMENT.
+//   Text datasets (Open with a TextTokenization): the format must be "jsonl" or a record
+//     format (given or detected); each record's text field (TextTokenization::field) is
+//     tokenized into the token cache (jsonl_reader.h, record_shard.h, text_convert.h). A
+//     megatron or flat dataset is INVALID_ARGUMENT naming the path: it is already tokens.
 //   format "": auto-detect. Directory or glob: megatron if any file/match ends in .idx
-//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else flat.
+//     or ends in .bin with a sibling .idx, else jsonl if any is a JSONL name, else the
+//     first record format (by name) with a shard name among them, else flat.
 //     Single path: megatron if `path`.idx exists or `path` ends in .idx/.bin with a
-//     sibling .idx; jsonl if `path` is a JSONL name; else flat. A .bin without its .idx
+//     sibling .idx; jsonl if `path` is a JSONL name; a record format whose shard name it
+//     is; else flat. A .bin without its .idx
 //     (the first one met, in either case) is NOT_FOUND naming the missing .idx and the
 //     fix (format "flat" for raw token files such as nanoGPT's train.bin): read as flat
 //     tokens it would silently cut a Megatron corpus at wrong boundaries.
@@ -38,7 +47,8 @@
 // part of the spec hash, so renaming/resizing a shard changes the hash. For JSONL the
 // size is the source file's (compressed) size. A text dataset appends "\0text\0" and
 // TextOptionBytes (field, tokenizer fingerprint, options), so the same files read as
-// text and as token arrays never share a fingerprint. Where the files live is not part of it:
+// text and as token arrays never share a fingerprint. A record-format dataset adds each
+// shard's format checksum (footer / index entry), which covers the format's version. Where the files live is not part of it:
 // the same files on local disk and in S3 have the same fingerprint.
 // Thread-safe after construction (immutable apart from the mutex-guarded content
 // checksum cache).
@@ -137,13 +147,16 @@ class Dataset {
     return shards_[shard]->AppendTokens(index, offset, count, out);
   }
   uint64_t Fingerprint() const;
-  // Text datasets: shard s's conversion counts (and whether this Open tokenized it);
-  // null for other datasets. REQUIRES: s < NumShards().
+  // Text and record-format datasets: shard s's conversion counts (and whether this
+  // Open converted it); null for other datasets. REQUIRES: s < NumShards().
   const TextShardStats* ShardTextStats(uint32_t s) const {
     return text_stats_.empty() ? nullptr : &text_stats_[s];
   }
-  bool is_text() const { return !text_stats_.empty(); }
-  // The sum over shards (all zero for other datasets).
+  // Opened with a TextTokenization.
+  bool is_text() const { return !text_options_.empty(); }
+  // Has conversion counts: a text dataset or a record-format one (record_formats.h).
+  bool has_conversion_stats() const { return !text_stats_.empty(); }
+  // The sum over shards (all zero for datasets without conversion counts).
   TextShardStats TextStats() const;
   // A location-independent checksum of shard `s`'s content, for restore checks
   // (daemon/checkpoint/dataset_content.h): its sample-length table (what a Megatron
@@ -162,9 +175,11 @@ class Dataset {
   const std::string format_;
   const std::vector<std::unique_ptr<ShardReader>> shards_;
   uint64_t num_samples_ = 0;
-  // Text datasets only (set by Open, then immutable): TextOptionBytes, per-shard stats.
+  // Set by Open, then immutable. Text datasets: TextOptionBytes. Text and record
+  // datasets: per-shard stats. Record datasets: per-shard format checksums.
   std::string text_options_;
   std::vector<TextShardStats> text_stats_;
+  std::vector<std::string> record_checksums_;
   // ShardContentChecksum's cache, one entry per shard (filled on demand).
   mutable absl::Mutex content_mu_;
   mutable std::vector<std::optional<uint64_t>> content_ ABSL_GUARDED_BY(content_mu_);

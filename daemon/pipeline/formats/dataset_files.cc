@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/formats/path_glob.h"
+#include "daemon/pipeline/formats/token_cache_files.h"
 
 namespace zephon::pipeline {
 namespace fs = std::filesystem;
@@ -56,6 +57,25 @@ class LocalFiles final : public DatasetFiles {
   absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
       const std::string& path, const JsonlShardOptions& options) override {
     return JsonlShard::Open(path, options);
+  }
+
+  absl::StatusOr<Identity> SourceIdentity(const std::string& path) override {
+    ASSIGN_OR_RETURN(SourceStat st, StatSource(path));
+    std::error_code ec;
+    const std::string abs_path = fs::absolute(path, ec).lexically_normal().string();
+    if (ec) return absl::InternalError(absl::StrCat("cannot resolve ", path, ": ", ec.message()));
+    Identity id;
+    id.size = st.size;
+    id.bytes = LocalSourceIdentity(abs_path, st);
+    id.unchanged = [path, st]() -> absl::Status {
+      ASSIGN_OR_RETURN(SourceStat after, StatSource(path));
+      if (!(after == st)) {
+        return absl::AbortedError(
+            absl::StrCat(path, " changed while it was converted to a token cache; retry"));
+      }
+      return absl::OkStatus();
+    };
+    return id;
   }
 };
 

@@ -11,6 +11,8 @@
 #ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_FILES_H_
 #define ZEPHON_DAEMON_PIPELINE_FORMATS_DATASET_FILES_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,17 @@ class DatasetFiles {
   // (jsonl_reader.h); conversion fails on a line longer than options.max_line_bytes.
   virtual absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
       const std::string& path, const JsonlShardOptions& options) = 0;
+  // What a record shard's token cache key needs of the file at `path` (record_shard.h):
+  // its size, its identity bytes (token_cache_files.h: LocalSourceIdentity /
+  // RemoteSourceIdentity) and, for a local file, a check that it has not changed since
+  // (ABORTED naming it; null for an object: the shard cache fails a replaced one).
+  // NOT_FOUND naming `path` when it does not exist.
+  struct Identity {
+    uint64_t size = 0;
+    std::string bytes;
+    std::function<absl::Status()> unchanged;
+  };
+  virtual absl::StatusOr<Identity> SourceIdentity(const std::string& path) = 0;
 };
 
 // The local filesystem: directories are listed (regular files only), globs expanded

@@ -40,14 +40,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "daemon/pipeline/formats/cached_shard.h"
 #include "daemon/pipeline/formats/line_reader.h"
 #include "daemon/pipeline/formats/shard_file.h"
-#include "daemon/pipeline/formats/shard_reader.h"
 #include "daemon/pipeline/formats/text_convert.h"
 #include "daemon/pipeline/formats/text_tokenization.h"
 #include "daemon/pipeline/formats/token_cache.h"
@@ -74,7 +73,7 @@ struct JsonlShardOptions {
   TextConvertOptions convert;
 };
 
-class JsonlShard final : public ShardReader {
+class JsonlShard final : public CachedShard {
  public:
   // REQUIRES: `cache_dir` non-empty, max_line_bytes >= 1, a non-empty `field` in
   // token-array mode, ValidateTextTokenization in text mode (errors otherwise).
@@ -94,46 +93,17 @@ class JsonlShard final : public ShardReader {
       std::unique_ptr<ShardFile> source, const std::string& version, const std::string& field,
       const std::string& cache_dir, uint64_t max_line_bytes = kDefaultMaxLineBytes);
 
-  // The source file's base name and byte size (what the dataset fingerprint covers).
-  std::string FileName() const override;
-  uint64_t ByteSize() const override { return source_bytes_; }
-  uint64_t NumSamples() const override { return num_samples_; }
-  uint64_t SampleLength(uint64_t index) const override;
-  absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
-                          int32_t* out) const override;
-  // "<cache_dir>/<key>": the cache files are this plus ".tok" / ".off".
-  const std::string& cache_prefix() const { return cache_prefix_; }
-  // Text mode: the conversion's counts (from <key>.stats on a warm open) and whether
-  // this open converted; null in token-array mode.
-  const TextShardStats* text_stats() const {
-    return text_stats_.has_value() ? &*text_stats_ : nullptr;
-  }
+  // FileName() and ByteSize() are the source file's base name and byte size (what the
+  // dataset fingerprint covers); text_stats() is null in token-array mode.
 
  private:
-  JsonlShard(std::string path, uint64_t source_bytes, std::string cache_prefix,
-             std::unique_ptr<ShardFile> tok, std::unique_ptr<ShardFile> off);
-  // Opens the cache at `prefix` (with its .stats in text mode), running `build` first
-  // when it is missing or broken; `*built` says whether it ran.
-  static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenCached(
-      const std::string& path, uint64_t source_bytes, const std::string& cache_dir,
-      const std::string& prefix, bool text, const std::function<absl::Status()>& build,
-      TokenCache* token_cache, bool* built);
+  explicit JsonlShard(Opened opened) : CachedShard(std::move(opened)) {}
   // Both Opens: checks the options, keys the cache and converts `lines()` on a miss.
   static absl::StatusOr<std::unique_ptr<JsonlShard>> OpenSource(
       const std::string& name, uint64_t source_bytes, const std::string& identity,
       const JsonlShardOptions& options,
       const std::function<absl::StatusOr<std::unique_ptr<LineReader>>()>& lines,
       const std::function<absl::Status()>& unchanged);
-  uint64_t Offset(uint64_t i) const;
-
-  const std::string path_;
-  const uint64_t source_bytes_;
-  const std::string cache_prefix_;
-  const std::unique_ptr<ShardFile> tok_;
-  const std::unique_ptr<ShardFile> off_;
-  const uint64_t num_samples_;
-  std::optional<TextShardStats> text_stats_;  // Set by Open; then immutable.
-  TokenCache::Pin pin_;                       // Set by OpenCached.
 };
 
 }  // namespace zephon::pipeline

@@ -159,10 +159,25 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> RemoteDatasetFiles::OpenJsonl(
     const std::string& path, const JsonlShardOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, Open(path));
   ASSIGN_OR_RETURN(std::string key, KeyOf(path));
-  const storage::ObjectInfo& info = known_.at(key);
-  const std::string version =
-      info.version.empty() ? absl::StrCat("mtime:", absl::ToUnixNanos(info.mtime)) : info.version;
+  ASSIGN_OR_RETURN(std::string version, VersionOf(key));
   return JsonlShard::Open(std::move(file), version, options);
+}
+
+absl::StatusOr<std::string> RemoteDatasetFiles::VersionOf(const std::string& key) {
+  ASSIGN_OR_RETURN(storage::ObjectInfo info, Info(key));
+  return info.version.empty() ? absl::StrCat("mtime:", absl::ToUnixNanos(info.mtime))
+                              : info.version;
+}
+
+absl::StatusOr<DatasetFiles::Identity> RemoteDatasetFiles::SourceIdentity(
+    const std::string& path) {
+  ASSIGN_OR_RETURN(std::string key, KeyOf(path));
+  ASSIGN_OR_RETURN(storage::ObjectInfo info, Info(key));
+  ASSIGN_OR_RETURN(std::string version, VersionOf(key));
+  Identity id;
+  id.size = info.size;
+  id.bytes = RemoteSourceIdentity(UrlOf(key), info.size, version);
+  return id;
 }
 
 }  // namespace zephon::pipeline

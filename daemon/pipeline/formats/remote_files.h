@@ -46,8 +46,11 @@ class RemoteDatasetFiles final : public DatasetFiles {
   absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
       const std::string& path, const JsonlShardOptions& options) override;
+  absl::StatusOr<Identity> SourceIdentity(const std::string& path) override;
 
  private:
+  // The object's version for cache keys: its ETag, else its mtime.
+  absl::StatusOr<std::string> VersionOf(const std::string& key);
   RemoteDatasetFiles(std::string bucket_url, std::string store_id,
                      std::shared_ptr<storage::ObjectStore> store,
                      std::shared_ptr<storage::ShardCache> cache)

@@ -537,5 +537,34 @@ TEST_F(RemoteDatasetTest, OpenDatasetFilesPicksTheStoreByLocationKind) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
 }
 
+// What a record shard's cache key is built from (record_shard.h): the object's URL,
+// size and version remotely; the absolute path, size and mtime locally, with a check
+// that the file did not change.
+TEST_F(RemoteDatasetTest, SourceIdentityKeysTheObjectOrTheFile) {
+  const std::string url = absl::StrCat(kBucket, "/corpus/shard-0.idx");
+  auto remote = OpenDatasetFiles(storage::Location{storage::LocationKind::kS3, url}, options_);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto id = (*remote)->SourceIdentity(url);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const uint64_t size = fs::file_size(bucket_dir_ + "/corpus/shard-0.idx");
+  EXPECT_EQ(id->size, size);
+  EXPECT_EQ(id->bytes.substr(0, 7 + url.size() + 1), std::string("remote\0", 7) + url + '\0');
+  EXPECT_FALSE(id->unchanged);
+  EXPECT_EQ((*remote)->SourceIdentity(url + "-missing").status().code(),
+            absl::StatusCode::kNotFound);
+
+  const std::string path = bucket_dir_ + "/corpus/shard-0.idx";
+  auto local = OpenDatasetFiles(storage::Location{storage::LocationKind::kLocal, path}, options_);
+  ASSERT_TRUE(local.ok()) << local.status();
+  auto lid = (*local)->SourceIdentity(path);
+  ASSERT_TRUE(lid.ok()) << lid.status();
+  EXPECT_EQ(lid->size, size);
+  EXPECT_EQ(lid->bytes.substr(0, path.size() + 1), path + '\0');
+  ASSERT_TRUE(lid->unchanged);
+  EXPECT_TRUE(lid->unchanged().ok());
+  ASSERT_TRUE(testing::WriteFlatFile(path, {1, 2, 3, 4, 5, 6, 7, 8, 9}).ok());
+  EXPECT_EQ(lid->unchanged().code(), absl::StatusCode::kAborted);
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

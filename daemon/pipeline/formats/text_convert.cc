@@ -18,14 +18,19 @@
 namespace zephon::pipeline {
 namespace {
 
-constexpr char kStatsMagic[] = "zephon-text-stats-v1";  // + its '\0'
-constexpr size_t kStatsCounts = 7;
+constexpr char kStatsMagic[] = "zephon-text-stats-v1";    // + its '\0'; 7 counts
+constexpr char kStatsMagicV2[] = "zephon-text-stats-v2";  // + its '\0'; 8 counts
+static_assert(sizeof(kStatsMagic) == sizeof(kStatsMagicV2));
+constexpr size_t kStatsCountsV1 = 7;
 
-// The persisted counts, in their on-disk order.
+// The persisted counts, in their on-disk order (v1 holds the first kStatsCountsV1).
 std::vector<uint64_t*> Counts(TextShardStats* s) {
-  return {&s->records,           &s->samples,           &s->tokens,       &s->invalid_utf8_records,
-          &s->skipped_missing,   &s->truncated_records, &s->split_records};
+  return {&s->records,         &s->samples,           &s->tokens,
+          &s->invalid_utf8_records, &s->skipped_missing, &s->truncated_records,
+          &s->split_records,   &s->null_records};
 }
+
+}  // namespace
 
 // One block of records, tokenized by whoever claims it first (a pool task or the
 // converting thread) and written by the converting thread.
@@ -49,7 +54,10 @@ struct TextBlock {
   absl::Notification done;
 };
 
-void Tokenize(TextBlock* block, const TextTokenization& text, const std::string& path) {
+namespace {
+
+void Tokenize(TextBlock* block, const TextTokenization& text, const std::string& path,
+              const char* unit) {
   const uint64_t max = text.max_length;
   // About 4 bytes of text a token for the languages that dominate pretraining corpora:
   // one allocation a block instead of a doubling series (each a copy and, past the
@@ -63,7 +71,7 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
         std::string_view(block->text).substr(r.begin, r.size), text.special_tokens, &block->ids);
     if (!s.ok()) {
       block->status =
-          absl::Status(s.code(), absl::StrCat(path, ": line ", r.line, ": ", s.message()));
+          absl::Status(s.code(), absl::StrCat(path, ": ", unit, " ", r.line, ": ", s.message()));
       return;
     }
     const uint64_t n = block->ids.size() - start;
@@ -84,85 +92,77 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
 
 // Tokenizes `block` unless another claimer has (or the conversion was abandoned).
 void Claim(const std::shared_ptr<TextBlock>& block, const TextTokenization& text,
-           const std::string& path) {
+           const std::string& path, const char* unit) {
   if (block->claimed.exchange(true)) return;
-  if (!block->abandoned.load()) Tokenize(block.get(), text, path);
+  if (!block->abandoned.load()) Tokenize(block.get(), text, path, unit);
   block->done.Notify();
 }
 
-// The conversion's state: the block being filled and the blocks in flight, in order.
-class Converter {
- public:
-  Converter(const std::string& path, const TextTokenization& text,
-            const TextConvertOptions& options, CacheWriter* writer, TextShardStats* stats)
-      : path_(path), text_(text), options_(options), writer_(writer), stats_(stats),
-        max_in_flight_(static_cast<size_t>(std::max(1, options.max_blocks_in_flight))),
-        filling_(std::make_shared<TextBlock>()) {}
-
-  ~Converter() {
-    // On an error, tasks not yet started skip their blocks.
-    for (const auto& b : in_flight_) b->abandoned.store(true);
-  }
-
-  void AddRecord(uint64_t line, std::string_view value) {
-    filling_->records.push_back({line, filling_->text.size(), value.size()});
-    filling_->text.append(value);
-  }
-  bool BlockFull() const { return filling_->text.size() >= options_.block_bytes; }
-
-  // Hands the filled block to the executor; writes the oldest blocks while too many
-  // are in flight.
-  absl::Status Dispatch() {
-    if (filling_->records.empty()) return absl::OkStatus();
-    std::shared_ptr<TextBlock> block = std::move(filling_);
-    filling_ = std::make_shared<TextBlock>();
-    in_flight_.push_back(block);
-    if (options_.submit) {
-      // The task owns what it reads, so it may outlive this conversion.
-      auto task = [block, text = text_, path = path_]() { Claim(block, text, path); };
-      if (!options_.submit(std::move(task))) Claim(block, text_, path_);
-    }
-    while (in_flight_.size() >= max_in_flight_) RETURN_IF_ERROR(WriteOldest());
-    return absl::OkStatus();
-  }
-
-  absl::Status Finish() {
-    RETURN_IF_ERROR(Dispatch());
-    while (!in_flight_.empty()) RETURN_IF_ERROR(WriteOldest());
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Status WriteOldest() {
-    std::shared_ptr<TextBlock> block = in_flight_.front();
-    Claim(block, text_, path_);  // runs it here unless a task has started it
-    block->done.WaitForNotification();
-    in_flight_.pop_front();
-    RETURN_IF_ERROR(block->status);
-    size_t at = 0;
-    for (uint64_t len : block->lengths) {
-      RETURN_IF_ERROR(writer_->Add(block->ids.data() + at, len));
-      at += len;
-    }
-    if (options_.progress != nullptr) options_.progress->Add(block->text.size());
-    stats_->samples += block->lengths.size();
-    stats_->tokens += block->ids.size();
-    stats_->truncated_records += block->truncated;
-    stats_->split_records += block->split;
-    return absl::OkStatus();
-  }
-
-  const std::string& path_;
-  const TextTokenization& text_;
-  const TextConvertOptions& options_;
-  CacheWriter* const writer_;
-  TextShardStats* const stats_;
-  const size_t max_in_flight_;
-  std::shared_ptr<TextBlock> filling_;
-  std::deque<std::shared_ptr<TextBlock>> in_flight_;
-};
-
 }  // namespace
+
+TextBlockConverter::TextBlockConverter(const std::string& path, const char* unit,
+                                       const TextTokenization& text,
+                                       const TextConvertOptions& options, CacheWriter* writer,
+                                       TextShardStats* stats)
+    : path_(path), unit_(unit), text_(text), options_(options), writer_(writer), stats_(stats),
+      max_in_flight_(static_cast<size_t>(std::max(1, options.max_blocks_in_flight))),
+      filling_(std::make_shared<TextBlock>()) {}
+
+TextBlockConverter::~TextBlockConverter() {
+  // On an error, tasks not yet started skip their blocks.
+  for (const auto& b : in_flight_) b->abandoned.store(true);
+}
+
+void TextBlockConverter::AddRecord(uint64_t number, std::string_view value) {
+  filling_->records.push_back({number, filling_->text.size(), value.size()});
+  filling_->text.append(value);
+}
+
+bool TextBlockConverter::BlockFull() const {
+  return filling_->text.size() >= options_.block_bytes;
+}
+
+absl::Status TextBlockConverter::Dispatch() {
+  if (filling_->records.empty()) return absl::OkStatus();
+  std::shared_ptr<TextBlock> block = std::move(filling_);
+  filling_ = std::make_shared<TextBlock>();
+  in_flight_.push_back(block);
+  if (options_.submit) {
+    // The task owns what it reads, so it may outlive this conversion.
+    auto task = [block, text = text_, path = path_, unit = unit_]() {
+      Claim(block, text, path, unit);
+    };
+    if (!options_.submit(std::move(task))) Claim(block, text_, path_, unit_);
+  }
+  while (in_flight_.size() >= max_in_flight_) RETURN_IF_ERROR(WriteOldest());
+  return absl::OkStatus();
+}
+
+absl::Status TextBlockConverter::Finish() {
+  RETURN_IF_ERROR(Dispatch());
+  while (!in_flight_.empty()) RETURN_IF_ERROR(WriteOldest());
+  return absl::OkStatus();
+}
+
+absl::Status TextBlockConverter::WriteOldest() {
+  std::shared_ptr<TextBlock> block = in_flight_.front();
+  Claim(block, text_, path_, unit_);  // runs it here unless a task has started it
+  block->done.WaitForNotification();
+  in_flight_.pop_front();
+  RETURN_IF_ERROR(block->status);
+  size_t at = 0;
+  for (uint64_t len : block->lengths) {
+    RETURN_IF_ERROR(writer_->Add(block->ids.data() + at, len));
+    at += len;
+  }
+  if (options_.progress != nullptr) options_.progress->Add(block->text.size());
+  stats_->samples += block->lengths.size();
+  stats_->tokens += block->ids.size();
+  stats_->truncated_records += block->truncated;
+  stats_->split_records += block->split;
+  return absl::OkStatus();
+}
+
 
 TextShardStats& TextShardStats::operator+=(const TextShardStats& other) {
   TextShardStats o = other;
@@ -217,20 +217,31 @@ std::string TextOptionBytes(const TextTokenization& text) {
 }
 
 std::string EncodeTextStats(const TextShardStats& stats) {
-  std::string bytes(kStatsMagic, sizeof(kStatsMagic));
+  const bool v1 = stats.null_records == 0;
+  std::string bytes(v1 ? kStatsMagic : kStatsMagicV2, sizeof(kStatsMagic));
   TextShardStats s = stats;
-  for (uint64_t* v : Counts(&s)) AppendU64(*v, &bytes);
+  std::vector<uint64_t*> counts = Counts(&s);
+  if (v1) counts.resize(kStatsCountsV1);
+  for (uint64_t* v : counts) AppendU64(*v, &bytes);
   return bytes;
 }
 
 bool DecodeTextStats(std::string_view bytes, TextShardStats* stats) {
-  if (bytes.size() != sizeof(kStatsMagic) + 8 * kStatsCounts ||
-      bytes.substr(0, sizeof(kStatsMagic)) != std::string_view(kStatsMagic, sizeof(kStatsMagic))) {
+  const std::string_view magic = bytes.substr(0, sizeof(kStatsMagic));
+  size_t n = 0;
+  if (magic == std::string_view(kStatsMagic, sizeof(kStatsMagic))) {
+    n = kStatsCountsV1;
+  } else if (magic == std::string_view(kStatsMagicV2, sizeof(kStatsMagicV2))) {
+    n = Counts(stats).size();
+  } else {
     return false;
   }
+  if (bytes.size() != sizeof(kStatsMagic) + 8 * n) return false;
   *stats = TextShardStats();
+  std::vector<uint64_t*> counts = Counts(stats);
+  counts.resize(n);
   const char* p = bytes.data() + sizeof(kStatsMagic);
-  for (uint64_t* v : Counts(stats)) {
+  for (uint64_t* v : counts) {
     *v = LoadU64(p);
     p += 8;
   }
@@ -246,7 +257,7 @@ absl::Status ConvertText(LineReader* lines, const std::string& path,
   const absl::Cleanup ended = [&options] {
     if (options.progress != nullptr) options.progress->End();
   };
-  Converter converter(path, text, options, writer, stats);
+  TextBlockConverter converter(path, "line", text, options, writer, stats);
   StringFieldScanner scanner(text.field);
   StringField field;
   std::string repaired;

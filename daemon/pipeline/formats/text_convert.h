@@ -22,7 +22,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -55,16 +57,18 @@ struct TextConvertOptions {
   ConversionProgress* progress = nullptr;
 };
 
-// What converting one text shard found. The counts are persisted with the cache
-// (<key>.stats), so a warm open reports what the conversion did.
+// What converting one text shard (or any record shard: record_convert.h) found. The
+// counts are persisted with the cache (<key>.stats), so a warm open reports what the
+// conversion did.
 struct TextShardStats {
-  uint64_t records = 0;  // non-blank lines, skipped ones included
+  uint64_t records = 0;  // non-blank lines / source records, skipped ones included
   uint64_t samples = 0;
   uint64_t tokens = 0;
   uint64_t invalid_utf8_records = 0;
   uint64_t skipped_missing = 0;
   uint64_t truncated_records = 0;  // kTruncate: records cut to max_length
   uint64_t split_records = 0;      // kSplit: records that became 2+ samples
+  uint64_t null_records = 0;       // record formats, on_null skip: null records skipped
   // Not persisted: whether this open converted the shard (a cache miss), the
   // decompressed bytes it read (up to its last record) and how long it took.
   bool tokenized = false;
@@ -87,8 +91,10 @@ absl::Status ValidateTextTokenization(const TextTokenization& text, const std::s
 // keys and the dataset fingerprint cover them.
 std::string TextOptionBytes(const TextTokenization& text);
 
-// The persisted form of the counts ("zephon-text-stats-v1\0" + 7 u64 LE) and back;
-// false when `bytes` is not such a record.
+// The persisted form of the counts and back; false when `bytes` is not such a record.
+// "zephon-text-stats-v1\0" + the first 7 counts (u64 LE) when null_records is 0, so a
+// JSONL cache's .stats stays byte-identical to earlier releases' (which stay valid);
+// "zephon-text-stats-v2\0" + all 8 counts otherwise. Decode reads both.
 std::string EncodeTextStats(const TextShardStats& stats);
 bool DecodeTextStats(std::string_view bytes, TextShardStats* stats);
 
@@ -99,6 +105,49 @@ bool DecodeTextStats(std::string_view bytes, TextShardStats* stats);
 absl::Status ConvertText(LineReader* lines, const std::string& path,
                          const TextTokenization& text, const TextConvertOptions& options,
                          CacheWriter* writer, TextShardStats* stats);
+
+struct TextBlock;  // text_convert.cc
+
+// The parallel, ordered block converter (see the top of this file) that ConvertText
+// and the record-format conversion (record_convert.h) feed: the caller adds records in
+// order, dispatches a block when BlockFull, and calls Finish once. Each block written
+// adds its samples, tokens, truncated and split records to *stats and its text bytes
+// to options.progress. Errors: Encode's, prefixed "<path>: <unit> <number>: ", and the
+// writer's; after an error the converter must not be used again.
+// Thread-compatible (one converting thread); tasks it submits never block.
+class TextBlockConverter {
+ public:
+  // `unit` names a record's number in errors ("line", "record"); a string literal.
+  // All references must outlive the converter.
+  TextBlockConverter(const std::string& path, const char* unit, const TextTokenization& text,
+                     const TextConvertOptions& options, CacheWriter* writer,
+                     TextShardStats* stats);
+  ~TextBlockConverter();
+  TextBlockConverter(const TextBlockConverter&) = delete;
+  TextBlockConverter& operator=(const TextBlockConverter&) = delete;
+
+  // Appends one record's text (copied) to the block being filled.
+  void AddRecord(uint64_t number, std::string_view value);
+  bool BlockFull() const;
+  // Hands the filled block to the executor; writes the oldest blocks while too many
+  // are in flight.
+  absl::Status Dispatch();
+  // Dispatches the last block and writes every block in flight.
+  absl::Status Finish();
+
+ private:
+  absl::Status WriteOldest();
+
+  const std::string& path_;
+  const char* const unit_;
+  const TextTokenization& text_;
+  const TextConvertOptions& options_;
+  CacheWriter* const writer_;
+  TextShardStats* const stats_;
+  const size_t max_in_flight_;
+  std::shared_ptr<TextBlock> filling_;
+  std::deque<std::shared_ptr<TextBlock>> in_flight_;
+};
 
 }  // namespace zephon::pipeline
 

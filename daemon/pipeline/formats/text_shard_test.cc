@@ -2,18 +2,16 @@
 // text_convert.h). The string field scanner's own tests are in jsonl_test.cc.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/pipeline/formats/dataset.h"
 #include "daemon/pipeline/formats/jsonl_reader.h"
+#include "daemon/pipeline/formats/test_pool_testing.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
 #include "daemon/pipeline/formats/text_convert.h"
 #include "tokenizer/tiny_tokenizer_testing.h"
@@ -24,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::MakeTempDir;
+using testing::TestPool;
 using testing::WriteTextFile;
 using tokenizer::SpecialTokens;
 using Samples = std::vector<std::vector<int32_t>>;
@@ -54,58 +53,6 @@ std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
-
-// A few threads draining a queue: a real executor for the parallel conversion.
-class TestPool {
- public:
-  explicit TestPool(int threads) {
-    for (int i = 0; i < threads; ++i) {
-      threads_.emplace_back([this] {
-        while (true) {
-          std::function<void()> task;
-          {
-            std::unique_lock<std::mutex> lock(mu_);
-            cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-            if (queue_.empty()) return;
-            task = std::move(queue_.front());
-            queue_.pop_front();
-          }
-          task();
-        }
-      });
-    }
-  }
-  ~TestPool() {
-    Stop();
-    for (auto& t : threads_) t.join();
-  }
-  // Refuses tasks once stopped, like a pool that is shutting down.
-  bool Submit(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return false;
-    queue_.push_back(std::move(task));
-    ++submitted_;
-    cv_.notify_one();
-    return true;
-  }
-  void Stop() {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    cv_.notify_all();
-  }
-  int submitted() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return submitted_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stop_ = false;
-  int submitted_ = 0;
-  std::vector<std::thread> threads_;
-};
 
 class TextShardTest : public ::testing::Test {
  protected:
