@@ -1,0 +1,94 @@
+"""MDS datasets through zephond end to end: shards written by the Streaming-following
+writer (mds_writer.py), compressed and split into several shards, read as token ids
+(an ndarray column) and as text (a str column through tokenize); each gives exactly
+the batches of the same records written as JSONL."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "e2e"))
+sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
+
+import zephon  # noqa: E402
+from mds_writer import MDSWriter  # noqa: E402
+from zephond_process import Daemon  # noqa: E402
+from test_tokenize_pipeline import tiny_tokenizer_json  # noqa: E402
+
+RECORDS = 900
+
+
+def record(i: int) -> dict:
+    ids = np.array([(x * 31 + i * 7) % 5000 for x in range(1 + (i * 13) % 90)], np.uint16)
+    return {"tokens": ids, "text": ("ab a b " * (1 + (i * 5) % 40)) + f"row {i}"}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mds-pipeline")
+    with MDSWriter(columns={"tokens": "ndarray:uint16", "text": "str"}, out=str(out / "mds"),
+                   compression="zstd", hashes=["sha1"], size_limit=1 << 14) as w:
+        for i in range(RECORDS):
+            w.write(record(i))
+    # The JSONL twin has one file per MDS shard, of the same samples: a dataset's order
+    # depends on its shards, so the twins must have the same ones.
+    shards = json.loads((out / "mds" / "index.json").read_text())["shards"]
+    assert len(shards) > 3
+    (out / "jsonl").mkdir()
+    i = 0
+    for s, shard in enumerate(shards):
+        with open(out / "jsonl" / f"part-{s:03d}.jsonl", "w") as f:
+            for _ in range(shard["samples"]):
+                r = record(i)
+                f.write(json.dumps({"input_ids": r["tokens"].tolist(), "text": r["text"]}) + "\n")
+                i += 1
+    assert i == RECORDS
+    tok = out / "tok" / "tokenizer.json"
+    tok.parent.mkdir()
+    tok.write_text(tiny_tokenizer_json(), encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("mds-daemon"), peer=False)
+    yield d
+    d.stop()
+
+
+def batches(ds, daemon, tokenize=None) -> list[str]:
+    p = zephon.Pipeline(zephon.StaticMixtureWorkSource([ds], seed=3, chunk_size=16))
+    if tokenize is not None:
+        p = p.tokenize(**tokenize)
+    p = p.pack_flat(max_length=65).batch(2).options(daemon=daemon.socket)
+    out = [hashlib.sha256(np.ascontiguousarray(b["tokens"]).tobytes()).hexdigest() for b in p]
+    p.close()
+    assert out
+    return out
+
+
+def test_ndarray_tokens_are_the_batches_of_their_jsonl_twin(data, daemon):
+    mds = zephon.Dataset.from_path("d", str(data / "mds"), fmt="mds", field="tokens")
+    js = zephon.Dataset.from_path("d", str(data / "jsonl"), fmt="jsonl", field="input_ids")
+    assert batches(mds, daemon) == batches(js, daemon)
+
+
+def test_str_column_tokenizes_as_its_jsonl_twin(data, daemon):
+    tok = {"tokenizer": str(data / "tok" / "tokenizer.json"), "field": "text",
+           "special_tokens": "eos"}
+    mds = zephon.Dataset.from_path("t", str(data / "mds"), fmt="mds")
+    js = zephon.Dataset.from_path("t", str(data / "jsonl"), fmt="jsonl")
+    assert batches(mds, daemon, tok) == batches(js, daemon, tok)
+
+
+def test_a_missing_column_lists_the_columns(data, daemon):
+    mds = zephon.Dataset.from_path("x", str(data / "mds"), fmt="mds", field="ids")
+    with pytest.raises(zephon.errors.ZephonError, match="tokens"):
+        batches(mds, daemon)

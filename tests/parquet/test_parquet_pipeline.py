@@ -1,0 +1,102 @@
+"""Parquet datasets through zephond end to end, against the same records as JSONL: files
+written by DuckDB (write_pipeline_files.mjs), their JSONL twins from what DuckDB reads
+back. Token-id columns and text columns (tokenize) give exactly the batches of their
+twins; null rows are skipped and counted, or an error naming the file and row.
+
+Needs `make setup-parquet` (DuckDB through npm); skips saying so otherwise."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "e2e"))
+sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
+
+import zephon  # noqa: E402
+from zephond_process import Daemon  # noqa: E402
+from test_tokenize_pipeline import tiny_tokenizer_json  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    if shutil.which("node") is None or not (HERE / "node_modules" / "@duckdb" / "node-api").is_dir():
+        pytest.skip("DuckDB not installed: run `make setup-parquet`")
+    out = tmp_path_factory.mktemp("pq-pipeline")
+    subprocess.run(["node", str(HERE / "write_pipeline_files.mjs"), str(out)], check=True, cwd=HERE)
+    tok = out / "tok" / "tokenizer.json"
+    tok.parent.mkdir()
+    tok.write_text(tiny_tokenizer_json(), encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    d = Daemon(tmp_path_factory.mktemp("pq-daemon"), peer=False)
+    yield d
+    d.stop()
+
+
+def batches(ds, daemon, tokenize=None, n=None) -> list[str]:
+    ws = zephon.StaticMixtureWorkSource([ds], seed=7, chunk_size=16)
+    p = zephon.Pipeline(ws)
+    if tokenize is not None:
+        p = p.tokenize(**tokenize)
+    p = p.pack_flat(max_length=65).batch(2).options(daemon=daemon.socket)
+    out = []
+    for b in p:
+        out.append(hashlib.sha256(np.ascontiguousarray(b["tokens"]).tobytes()).hexdigest())
+        if n is not None and len(out) >= n:
+            break
+    p.close()
+    assert out
+    return out
+
+
+def test_token_ids_are_the_batches_of_their_jsonl_twin(data, daemon):
+    pq = zephon.Dataset.from_path("d", str(data / "tokens"), fmt="parquet", field="input_ids")
+    js = zephon.Dataset.from_path("d", str(data / "tokens-jsonl"), fmt="jsonl",
+                                  field="input_ids")
+    assert batches(pq, daemon) == batches(js, daemon)
+
+
+def test_auto_detected_format_reads_the_same(data, daemon):
+    pq = zephon.Dataset.from_path("d", str(data / "tokens"), field="input_ids")
+    js = zephon.Dataset.from_path("d", str(data / "tokens-jsonl"), field="input_ids")
+    assert batches(pq, daemon, n=20) == batches(js, daemon, n=20)
+
+
+def test_text_column_tokenizes_as_its_jsonl_twin(data, daemon):
+    tok = {"tokenizer": str(data / "tok" / "tokenizer.json"), "field": "text",
+           "special_tokens": "eos"}
+    pq = zephon.Dataset.from_path("t", str(data / "texts"), fmt="parquet")
+    js = zephon.Dataset.from_path("t", str(data / "texts-jsonl"), fmt="jsonl")
+    assert batches(pq, daemon, tok) == batches(js, daemon, tok)
+
+
+def test_struct_field_by_dotted_path(data, daemon):
+    pq = zephon.Dataset.from_path("m", str(data / "texts"), fmt="parquet")
+    js = zephon.Dataset.from_path("m", str(data / "meta-jsonl"), fmt="jsonl")
+    tok = {"tokenizer": str(data / "tok" / "tokenizer.json"), "special_tokens": "eos"}
+    assert (batches(pq, daemon, dict(tok, field="meta.text")) ==
+            batches(js, daemon, dict(tok, field="text")))
+
+
+def test_on_null_error_names_the_file_and_row(data, daemon):
+    pq = zephon.Dataset.from_path("e", str(data / "tokens"), fmt="parquet", field="input_ids",
+                                  on_null="error")
+    with pytest.raises(zephon.errors.ZephonError, match=r"part-0\.parquet.*row 4"):
+        batches(pq, daemon, n=1)
+
+
+def test_a_missing_column_lists_the_columns(data, daemon):
+    pq = zephon.Dataset.from_path("x", str(data / "tokens"), fmt="parquet", field="ids")
+    with pytest.raises(zephon.errors.ZephonError, match="input_ids"):
+        batches(pq, daemon, n=1)
