@@ -84,8 +84,8 @@ TEST(ResolveSpecTest, RejectsBadValuesNamingThem) {
   s.set_format_version(7);
   ExpectError(s, 1, "format_version 7");
   s = Minimal();
-  s.mutable_work_source()->mutable_datasets(0)->set_format("parquet");
-  ExpectError(s, 1, "parquet");
+  s.mutable_work_source()->mutable_datasets(0)->set_format("avro");
+  ExpectError(s, 1, "avro");
   s = Minimal();
   *s.mutable_work_source()->add_datasets() = s.work_source().datasets(0);
   ExpectError(s, 1, "duplicate dataset name 'web'");

@@ -193,7 +193,7 @@ TEST_F(RecordFormatsTest, OnNullOnAFormatWithoutNullsIsRefused) {
   spec.set_on_null(proto::DatasetSpec::SKIP);
   auto ds = Dataset::Open(spec, options_);
   ASSERT_FALSE(ds.ok());
-  EXPECT_NE(ds.status().message().find("on_null applies to record formats (memrec"),
+  EXPECT_NE(ds.status().message().find("on_null applies to record formats (mds, memrec, parquet)"),
             std::string::npos)
       << ds.status();
 }
@@ -228,7 +228,7 @@ TEST_F(RecordFormatsTest, TextColumnsAreTokenized) {
 TEST_F(RecordFormatsTest, AnUnknownFormatListsTheRegisteredOnes) {
   auto ds = Dataset::Open(Spec(dir_, "avro"), options_);
   ASSERT_FALSE(ds.ok());
-  EXPECT_NE(ds.status().message().find("unknown (megatron, flat, jsonl, memrec)"),
+  EXPECT_NE(ds.status().message().find("unknown (megatron, flat, jsonl, mds, memrec, parquet)"),
             std::string::npos)
       << ds.status();
 }
