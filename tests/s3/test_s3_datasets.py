@@ -357,3 +357,30 @@ def test_a_tokenizer_from_s3_tokenizes_like_the_local_file(server, tmp_path):
         assert "tokenizers/none/tokenizer.json" in str(err.value), err.value
     finally:
         assert d.stop() == 0
+
+
+def test_parquet_and_mds_from_s3_equal_local(server, tmp_path):
+    """A DuckDB-written Parquet file (ranged reads of its footer and column chunks) and a
+    zstd MDS dataset (index.json + shard) read from s3:// give the local batches."""
+    testdata = Path(__file__).resolve().parents[2] / "daemon" / "pipeline" / "formats"
+    cases = (("parquet", testdata / "parquet" / "testdata", "tokens.parquet", "ids"),
+             ("mds", testdata / "mds" / "testdata" / "zstd", None, "ids"))
+    d = node(tmp_path, "node")
+    try:
+        for fmt, src, only, field in cases:
+            local = tmp_path / "data" / fmt
+            local.mkdir(parents=True)
+            for f in sorted(src.iterdir()):
+                if only is None or f.name == only:
+                    (local / f.name).write_bytes(f.read_bytes())
+            upload(local, f"records/{fmt}")
+            batches = []
+            for path in (str(local), f"s3://{BUCKET}/records/{fmt}"):
+                ds = zephon.Dataset.from_path("d", path, fmt=fmt, field=field)
+                p = (zephon.Pipeline(zephon.StaticMixtureWorkSource([ds], chunk_size=1))
+                     .pack_flat(max_length=3).batch(1).options(daemon=d.socket))
+                batches.append(read_all(p))
+                p.close()
+            assert batches[0] == batches[1] and batches[0], fmt
+    finally:
+        assert d.stop() == 0
