@@ -156,6 +156,12 @@ bench-parquet: setup setup-parquet
 	$(BAZEL) build //daemon/pipeline/formats/parquet:parquet_dump
 	$(PY) tests/bench/parquet_bench.py $(BENCH_ARGS)
 
+# A pre-tokenized Parquet column -> packed batches through zephond vs the same tokens as
+# a Megatron dataset (docs/benchmarks.md).
+.PHONY: bench-records
+bench-records: build setup-parquet
+	$(PY) tests/bench/records_bench.py $(BENCH_ARGS)
+
 # libFuzzer targets (tests/fuzz/, docs/reliability.md): builds each with clang-14
 # (-fsanitize=fuzzer,address,undefined) and runs it FUZZ_SECONDS, one after another.
 # Not part of `make test`, which only replays the committed corpora. libFuzzer's runtime

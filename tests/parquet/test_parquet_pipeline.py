@@ -100,3 +100,26 @@ def test_a_missing_column_lists_the_columns(data, daemon):
     pq = zephon.Dataset.from_path("x", str(data / "tokens"), fmt="parquet", field="ids")
     with pytest.raises(zephon.errors.ZephonError, match="input_ids"):
         batches(pq, daemon, n=1)
+
+
+def test_mixed_with_another_format_as_its_twin_is(data, daemon):
+    """A Parquet dataset in a mixture with a JSONL one gives the batches of the same
+    mixture with the Parquet dataset replaced by its JSONL twin."""
+    other = zephon.Dataset.from_path("other", str(data / "tokens-jsonl"), fmt="jsonl",
+                                     field="input_ids")
+
+    def mixed(first) -> list[str]:
+        ws = zephon.StaticMixtureWorkSource([first, other], mixture=[2, 1], seed=11,
+                                            chunk_size=8)
+        p = (zephon.Pipeline(ws).pack_flat(max_length=65).batch(2)
+             .options(daemon=daemon.socket))
+        out = [hashlib.sha256(np.ascontiguousarray(b["tokens"]).tobytes()).hexdigest()
+               for b in p]
+        p.close()
+        assert out
+        return out
+
+    pq = zephon.Dataset.from_path("d", str(data / "tokens"), fmt="parquet", field="input_ids")
+    js = zephon.Dataset.from_path("d", str(data / "tokens-jsonl"), fmt="jsonl",
+                                  field="input_ids")
+    assert mixed(pq) == mixed(js)
