@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <system_error>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -115,10 +116,18 @@ absl::StatusOr<Attachment> ZephonService::AttachReportingProgress(
   const pipeline::ConversionProgress::Snapshot at_start = registry_->conversions().Get();
   absl::Notification done;
   absl::StatusOr<Attachment> result = absl::UnknownError("attach did not run");
-  std::thread attach([&] {
-    result = registry_->Attach(request);
-    done.Notify();
-  });
+  std::thread attach;
+  try {
+    attach = std::thread([&] {
+      result = registry_->Attach(request);
+      done.Notify();
+    });
+  } catch (const std::system_error& e) {
+    // No thread to spare: attach here, without progress messages.
+    Log()->warn("attach of pid {}: no thread for progress reports ({}); attaching without",
+                request.client_pid(), e.what());
+    return registry_->Attach(request);
+  }
   bool client_listens = true;
   while (!done.WaitForNotificationWithTimeout(kAttachProgressInterval)) {
     if (!client_listens) continue;
