@@ -76,7 +76,7 @@ def test_files_cover_nulls_empty_lists_and_large_strings(files):
 def test_bad_token_lists_name_file_row_and_value(files):
     out, manifest = files
     errors = [c for c in manifest if "error" in c]
-    assert len(errors) == 3
+    assert len(errors) == 4
     for case in errors:
         r = dump(out / case["file"], case["field"], case["kind"])
         assert r.returncode == 1

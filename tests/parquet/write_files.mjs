@@ -103,6 +103,11 @@ await db.run(`COPY (SELECT [1, 2]::BIGINT[] AS ids UNION ALL SELECT [3, 42949672
   TO '${q(path.join(out, 'duck_overflow.parquet'))}' (FORMAT parquet)`);
 manifest.push({ file: 'duck_overflow.parquet', field: 'ids', kind: 'tokens',
                 error: 'token id 4294967296 does not fit int32' });
+// A negative token id (an error naming the row and value, as JSONL and MDS refuse them).
+await db.run(`COPY (SELECT [1, 2]::INTEGER[] AS ids UNION ALL SELECT [3, -5]::INTEGER[])
+  TO '${q(path.join(out, 'duck_negative.parquet'))}' (FORMAT parquet)`);
+manifest.push({ file: 'duck_negative.parquet', field: 'ids', kind: 'tokens',
+                error: 'token id -5 is negative' });
 // Unsigned token ids (UINTEGER / USMALLINT lists: INT32 annotated UINT_32 / UINT_16), and
 // one at 2^31 + 1, which is stored as a negative INT32.
 await db.run(`COPY (SELECT [i, i * 1000, 2147483647]::UINTEGER[] AS u32, [i, 65535]::USMALLINT[] AS u16

@@ -152,11 +152,9 @@ class ParquetRecordSource final : public RecordSource {
     if (page_.rep[level_] != 0) return LevelsDisagree("a row starts inside a list");
     const uint8_t max_def = plan_.max_def;
     const uint8_t list_def = plan_.list_def;
-    // INT32 values always fit; unsigned ones are read as such (a UINT_32 of 2^31 or more
-    // is stored negative), and INT64 ones may not fit.
+    // Unsigned values are read as such (a UINT_32 of 2^31 or more is stored negative).
     const bool unsigned_ints = plan_.unsigned_ints;
     const bool int32_column = plan_.type == parquet::PhysicalType::kInt32;
-    const bool check_range = !int32_column || unsigned_ints;
     bool null = false;
     bool first = true;  // the row's first level (repetition level 0)
     while (true) {
@@ -171,9 +169,15 @@ class ParquetRecordSource final : public RecordSource {
         const uint8_t d = def[i];
         if (d == max_def) {
           const int64_t v = ints[value_++];
-          if (check_range && (v < std::numeric_limits<int32_t>::min() ||
-                              v > std::numeric_limits<int32_t>::max() ||
-                              (unsigned_ints && v < 0))) {
+          // Token ids are in [0, 2^31) as in every other format (negatives included:
+          // they wrap past the bound as unsigned).
+          if (static_cast<uint64_t>(v) >
+              static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+            if (v < 0 && !unsigned_ints) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  Where(), ": token id ", v, " is negative (list element ", tokens_.size(),
+                  "); token ids are in [0, 2^31)"));
+            }
             return absl::InvalidArgumentError(absl::StrCat(
                 Where(), ": token id ",
                 !unsigned_ints ? absl::StrCat(v)
