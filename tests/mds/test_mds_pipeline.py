@@ -4,7 +4,6 @@ writer (mds_writer.py), compressed and split into several shards, read as token 
 the batches of the same records written as JSONL."""
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import zephon  # noqa: E402
 from mds_writer import MDSWriter  # noqa: E402
 from zephond_process import Daemon  # noqa: E402
 from test_tokenize_pipeline import tiny_tokenizer_json  # noqa: E402
+from twin_batches import batch_digests  # noqa: E402
 
 RECORDS = 900
 
@@ -64,12 +64,7 @@ def daemon(tmp_path_factory):
 
 
 def batches(ds, daemon, tokenize=None) -> list[str]:
-    p = zephon.Pipeline(zephon.StaticMixtureWorkSource([ds], seed=3, chunk_size=16))
-    if tokenize is not None:
-        p = p.tokenize(**tokenize)
-    p = p.pack_flat(max_length=65).batch(2).options(daemon=daemon.socket)
-    out = [hashlib.sha256(np.ascontiguousarray(b["tokens"]).tobytes()).hexdigest() for b in p]
-    p.close()
+    out = batch_digests([ds], daemon.socket, seed=3, tokenize=tokenize)
     assert out
     return out
 

@@ -6,14 +6,11 @@ twins; null rows are skipped and counted, or an error naming the file and row.
 Needs `make setup-parquet` (DuckDB through npm); skips saying so otherwise."""
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -23,6 +20,7 @@ sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 import zephon  # noqa: E402
 from zephond_process import Daemon  # noqa: E402
 from test_tokenize_pipeline import tiny_tokenizer_json  # noqa: E402
+from twin_batches import batch_digests  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -45,17 +43,7 @@ def daemon(tmp_path_factory):
 
 
 def batches(ds, daemon, tokenize=None, n=None) -> list[str]:
-    ws = zephon.StaticMixtureWorkSource([ds], seed=7, chunk_size=16)
-    p = zephon.Pipeline(ws)
-    if tokenize is not None:
-        p = p.tokenize(**tokenize)
-    p = p.pack_flat(max_length=65).batch(2).options(daemon=daemon.socket)
-    out = []
-    for b in p:
-        out.append(hashlib.sha256(np.ascontiguousarray(b["tokens"]).tobytes()).hexdigest())
-        if n is not None and len(out) >= n:
-            break
-    p.close()
+    out = batch_digests([ds], daemon.socket, seed=7, tokenize=tokenize, limit=n)
     assert out
     return out
 
@@ -109,13 +97,8 @@ def test_mixed_with_another_format_as_its_twin_is(data, daemon):
                                      field="input_ids")
 
     def mixed(first) -> list[str]:
-        ws = zephon.StaticMixtureWorkSource([first, other], mixture=[2, 1], seed=11,
-                                            chunk_size=8)
-        p = (zephon.Pipeline(ws).pack_flat(max_length=65).batch(2)
-             .options(daemon=daemon.socket))
-        out = [hashlib.sha256(np.ascontiguousarray(b["tokens"]).tobytes()).hexdigest()
-               for b in p]
-        p.close()
+        out = batch_digests([first, other], daemon.socket, seed=11, chunk_size=8,
+                            mixture=[2, 1])
         assert out
         return out
 

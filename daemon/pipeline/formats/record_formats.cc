@@ -57,17 +57,20 @@ RecordFormat ParquetRecordFormat() {
   return f;
 }
 
+// The file MosaicML Streaming writes beside its shards; it names them.
+constexpr std::string_view kMdsIndexName = "index.json";
+
 RecordFormat MdsRecordFormat() {
   RecordFormat f;
   f.name = "mds";
-  f.is_shard_name = [](std::string_view name) { return name == "index.json"; };
+  f.is_shard_name = [](std::string_view name) { return name == kMdsIndexName; };
   // One ref per index entry, its MdsShardInfo as the detail: a directory holding
   // index.json (local or s3://), or the index.json itself.
   f.resolve = [](const std::string& path, const DatasetFiles::Resolved& resolved,
                  DatasetFiles& files) -> absl::StatusOr<std::vector<RecordShardRef>> {
     std::string index_path;
     for (const std::string& file : resolved.files) {
-      if (BaseName(file) == "index.json") index_path = file;
+      if (BaseName(file) == kMdsIndexName) index_path = file;
     }
     if (index_path.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
