@@ -33,6 +33,11 @@ constexpr absl::Duration kLeaderWriteBudget = absl::Seconds(30);
 // Longest a rank waits for a DP-group peer's dataset open before opening its own.
 constexpr absl::Duration kPeerOpenWait = absl::Minutes(10);
 
+// Shards of one text dataset converted at once (dataset.h: OpenOptions::shards_at_once).
+// Two keep the worker pool fed while one shard starts or commits its cache; more would
+// only add converting threads and memory (each holds 2 x the pool's threads of blocks).
+constexpr int kTextShardsAtOnce = 2;
+
 std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("instance"); }
 
 // The data identity ranks share an instance by: run, DP degree and DP group.
@@ -316,6 +321,7 @@ absl::StatusOr<InstanceRegistry::OpenedDatasets> InstanceRegistry::DatasetsFor(
       return pool->Submit(std::move(task)).ok();
     };
     open_options.text_convert.max_blocks_in_flight = static_cast<int>(2 * pool->num_threads());
+    open_options.shards_at_once = kTextShardsAtOnce;
   }
   absl::StatusOr<std::vector<std::shared_ptr<const pipeline::Dataset>>> datasets =
       pipeline::OpenDatasets(resolved, open_options, text);

@@ -1,11 +1,14 @@
 #include "daemon/pipeline/formats/dataset.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/cache_dir.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
@@ -14,6 +17,7 @@
 #include "daemon/pipeline/formats/jsonl_reader.h"
 #include "daemon/pipeline/formats/megatron_reader.h"
 #include "daemon/pipeline/formats/open_dataset_files.h"
+#include "daemon/pipeline/formats/ordered_jobs.h"
 #include "daemon/pipeline/formats/record_formats.h"
 #include "daemon/pipeline/formats/record_shard.h"
 #include "daemon/pipeline/formats/token_cache_files.h"
@@ -145,10 +149,24 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
   shard_options.max_line_bytes = options.max_jsonl_line_bytes;
   shard_options.text = text;
   shard_options.convert = options.text_convert;
-  std::vector<std::unique_ptr<ShardReader>> shards;
+  // Prepared here in order (DatasetFiles is thread-compatible), opened at once.
+  std::vector<DatasetFiles::JsonlOpener> openers;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
-    ASSIGN_OR_RETURN(std::unique_ptr<JsonlShard> shard, files.OpenJsonl(f, shard_options));
+    ASSIGN_OR_RETURN(DatasetFiles::JsonlOpener opener, files.PrepareJsonl(f, shard_options));
+    openers.push_back(std::move(opener));
+  }
+  std::vector<std::unique_ptr<JsonlShard>> opened(openers.size());
+  std::vector<std::function<absl::Status()>> jobs;
+  for (size_t i = 0; i < openers.size(); ++i) {
+    jobs.push_back([&, i]() -> absl::Status {
+      ASSIGN_OR_RETURN(opened[i], openers[i]());
+      return absl::OkStatus();
+    });
+  }
+  RETURN_IF_ERROR(RunOrderedJobs(jobs, options.shards_at_once));
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (std::unique_ptr<JsonlShard>& shard : opened) {
     if (text != nullptr) text_stats->push_back(*shard->text_stats());
     shards.push_back(std::move(shard));
   }
@@ -182,18 +200,38 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
   RecordField field;
   field.kind = text != nullptr ? RecordField::Kind::kText : RecordField::Kind::kTokens;
   field.name = text != nullptr ? text->field : shard_options.field;
+  // Identities, files and checksums in order here (DatasetFiles is thread-compatible);
+  // the conversions at once.
+  struct Prepared {
+    DatasetFiles::Identity id;
+    std::unique_ptr<ShardFile> file;
+    std::string checksum;
+    std::unique_ptr<RecordShard> shard;
+  };
+  std::vector<Prepared> prepared(refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    Prepared& p = prepared[i];
+    ASSIGN_OR_RETURN(p.id, files.SourceIdentity(refs[i].path));
+    ASSIGN_OR_RETURN(p.file, files.Open(refs[i].path));
+    ASSIGN_OR_RETURN(p.checksum, format.checksum(*p.file, refs[i]));
+  }
+  std::vector<std::function<absl::Status()>> jobs;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    jobs.push_back([&, i]() -> absl::Status {
+      Prepared& p = prepared[i];
+      const RecordShardRef& ref = refs[i];
+      const auto open = [&]() { return format.open(std::move(p.file), ref, field); };
+      ASSIGN_OR_RETURN(p.shard, RecordShard::Open(ref.path, p.id.size, p.id.bytes, p.checksum,
+                                                  shard_options, open, p.id.unchanged));
+      return absl::OkStatus();
+    });
+  }
+  RETURN_IF_ERROR(RunOrderedJobs(jobs, options.shards_at_once));
   std::vector<std::unique_ptr<ShardReader>> shards;
-  for (const RecordShardRef& ref : refs) {
-    ASSIGN_OR_RETURN(DatasetFiles::Identity id, files.SourceIdentity(ref.path));
-    ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, files.Open(ref.path));
-    ASSIGN_OR_RETURN(std::string checksum, format.checksum(*file, ref));
-    const auto open = [&]() { return format.open(std::move(file), ref, field); };
-    ASSIGN_OR_RETURN(std::unique_ptr<RecordShard> shard,
-                     RecordShard::Open(ref.path, id.size, id.bytes, checksum, shard_options,
-                                       open, id.unchanged));
-    stats->push_back(*shard->text_stats());
-    checksums->push_back(std::move(checksum));
-    shards.push_back(std::move(shard));
+  for (Prepared& p : prepared) {
+    stats->push_back(*p.shard->text_stats());
+    checksums->push_back(std::move(p.checksum));
+    shards.push_back(std::move(p.shard));
   }
   return shards;
 }
@@ -305,6 +343,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
   std::vector<TextShardStats> text_stats;
   std::vector<std::string> checksums;
   std::vector<std::unique_ptr<ShardReader>> shards;
+  const absl::Time opening = absl::Now();
   if (format == "megatron") {
     ASSIGN_OR_RETURN(shards, OpenMegatron(path, src, *files));
   } else if (format == "flat") {
@@ -325,6 +364,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
   }
   if (text != nullptr) (*ds)->text_options_ = TextOptionBytes(*text);
   (*ds)->text_stats_ = std::move(text_stats);  // text and record datasets
+  (*ds)->shards_open_seconds_ = absl::ToDoubleSeconds(absl::Now() - opening);
   (*ds)->record_checksums_ = std::move(checksums);
   return ds;
 }
@@ -360,6 +400,9 @@ uint64_t Dataset::Fingerprint() const {
 TextShardStats Dataset::TextStats() const {
   TextShardStats sum;
   for (const TextShardStats& s : text_stats_) sum += s;
+  // Shards may convert at once, so their seconds overlap: the open's wall time is what
+  // the conversion took (it includes opening the warm shards, which is quick).
+  if (sum.tokenized) sum.tokenize_seconds = shards_open_seconds_;
   return sum;
 }
 

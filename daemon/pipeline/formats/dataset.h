@@ -105,6 +105,14 @@ struct OpenOptions {
       open_store;
   // Where text datasets tokenize (the node's worker pool; null = the opening thread).
   TextConvertOptions text_convert;
+  // How many shards of one JSONL or record-format dataset open (convert) at once: the
+  // opening thread and shards_at_once - 1 more. zephond sets 2 for text datasets on its
+  // worker pool, so one shard's head and tail (its first block being read, its cache's
+  // fsync) overlap with another's tokenization. Each shard's metadata (identity,
+  // checksum) is read first, in order, on the opening thread; the shards, their order
+  // and the error of the first shard that fails to convert are those of a sequential
+  // open (ordered_jobs.h).
+  int shards_at_once = 1;
 };
 
 class Dataset {
@@ -156,7 +164,9 @@ class Dataset {
   bool is_text() const { return !text_options_.empty(); }
   // Has conversion counts: a text dataset or a record-format one (record_formats.h).
   bool has_conversion_stats() const { return !text_stats_.empty(); }
-  // The sum over shards (all zero for datasets without conversion counts).
+  // The sum over shards (all zero for datasets without conversion counts), except
+  // tokenize_seconds: the wall seconds the open spent opening the shards when it
+  // converted any (shards convert at once: OpenOptions::shards_at_once).
   TextShardStats TextStats() const;
   // A location-independent checksum of shard `s`'s content, for restore checks
   // (daemon/checkpoint/dataset_content.h): its sample-length table (what a Megatron
@@ -179,6 +189,7 @@ class Dataset {
   // datasets: per-shard stats. Record datasets: per-shard format checksums.
   std::string text_options_;
   std::vector<TextShardStats> text_stats_;
+  double shards_open_seconds_ = 0;  // wall seconds opening the shards took
   std::vector<std::string> record_checksums_;
   // ShardContentChecksum's cache, one entry per shard (filled on demand).
   mutable absl::Mutex content_mu_;

@@ -54,9 +54,9 @@ class LocalFiles final : public DatasetFiles {
     return OpenLocalShardFile(path);
   }
 
-  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
-      const std::string& path, const JsonlShardOptions& options) override {
-    return JsonlShard::Open(path, options);
+  absl::StatusOr<JsonlOpener> PrepareJsonl(const std::string& path,
+                                           const JsonlShardOptions& options) override {
+    return JsonlOpener([path, &options] { return JsonlShard::Open(path, options); });
   }
 
   absl::StatusOr<Identity> SourceIdentity(const std::string& path) override {

@@ -46,8 +46,13 @@ class DatasetFiles {
   // Opens a JSONL shard, converting it into the token cache under options.cache_dir
   // when the cache has no conversion of this exact file with these options
   // (jsonl_reader.h); conversion fails on a line longer than options.max_line_bytes.
-  virtual absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
-      const std::string& path, const JsonlShardOptions& options) = 0;
+  // In two steps: what needs this instance (listing, metadata) runs here, and the
+  // returned opener does the rest (the conversion). Openers never touch this instance,
+  // so openers of several shards may run at once on other threads; `options` must
+  // outlive the opener.
+  using JsonlOpener = std::function<absl::StatusOr<std::unique_ptr<JsonlShard>>()>;
+  virtual absl::StatusOr<JsonlOpener> PrepareJsonl(const std::string& path,
+                                                   const JsonlShardOptions& options) = 0;
   // What a record shard's token cache key needs of the file at `path` (record_shard.h):
   // its size, its identity bytes (token_cache_files.h: LocalSourceIdentity /
   // RemoteSourceIdentity) and, for a local file, a check that it has not changed since

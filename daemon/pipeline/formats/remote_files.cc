@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -155,12 +156,16 @@ absl::StatusOr<std::unique_ptr<ShardFile>> RemoteDatasetFiles::Open(const std::s
   return std::unique_ptr<ShardFile>(new RemoteShardFile(store_, cache_, std::move(object)));
 }
 
-absl::StatusOr<std::unique_ptr<JsonlShard>> RemoteDatasetFiles::OpenJsonl(
+absl::StatusOr<DatasetFiles::JsonlOpener> RemoteDatasetFiles::PrepareJsonl(
     const std::string& path, const JsonlShardOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> file, Open(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardFile> opened, Open(path));
   ASSIGN_OR_RETURN(std::string key, KeyOf(path));
   ASSIGN_OR_RETURN(std::string version, VersionOf(key));
-  return JsonlShard::Open(std::move(file), version, options);
+  // The file reads through the daemon's shard cache and store (both thread-safe).
+  auto file = std::make_shared<std::unique_ptr<ShardFile>>(std::move(opened));
+  return JsonlOpener([file, version, &options] {
+    return JsonlShard::Open(std::move(*file), version, options);
+  });
 }
 
 absl::StatusOr<std::string> RemoteDatasetFiles::VersionOf(const std::string& key) {

@@ -44,8 +44,8 @@ class RemoteDatasetFiles final : public DatasetFiles {
   absl::StatusOr<Resolved> Resolve(const std::string& path) override;
   absl::StatusOr<bool> Exists(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<ShardFile>> Open(const std::string& path) override;
-  absl::StatusOr<std::unique_ptr<JsonlShard>> OpenJsonl(
-      const std::string& path, const JsonlShardOptions& options) override;
+  absl::StatusOr<JsonlOpener> PrepareJsonl(const std::string& path,
+                                           const JsonlShardOptions& options) override;
   absl::StatusOr<Identity> SourceIdentity(const std::string& path) override;
 
  private:

@@ -23,6 +23,11 @@ constexpr char kStatsMagicV2[] = "zephon-text-stats-v2";  // + its '\0'; 8 count
 static_assert(sizeof(kStatsMagic) == sizeof(kStatsMagicV2));
 constexpr size_t kStatsCountsV1 = 7;
 
+// How long the converting thread leaves a block it waits on to the pool before running
+// it itself (WriteOldest): a few blocks' tokenization (512 KiB takes 10-30 ms on one
+// thread), so a pool working through another conversion's queued blocks gets to it.
+constexpr absl::Duration kPoolClaimGrace = absl::Milliseconds(100);
+
 // The persisted counts, in their on-disk order (v1 holds the first kStatsCountsV1).
 std::vector<uint64_t*> Counts(TextShardStats* s) {
   return {&s->records,         &s->samples,           &s->tokens,
@@ -146,6 +151,13 @@ absl::Status TextBlockConverter::Finish() {
 
 absl::Status TextBlockConverter::WriteOldest() {
   std::shared_ptr<TextBlock> block = in_flight_.front();
+  // A queued block is left to the pool for a moment: the pool may be busy with another
+  // conversion's blocks queued before it (shards convert at once), and taking it here
+  // would put one more tokenizing thread on the pool's cores. Past the grace the pool
+  // counts as busy or stopped and this thread runs it, so conversion is never stuck.
+  if (options_.submit && !block->claimed.load()) {
+    block->done.WaitForNotificationWithTimeout(kPoolClaimGrace);
+  }
   Claim(block, text_, path_, unit_);  // runs it here unless a task has started it
   block->done.WaitForNotification();
   in_flight_.pop_front();

@@ -378,6 +378,54 @@ proto::DatasetSpec Spec(const std::string& path, const std::string& format = "")
   return spec;
 }
 
+TEST_F(TextShardTest, ShardsConvertedAtOnceAreTheSequentialOnesAndFailTheSameWay) {
+  const std::string dir = dir_ + "/many";
+  fs::create_directories(dir);
+  for (int s = 0; s < 7; ++s) {
+    std::string jsonl;
+    for (int r = 0; r < 40 + 13 * s; ++r) {
+      absl::StrAppend(&jsonl, R"({"text": ")", std::string(r % 9, 'a'), " b", s, "\"}\n");
+    }
+    Write(absl::StrCat("many/part-", s, ".jsonl"), jsonl);
+  }
+  TestPool pool(2);
+  OpenOptions sequential;
+  sequential.cache_dir = dir_ + "/cache-sequential";
+  sequential.text_convert.submit = [&](std::function<void()> t) {
+    return pool.Submit(std::move(t));
+  };
+  sequential.text_convert.block_bytes = 64;  // several blocks a shard
+  OpenOptions at_once = sequential;
+  at_once.cache_dir = dir_ + "/cache-at-once";
+  at_once.shards_at_once = 3;
+  auto a = Dataset::Open(Spec(dir), sequential, &text_);
+  auto b = Dataset::Open(Spec(dir), at_once, &text_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ((*b)->NumShards(), 7u);
+  EXPECT_EQ((*a)->Fingerprint(), (*b)->Fingerprint());
+  for (uint32_t s = 0; s < 7; ++s) {
+    EXPECT_EQ((*b)->shard(s).FileName(), absl::StrCat("part-", s, ".jsonl"));
+    EXPECT_EQ(AllSamples((*a)->shard(s)), AllSamples((*b)->shard(s))) << s;
+    EXPECT_TRUE((*b)->ShardTextStats(s)->SameCounts(*(*a)->ShardTextStats(s))) << s;
+  }
+  const TextShardStats sum = (*b)->TextStats();
+  EXPECT_TRUE(sum.tokenized);
+  EXPECT_GT(sum.tokenize_seconds, 0);
+  EXPECT_EQ(sum.records, (*a)->TextStats().records);
+
+  // Two bad shards: the error is the first one's, as a sequential open reports it.
+  Write("many/part-2.jsonl", "{\"text\": \"a\"}\n{\"t\": 1}\n");
+  Write("many/part-5.jsonl", "{\"nope\": 1}\n");
+  at_once.cache_dir = dir_ + "/cache-bad";
+  for (int i = 0; i < 5; ++i) {
+    auto bad = Dataset::Open(Spec(dir), at_once, &text_);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find("part-2.jsonl: line 2"), std::string::npos)
+        << bad.status();
+  }
+}
+
 TEST_F(TextShardTest, DatasetsOfTextAreJsonlOnlyAndFingerprintTheirOptions) {
   Write("a.jsonl", "{\"text\": \"a b\", \"input_ids\": [1, 2]}\n");
   Write("b.jsonl.zst", "{\"text\": \"ab\", \"input_ids\": [3]}\n{\"text\": \"\", \"input_ids\": []}\n");
