@@ -3,9 +3,11 @@ through zephond, against the same tokens as a Megatron dataset, side by side.
 
     /usr/bin/python3 tests/bench/records_bench.py [--rows N] [--rounds R]
 
-DuckDB (tests/parquet's @duckdb/node-api, `make setup-parquet`) writes N rows of a
-2,048-id list<int32> column (zstd); the same ids are written as a Megatron dataset
-(int32). Each round, on one zephond (--worker-threads 1, fresh token cache per round):
+DuckDB (tests/parquet's @duckdb/node-api, `make setup-parquet`) writes N rows (default
+60,000: 123M ids) of a 2,048-id list<int32> column (zstd), ids spread over a 128K
+vocabulary with small ids frequent, so the file compresses like real token ids (about
+2.5 bytes an id) rather than to nothing; the same ids are written as a Megatron dataset
+(int32), and a check compares a few rows as DuckDB reads them back. Each round, on one zephond (--worker-threads 1, fresh token cache per round):
   parquet cold   the first attach converts the file into the token cache, then one
                  pass of batches: tokens/s over the whole time from attach to the last
                  batch (what the first epoch of a run sees);
@@ -17,7 +19,9 @@ for >= 0.5x the Megatron path.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,6 +40,12 @@ from zephond_process import Daemon  # noqa: E402
 SEQ, MBS, IDS = 4097, 8, 2048
 
 
+def bench_ids(row: int) -> np.ndarray:
+    """Row `row`'s ids, as tests/parquet/bench_duckdb.mjs write-tokens computes them."""
+    y = ((row * IDS + np.arange(IDS, dtype=np.int64)) * 2654435761) % 4294967296
+    return ((y % 65536) * (y // 65536) // 33554).astype(np.int32)
+
+
 def one_pass(ds, socket: str) -> tuple[float, int]:
     ws = zephon.StaticMixtureWorkSource([ds], seed=1, chunk_size=64)
     p = (zephon.Pipeline(ws).pack_flat(max_length=SEQ).batch(MBS)
@@ -49,25 +59,40 @@ def one_pass(ds, socket: str) -> tuple[float, int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=20000)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rows", type=int, default=60000)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     pq_dir = ROOT / "tests" / "parquet"
     if not (pq_dir / "node_modules" / "@duckdb" / "node-api").is_dir():
         sys.exit("bench-records: DuckDB is missing: run `make setup-parquet`")
     work = Path(tempfile.mkdtemp(prefix="zephon-records-bench-"))
+    try:
+        return measure(args, pq_dir, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # GBs of files
+
+
+def measure(args: argparse.Namespace, pq_dir: Path, work: Path) -> int:
     (work / "parquet").mkdir()
     subprocess.run(["node", "bench_duckdb.mjs", "write-tokens",
                     str(work / "parquet" / "tokens.parquet"), str(args.rows)],
                    cwd=pq_dir, check=True, capture_output=True)
-    x = np.arange(IDS, dtype=np.int64)
-    docs = [((x * 7919 + r) % 128000).astype(np.int32) for r in range(args.rows)]
+    docs = [bench_ids(r) for r in range(args.rows)]
+    # The twin holds DuckDB's ids: their sum as DuckDB reads the file back.
+    out = subprocess.run(["node", "bench_duckdb.mjs", "read",
+                          str(work / "parquet" / "tokens.parquet"), "1",
+                          "sum(list_sum(input_ids))"],
+                         cwd=pq_dir, check=True, capture_output=True, text=True)
+    duckdb_sum = int(json.loads(out.stdout)["sum"])
+    if duckdb_sum != sum(int(d.sum()) for d in docs):
+        sys.exit(f"bench-records: DuckDB's ids (sum {duckdb_sum}) differ from the Megatron twin's")
     (work / "megatron").mkdir()
     zephon.write_megatron_dataset(work / "megatron" / "tokens", docs, dtype=np.int32)
     tokens = args.rows * IDS
     print(f"machine: {os.cpu_count()} CPUs; {args.rows} rows x {IDS} ids = {tokens / 1e6:.1f}M "
           f"tokens; Parquet {os.path.getsize(work / 'parquet' / 'tokens.parquet') / 1e6:.1f} MB "
-          f"(zstd, DuckDB); batches of {MBS} x {SEQ}; zephond --worker-threads 1")
+          f"(zstd, DuckDB: {os.path.getsize(work / 'parquet' / 'tokens.parquet') / tokens:.2f} "
+          f"bytes an id); batches of {MBS} x {SEQ}; zephond --worker-threads 1")
     print(f"command: /usr/bin/python3 tests/bench/records_bench.py --rows {args.rows} "
           f"--rounds {args.rounds}\n")
     best: dict[str, float] = {}

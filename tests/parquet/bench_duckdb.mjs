@@ -4,7 +4,8 @@
 //       with its row number so no page dictionary-encodes, in a hashed order) as one zstd
 //       Parquet file with a single `text` column.
 //   node bench_duckdb.mjs write-tokens OUT.parquet ROWS
-//       DuckDB writes ROWS rows of a 2,048-id list<int32> column `input_ids` (zstd).
+//       DuckDB writes ROWS rows of a 2,048-id list<int32> column `input_ids` (zstd), ids
+//       hashed from (row, position) as records_bench.py recomputes them.
 //   node bench_duckdb.mjs read FILE ROUNDS [SQL_EXPR]
 //       SET threads=1; SELECT sum(length(text)) FROM FILE, ROUNDS times; prints JSON
 //       {"seconds": [...], "sum": n} (the query's own wall time, the process start excluded).
@@ -27,8 +28,14 @@ if (mode === 'write') {
   console.log(JSON.stringify({ copies }));
 } else if (mode === 'write-tokens') {
   const [out, rows] = args;
-  await db.run(`COPY (SELECT [(x * 7919 + r) % 128000 for x in range(2048)]::INTEGER[] AS input_ids
-    FROM range(${Number(rows)}) t(r)) TO ${q(out)} (FORMAT parquet, COMPRESSION zstd)`);
+  // Ids like a tokenized corpus's: spread over a 128K vocabulary, small ids frequent (a
+  // product of two hashed uniforms), so zstd finds no arithmetic pattern to exploit.
+  // records_bench.py computes the same ids with numpy for the Megatron twin.
+  await db.run('SET threads = 2');
+  await db.run(`COPY (SELECT [((((r * 2048 + x) * 2654435761) % 4294967296) % 65536)
+      * ((((r * 2048 + x) * 2654435761) % 4294967296) // 65536) // 33554
+      for x in range(2048)]::INTEGER[] AS input_ids
+    FROM range(${Number(rows)}) t(r) ORDER BY r) TO ${q(out)} (FORMAT parquet, COMPRESSION zstd)`);
 } else if (mode === 'read') {
   const [file, rounds, expr = 'sum(length(text))'] = args;
   const seconds = [];
