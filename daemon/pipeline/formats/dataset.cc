@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cache_dir.h"
@@ -149,18 +150,25 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
   shard_options.max_line_bytes = options.max_jsonl_line_bytes;
   shard_options.text = text;
   shard_options.convert = options.text_convert;
-  // Prepared here in order (DatasetFiles is thread-compatible), opened at once.
-  std::vector<DatasetFiles::JsonlOpener> openers;
+  std::vector<std::string> paths;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
-    ASSIGN_OR_RETURN(DatasetFiles::JsonlOpener opener, files.PrepareJsonl(f, shard_options));
-    openers.push_back(std::move(opener));
+    paths.push_back(f);
   }
-  std::vector<std::unique_ptr<JsonlShard>> opened(openers.size());
+  // Each job prepares its shard under `files_mu` (DatasetFiles is thread-compatible;
+  // jobs start in shard order, so it is called in that order) and converts it outside.
+  absl::Mutex files_mu;
+  std::vector<std::unique_ptr<JsonlShard>> opened(paths.size());
   std::vector<std::function<absl::Status()>> jobs;
-  for (size_t i = 0; i < openers.size(); ++i) {
+  for (size_t i = 0; i < paths.size(); ++i) {
     jobs.push_back([&, i]() -> absl::Status {
-      ASSIGN_OR_RETURN(opened[i], openers[i]());
+      absl::StatusOr<DatasetFiles::JsonlOpener> opener;
+      {
+        absl::MutexLock lock(&files_mu);
+        opener = files.PrepareJsonl(paths[i], shard_options);
+      }
+      if (!opener.ok()) return opener.status();
+      ASSIGN_OR_RETURN(opened[i], (*opener)());
       return absl::OkStatus();
     });
   }
@@ -200,29 +208,31 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
   RecordField field;
   field.kind = text != nullptr ? RecordField::Kind::kText : RecordField::Kind::kTokens;
   field.name = text != nullptr ? text->field : shard_options.field;
-  // Identities, files and checksums in order here (DatasetFiles is thread-compatible);
-  // the conversions at once.
+  // Each job reads its shard's identity, file and checksum under `files_mu` (DatasetFiles
+  // is thread-compatible; jobs start in shard order) and converts it outside; at most
+  // shards_at_once source files are open at a time.
   struct Prepared {
-    DatasetFiles::Identity id;
-    std::unique_ptr<ShardFile> file;
     std::string checksum;
     std::unique_ptr<RecordShard> shard;
   };
+  absl::Mutex files_mu;
   std::vector<Prepared> prepared(refs.size());
-  for (size_t i = 0; i < refs.size(); ++i) {
-    Prepared& p = prepared[i];
-    ASSIGN_OR_RETURN(p.id, files.SourceIdentity(refs[i].path));
-    ASSIGN_OR_RETURN(p.file, files.Open(refs[i].path));
-    ASSIGN_OR_RETURN(p.checksum, format.checksum(*p.file, refs[i]));
-  }
   std::vector<std::function<absl::Status()>> jobs;
   for (size_t i = 0; i < refs.size(); ++i) {
     jobs.push_back([&, i]() -> absl::Status {
-      Prepared& p = prepared[i];
       const RecordShardRef& ref = refs[i];
-      const auto open = [&]() { return format.open(std::move(p.file), ref, field); };
-      ASSIGN_OR_RETURN(p.shard, RecordShard::Open(ref.path, p.id.size, p.id.bytes, p.checksum,
-                                                  shard_options, open, p.id.unchanged));
+      Prepared& p = prepared[i];
+      DatasetFiles::Identity id;
+      std::unique_ptr<ShardFile> file;
+      {
+        absl::MutexLock lock(&files_mu);
+        ASSIGN_OR_RETURN(id, files.SourceIdentity(ref.path));
+        ASSIGN_OR_RETURN(file, files.Open(ref.path));
+      }
+      ASSIGN_OR_RETURN(p.checksum, format.checksum(*file, ref));
+      const auto open = [&]() { return format.open(std::move(file), ref, field); };
+      ASSIGN_OR_RETURN(p.shard, RecordShard::Open(ref.path, id.size, id.bytes, p.checksum,
+                                                  shard_options, open, id.unchanged));
       return absl::OkStatus();
     });
   }

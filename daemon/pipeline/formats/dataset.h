@@ -108,10 +108,10 @@ struct OpenOptions {
   // How many shards of one JSONL or record-format dataset open (convert) at once: the
   // opening thread and shards_at_once - 1 more. zephond sets 2 for text datasets on its
   // worker pool, so one shard's head and tail (its first block being read, its cache's
-  // fsync) overlap with another's tokenization. Each shard's metadata (identity,
-  // checksum) is read first, in order, on the opening thread; the shards, their order
-  // and the error of the first shard that fails to convert are those of a sequential
-  // open (ordered_jobs.h).
+  // fsync) overlap with another's tokenization. Shards start in order, at most this
+  // many source files are open at a time, and the shards, their order and the error
+  // reported (the first failing shard's) are those of a sequential open
+  // (ordered_jobs.h).
   int shards_at_once = 1;
 };
 

@@ -47,9 +47,9 @@ class DatasetFiles {
   // when the cache has no conversion of this exact file with these options
   // (jsonl_reader.h); conversion fails on a line longer than options.max_line_bytes.
   // In two steps: what needs this instance (listing, metadata) runs here, and the
-  // returned opener does the rest (the conversion). Openers never touch this instance,
-  // so openers of several shards may run at once on other threads; `options` must
-  // outlive the opener.
+  // returned opener, called once, does the rest (the conversion). Openers never touch
+  // this instance, so openers of several shards may run at once, on any thread, while
+  // this instance serves other calls; `options` must outlive the opener.
   using JsonlOpener = std::function<absl::StatusOr<std::unique_ptr<JsonlShard>>()>;
   virtual absl::StatusOr<JsonlOpener> PrepareJsonl(const std::string& path,
                                                    const JsonlShardOptions& options) = 0;
