@@ -57,16 +57,18 @@ absl::Status Tokenizer::CheckSpecialTokens(SpecialTokens mode) const {
 
 absl::Status Tokenizer::Encode(std::string_view text, SpecialTokens mode,
                                std::vector<int32_t>* ids) const {
+  if (IsValidUtf8(text)) return EncodeValidUtf8(text, mode, ids);
+  return EncodeValidUtf8(ReplaceInvalidUtf8(text), mode, ids);
+}
+
+absl::Status Tokenizer::EncodeValidUtf8(std::string_view text, SpecialTokens mode,
+                                        std::vector<int32_t>* ids) const {
   RETURN_IF_ERROR(CheckSpecialTokens(mode));
   if (mode == SpecialTokens::kBos || mode == SpecialTokens::kBosEos) ids->push_back(*bos_);
   if (mode == SpecialTokens::kTokenizerDefault) {
     ids->insert(ids->end(), default_prefix_.begin(), default_prefix_.end());
   }
-  if (IsValidUtf8(text)) {
-    RETURN_IF_ERROR(EncodeText(text, ids));
-  } else {
-    RETURN_IF_ERROR(EncodeText(ReplaceInvalidUtf8(text), ids));
-  }
+  RETURN_IF_ERROR(EncodeText(text, ids));
   if (mode == SpecialTokens::kTokenizerDefault) {
     ids->insert(ids->end(), default_suffix_.begin(), default_suffix_.end());
   }

@@ -100,6 +100,11 @@ class Tokenizer {
                       std::vector<int32_t>* ids) const;
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               SpecialTokens mode = SpecialTokens::kNone) const;
+  // Encode for text the caller has already checked or repaired (the JSONL conversion
+  // validates every line): the same ids, without Encode's own pass over the bytes.
+  // REQUIRES: `text` is valid UTF-8 (else the ids are unspecified; never a crash).
+  absl::Status EncodeValidUtf8(std::string_view text, SpecialTokens mode,
+                               std::vector<int32_t>* ids) const;
 
   // OK when Encode can honour `mode` (check once at setup instead of per document).
   absl::Status CheckSpecialTokens(SpecialTokens mode) const;

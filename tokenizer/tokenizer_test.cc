@@ -68,6 +68,20 @@ TEST(TokenizerTest, InvalidUtf8BecomesReplacementCharacter) {
   EXPECT_EQ(*tok->Encode("a\xff"), (Ids{6, 8, 9, 10}));  // U+FFFD by byte fallback
 }
 
+TEST(TokenizerTest, EncodeValidUtf8GivesEncodesIdsForValidText) {
+  auto tok = Make();
+  for (const std::string text : {"", "a b", "a</s>b", "ab ab a", "a\xef\xbf\xbd b"}) {
+    for (SpecialTokens mode : {SpecialTokens::kNone, SpecialTokens::kBosEos,
+                               SpecialTokens::kTokenizerDefault}) {
+      Ids ids = {42};  // appends, as Encode does
+      ASSERT_TRUE(tok->EncodeValidUtf8(text, mode, &ids).ok());
+      Ids want = {42};
+      ASSERT_TRUE(tok->Encode(text, mode, &want).ok());
+      EXPECT_EQ(ids, want) << text;
+    }
+  }
+}
+
 TEST(TokenizerTest, DecodesLikeTheReference) {
   auto tok = Make();
   EXPECT_EQ(*tok->Decode(Ids{1, 6, 3, 5}), "<s> a b");
@@ -88,6 +102,9 @@ TEST(TokenizerTest, ModesNeedingMissingTokensFailAtCheck) {
   EXPECT_EQ(none->CheckSpecialTokens(SpecialTokens::kBos).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(none->Encode("a", SpecialTokens::kBosEos).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  Ids ids;
+  EXPECT_EQ(none->EncodeValidUtf8("a", SpecialTokens::kBosEos, &ids).code(),
             absl::StatusCode::kFailedPrecondition);
   TokenizerOptions with_bos;
   with_bos.bos_token_id = 4;

@@ -44,6 +44,7 @@ struct TextBlock {
     uint64_t line = 0;
     size_t begin = 0;  // the text is text[begin, begin + size)
     size_t size = 0;
+    bool valid_utf8 = false;  // checked by the caller: Encode need not check again
   };
   std::string text;
   std::vector<Record> records;
@@ -72,8 +73,11 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
   for (const TextBlock::Record& r : block->records) {
     // Encode appends: the record's ids land in place, no per-record copy.
     const size_t start = block->ids.size();
-    const absl::Status s = text.tokenizer->Encode(
-        std::string_view(block->text).substr(r.begin, r.size), text.special_tokens, &block->ids);
+    const std::string_view record = std::string_view(block->text).substr(r.begin, r.size);
+    const absl::Status s =
+        r.valid_utf8
+            ? text.tokenizer->EncodeValidUtf8(record, text.special_tokens, &block->ids)
+            : text.tokenizer->Encode(record, text.special_tokens, &block->ids);
     if (!s.ok()) {
       block->status =
           absl::Status(s.code(), absl::StrCat(path, ": ", unit, " ", r.line, ": ", s.message()));
@@ -118,8 +122,8 @@ TextBlockConverter::~TextBlockConverter() {
   for (const auto& b : in_flight_) b->abandoned.store(true);
 }
 
-void TextBlockConverter::AddRecord(uint64_t number, std::string_view value) {
-  filling_->records.push_back({number, filling_->text.size(), value.size()});
+void TextBlockConverter::AddRecord(uint64_t number, std::string_view value, bool valid_utf8) {
+  filling_->records.push_back({number, filling_->text.size(), value.size(), valid_utf8});
   filling_->text.append(value);
 }
 
@@ -309,7 +313,9 @@ absl::Status ConvertText(LineReader* lines, const std::string& path,
           "; fix the record, or pass on_missing=\"skip\" to tokenize() to skip such records"));
     }
     if (!valid || field.replaced_surrogates) ++stats->invalid_utf8_records;
-    converter.AddRecord(lines->line_number(), field.value);
+    // The line was checked (or repaired) above, and the scanner's unescaping writes
+    // U+FFFD for an unpaired surrogate: the value is valid UTF-8.
+    converter.AddRecord(lines->line_number(), field.value, /*valid_utf8=*/true);
     if (converter.BlockFull()) RETURN_IF_ERROR(converter.Dispatch());
   }
   return converter.Finish();

@@ -126,8 +126,10 @@ class TextBlockConverter {
   TextBlockConverter(const TextBlockConverter&) = delete;
   TextBlockConverter& operator=(const TextBlockConverter&) = delete;
 
-  // Appends one record's text (copied) to the block being filled.
-  void AddRecord(uint64_t number, std::string_view value);
+  // Appends one record's text (copied) to the block being filled. `valid_utf8`: the
+  // caller has checked it (tokenized with Tokenizer::EncodeValidUtf8); otherwise invalid
+  // sequences are replaced as Encode does.
+  void AddRecord(uint64_t number, std::string_view value, bool valid_utf8 = false);
   bool BlockFull() const;
   // Hands the filled block to the executor; writes the oldest blocks while too many
   // are in flight.
