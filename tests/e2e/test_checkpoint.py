@@ -35,7 +35,10 @@ def corpus(tmp_path_factory) -> Path:
 
 def make_pipe(corpus, socket, *, world, rank, dp, group, run_id, agg, timeout=30.0,
               restore=None, **extra):
-    ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+    # `corpus`: a Megatron folder, or a zephon.Dataset (engine_checks.py runs these jobs
+    # on Parquet and MDS datasets).
+    ds = (corpus if isinstance(corpus, zephon.Dataset)
+          else zephon.Dataset.from_path("web", str(corpus), fmt="megatron"))
     ws = zephon.StaticMixtureWorkSource([ds], seed=5, chunk_size=16, shuffle_within_shard=True,
                                         exhausted_policy="repeat")
     pipe = (zephon.Pipeline(ws).shuffle(buffer_size=16, seed=2).pack_flat(max_length=33)
