@@ -1,14 +1,17 @@
-"""The engine guarantees test_checkpoint.py checks on Megatron data, as functions over any
-zephon.Dataset, so tests/parquet and tests/mds hold record formats to the same ones with
-real zephond processes: the same samples per global step whatever the DP degree,
+"""The engine guarantees test_checkpoint.py checks on Megatron data, as pytest tests over
+any format's dataset, so tests/parquet and tests/mds hold record formats to the same ones
+with real zephond processes: the same samples per global step whatever the DP degree,
 elastic resume across DP degrees, TP peers given byte-identical batches, and a restore
 refused when the dataset's field or files changed.
 
-`nodes` is test_checkpoint.py's fixture (nodes(n) starts n daemons); `agg` an empty
-aggregate directory."""
+A test module subclasses EngineGuarantees (as class Test...) and provides the `data`
+fixture (a folder of test files) and test_checkpoint.py's `nodes` fixture (nodes(n)
+starts n daemons)."""
 from __future__ import annotations
 
+import shutil
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,3 +95,48 @@ def check_restore_refused(dataset, state: bytes, daemon, agg, run_id: str, match
             pipe.attach()
     finally:
         pipe.close()
+
+
+class EngineGuarantees:
+    """The guarantees as tests. A subclass sets FORMAT; FOLDER, the dataset's folder under
+    `data`; FIELD and OTHER_FIELD, two columns holding the same token ids (so a restore with
+    the other one differs only in the spec); CHANGED_SHARD, a regex for the shard
+    rewrite(data, folder) changes, which rewrites the dataset files copied to `folder`."""
+
+    FORMAT: str
+    FOLDER: str
+    FIELD: str
+    OTHER_FIELD: str
+    CHANGED_SHARD: str
+
+    def dataset(self, folder: Path, field: str | None = None) -> zephon.Dataset:
+        return zephon.Dataset.from_path("ds", str(folder), fmt=self.FORMAT,
+                                        field=field or self.FIELD)
+
+    def test_steps_hold_the_same_samples_for_dp_1_2_and_4(self, data, nodes, tmp_path):
+        check_steps_equal_across_dp(self.dataset(data / self.FOLDER), nodes, tmp_path / "agg")
+
+    def test_checkpoint_on_dp_2_resumes_on_dp_1_and_4(self, data, nodes, tmp_path):
+        check_resume_across_dp(self.dataset(data / self.FOLDER), nodes, tmp_path / "agg")
+
+    def test_tp_peers_get_byte_identical_batches(self, data, nodes, tmp_path):
+        check_peers_byte_identical(self.dataset(data / self.FOLDER), nodes, tmp_path / "agg")
+
+    def test_restore_with_another_field_is_refused_by_the_spec_hash(self, data, nodes,
+                                                                     tmp_path):
+        agg = tmp_path / "agg"
+        (d,) = nodes(1)
+        state = checkpoint_of(self.dataset(data / self.FOLDER), d, agg, "field")
+        check_restore_refused(self.dataset(data / self.FOLDER, self.OTHER_FIELD), state, d,
+                              agg, "field", r"spec hash .* differs from the checkpoint's")
+
+    def test_restore_after_files_were_rewritten_is_refused_naming_a_shard(self, data, nodes,
+                                                                          tmp_path):
+        folder = tmp_path / "ds"
+        shutil.copytree(data / self.FOLDER, folder)
+        agg = tmp_path / "agg"
+        (d,) = nodes(1)
+        state = checkpoint_of(self.dataset(folder), d, agg, "file")
+        self.rewrite(data, folder)
+        check_restore_refused(self.dataset(folder), state, d, agg, "file",
+                              rf"cannot restore: dataset 'ds' {self.CHANGED_SHARD}: .*changed")

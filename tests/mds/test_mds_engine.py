@@ -18,8 +18,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "e2e"))
 sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 
-import zephon  # noqa: E402
-import engine_checks  # noqa: E402
+from engine_checks import EngineGuarantees  # noqa: E402
 from mds_writer import MDSWriter  # noqa: E402
 from test_checkpoint import nodes  # noqa: E402,F401  (the daemons fixture)
 
@@ -46,40 +45,11 @@ def data(tmp_path_factory) -> Path:
     return out
 
 
-def tokens(folder: Path, field: str = "tokens") -> zephon.Dataset:
-    return zephon.Dataset.from_path("mds", str(folder), fmt="mds", field=field)
+class TestMdsEngine(EngineGuarantees):
+    FORMAT, FOLDER = "mds", "mds"
+    FIELD, OTHER_FIELD = "tokens", "tokens32"  # uint16 and int32 arrays: the same ids
+    CHANGED_SHARD = r"shard 0 \(shard\.00000\.mds\.zstd\)"
 
-
-def test_steps_hold_the_same_samples_for_dp_1_2_and_4(data, nodes, tmp_path):
-    engine_checks.check_steps_equal_across_dp(tokens(data / "mds"), nodes, tmp_path / "agg")
-
-
-def test_checkpoint_on_dp_2_resumes_on_dp_1_and_4(data, nodes, tmp_path):
-    engine_checks.check_resume_across_dp(tokens(data / "mds"), nodes, tmp_path / "agg")
-
-
-def test_tp_peers_get_byte_identical_batches(data, nodes, tmp_path):
-    engine_checks.check_peers_byte_identical(tokens(data / "mds"), nodes, tmp_path / "agg")
-
-
-def test_restore_with_another_field_is_refused_by_the_spec_hash(data, nodes, tmp_path):
-    # tokens32 holds the same ids as tokens: only the spec differs.
-    agg = tmp_path / "agg"
-    (d,) = nodes(1)
-    state = engine_checks.checkpoint_of(tokens(data / "mds"), d, agg, "field")
-    engine_checks.check_restore_refused(tokens(data / "mds", "tokens32"), state, d, agg,
-                                        "field", r"spec hash .* differs from the checkpoint's")
-
-
-def test_restore_after_the_shards_were_rewritten_is_refused_naming_a_shard(data, nodes,
-                                                                          tmp_path):
-    folder = tmp_path / "mds"
-    shutil.copytree(data / "mds", folder)
-    agg = tmp_path / "agg"
-    (d,) = nodes(1)
-    state = engine_checks.checkpoint_of(tokens(folder), d, agg, "file")
-    shutil.rmtree(folder)
-    shutil.copytree(data / "mds-changed", folder)
-    engine_checks.check_restore_refused(
-        tokens(folder), state, d, agg, "file",
-        r"cannot restore: dataset 'mds' shard 0 \(shard\.00000\.mds\.zstd\): .*changed")
+    def rewrite(self, data: Path, folder: Path) -> None:
+        shutil.rmtree(folder)
+        shutil.copytree(data / "mds-changed", folder)
