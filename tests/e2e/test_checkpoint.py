@@ -34,11 +34,17 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def make_pipe(corpus, socket, *, world, rank, dp, group, run_id, agg, timeout=30.0,
-              restore=None, **extra):
-    ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+              restore=None, tokenize=None, **extra):
+    # `corpus`: a Megatron folder, or a zephon.Dataset (engine_checks.py runs these jobs
+    # on Parquet and MDS datasets, text ones through tokenize(**tokenize)).
+    ds = (corpus if isinstance(corpus, zephon.Dataset)
+          else zephon.Dataset.from_path("web", str(corpus), fmt="megatron"))
     ws = zephon.StaticMixtureWorkSource([ds], seed=5, chunk_size=16, shuffle_within_shard=True,
                                         exhausted_policy="repeat")
-    pipe = (zephon.Pipeline(ws).shuffle(buffer_size=16, seed=2).pack_flat(max_length=33)
+    pipe = zephon.Pipeline(ws)
+    if tokenize is not None:
+        pipe = pipe.tokenize(**tokenize)
+    pipe = (pipe.shuffle(buffer_size=16, seed=2).pack_flat(max_length=33)
             .batch(2).options(daemon=socket, world_size=world, global_rank=rank,
                               dp_degree=dp, dp_group_id=group, run_id=run_id,
                               aggregate_dir=str(agg), aggregate_timeout_s=timeout,
@@ -57,7 +63,7 @@ class Job:
     daemons round-robin by rank."""
 
     def __init__(self, corpus, daemons, *, dp, peers, run_id, agg, restore=None,
-                 canonical_replicas=C, timeout=30.0):
+                 canonical_replicas=C, timeout=30.0, tokenize=None):
         self.dp, self.peers = dp, peers
         world = dp * peers
         node_of = [r % len(daemons) for r in range(world)]
@@ -68,7 +74,7 @@ class Job:
 
         self.pipes = [make_pipe(corpus, daemons[node_of[r]].socket, world=world, rank=r,
                                 dp=dp, group=r // peers, run_id=run_id, agg=agg,
-                                restore=restore, timeout=timeout,
+                                restore=restore, timeout=timeout, tokenize=tokenize,
                                 canonical_replicas=canonical_replicas,
                                 local_peers=local_peers(r))
                       for r in range(world)]
@@ -123,9 +129,9 @@ def nodes(tmp_path):
         assert d.legacy_shm_segments() == []
 
 
-def reference_steps(corpus, nodes, agg) -> list:
+def reference_steps(corpus, nodes, agg, tokenize=None) -> list:
     (d,) = nodes(1)
-    job = Job(corpus, [d], dp=1, peers=1, run_id="reference", agg=agg)
+    job = Job(corpus, [d], dp=1, peers=1, run_id="reference", agg=agg, tokenize=tokenize)
     steps = [job.step() for _ in range(STEPS)]
     job.close()
     return steps

@@ -7,16 +7,21 @@
 //   1  a whole file, column "text" read as text;
 //   2  a whole file, column "ids" read as token lists;
 //   3  page decoders: RLE/bit-packed hybrid (bit width from the next byte),
-//      DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY on the rest.
+//      DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY on the rest;
+//      the LZ4 codec (Hadoop framing, else a raw block) on the rest, into a buffer of
+//      exactly the page size it is given (the first frame's claimed size, capped).
 // Invariants beyond "no crash, no UB, no out-of-bounds read": every error has a
 // message; a file source returns exactly NumRecords() records when it does not fail,
 // and never more; a text record's view and a token list lie within what Next returned.
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "daemon/pipeline/formats/parquet/codecs.h"
 #include "daemon/pipeline/formats/parquet/encodings.h"
 #include "daemon/pipeline/formats/parquet/metadata.h"
 #include "daemon/pipeline/formats/parquet/parquet_records.h"
@@ -58,6 +63,20 @@ void Records(std::string_view bytes, RecordField field) {
                  .status());
 }
 
+// The page size is the first Hadoop frame's claimed decompressed size, so a consistent
+// frame is one mutation away; the buffer is allocated at exactly that size, so ASan
+// sees any write past the page.
+void Lz4(std::string_view bytes) {
+  size_t expected = bytes.size();
+  if (bytes.size() >= 4) {
+    const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+    expected = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
+  }
+  expected = std::min<size_t>(expected, 1 << 20);
+  std::unique_ptr<char[]> out(new char[std::max<size_t>(expected, 1)]);
+  CheckError(pq::Decompress(pq::Codec::kLz4, bytes, expected, out.get()));
+}
+
 void Decoders(std::string_view bytes) {
   if (bytes.empty()) return;
   const int width = static_cast<uint8_t>(bytes[0]) % 34;  // 33: an invalid width
@@ -78,6 +97,7 @@ void Decoders(std::string_view bytes) {
   CheckError(pq::DecodeDeltaByteArray(bytes, 100, &arena, &strings));
   strings.clear();
   CheckError(pq::DecodePlainByteArray(bytes, 100, &strings));
+  Lz4(bytes);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 """Parquet datasets through zephond end to end, against the same records as JSONL: files
 written by DuckDB (write_pipeline_files.mjs), their JSONL twins from what DuckDB reads
 back. Token-id columns and text columns (tokenize) give exactly the batches of their
-twins; null rows are skipped and counted, or an error naming the file and row.
+twins; null rows are skipped and counted, or an error naming the file and row. A legacy
+file from parquet-testing (codec LZ4, Hadoop-framed) gives the batches of its LZ4_RAW twin.
 
 Needs `make setup-parquet` (DuckDB through npm); skips saying so otherwise."""
 from __future__ import annotations
@@ -106,3 +107,18 @@ def test_mixed_with_another_format_as_its_twin_is(data, daemon):
     js = zephon.Dataset.from_path("d", str(data / "tokens-jsonl"), fmt="jsonl",
                                   field="input_ids")
     assert mixed(pq) == mixed(js)
+
+
+def test_legacy_lz4_gives_the_batches_of_its_lz4_raw_twin(daemon, tmp_path):
+    """parquet-testing's Hadoop-framed LZ4 file (several frames a page) through the daemon,
+    tokenized, gives the batches of the LZ4_RAW file of the same 10000 rows."""
+    (tmp_path / "tokenizer.json").write_text(tiny_tokenizer_json(), encoding="utf-8")
+    tok = {"tokenizer": str(tmp_path / "tokenizer.json"), "special_tokens": "eos",
+           "field": "a"}
+    digests = []
+    for name in ("hadoop_lz4_compressed_larger.parquet", "lz4_raw_compressed_larger.parquet"):
+        (tmp_path / name).mkdir()
+        shutil.copyfile(HERE / "testdata" / "parquet-testing" / name, tmp_path / name / name)
+        ds = zephon.Dataset.from_path("lz4", str(tmp_path / name), fmt="parquet")
+        digests.append(batches(ds, daemon, tok))
+    assert digests[0] == digests[1]

@@ -2,7 +2,9 @@
 // records as JSONL from what DuckDB reads back (null rows left out, as on_null="skip"
 // leaves them out of the samples).
 //   node write_pipeline_files.mjs OUT_DIR
-// OUT_DIR/tokens/part-{0,1,2}.parquet  list<int32> input_ids (every 9th row null)
+// OUT_DIR/tokens/part-{0,1,2}.parquet  list<int32> input_ids (every 9th row null) and
+//                                     list<int64> ids64 (the same lists)
+// OUT_DIR/tokens-changed/part-1.parquet tokens/part-1.parquet rewritten with other ids
 // OUT_DIR/texts/part-{0,1}.parquet     text (every 7th row null) and struct meta.text
 // OUT_DIR/tokens-jsonl/, texts-jsonl/, meta-jsonl/: the JSONL twins.
 import { DuckDBInstance } from '@duckdb/node-api';
@@ -30,15 +32,18 @@ async function twin(file, expr, dir, name, key) {
   fs.writeFileSync(path.join(out, dir, name), lines.join('\n') + '\n');
 }
 
+const tokens = (s, salt) => `SELECT ids::INTEGER[] AS input_ids, ids::BIGINT[] AS ids64
+    FROM (SELECT i, CASE WHEN i % 9 = 4 THEN NULL
+                   ELSE [(x * 31 + i * 7 + ${s} + ${salt}) % 5000 for x in range(1 + (i * 13) % 90)]
+                 END AS ids
+          FROM range(${400 + 50 * s}) t(i)) ORDER BY i`;
 for (let s = 0; s < 3; s++) {
-  const file = await write('tokens', `part-${s}.parquet`, `SELECT
-      CASE WHEN i % 9 = 4 THEN NULL
-           ELSE [(x * 31 + i * 7 + ${s}) % 5000 for x in range(1 + (i * 13) % 90)]::INTEGER[]
-      END AS input_ids
-    FROM range(${400 + 50 * s}) t(i) ORDER BY i`,
+  const file = await write('tokens', `part-${s}.parquet`, tokens(s, 0),
     `COMPRESSION 'zstd', ROW_GROUP_SIZE 100`);
   await twin(file, 'input_ids', 'tokens-jsonl', `part-${s}.jsonl`, 'input_ids');
 }
+await write('tokens-changed', 'part-1.parquet', tokens(1, 17),
+  `COMPRESSION 'zstd', ROW_GROUP_SIZE 100`);
 for (let s = 0; s < 2; s++) {
   const file = await write('texts', `part-${s}.parquet`, `SELECT
       CASE WHEN i % 7 = 3 THEN NULL

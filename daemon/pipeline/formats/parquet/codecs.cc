@@ -70,6 +70,54 @@ absl::Status Inflate(std::string_view in, size_t expected, char* out) {
   return absl::OkStatus();
 }
 
+// LZ4_decompress_safe of `in` into out[0, capacity): the decompressed size, or -1 when
+// the block is corrupt or would not fit. Never writes past `capacity`.
+int Lz4Block(std::string_view in, char* out, size_t capacity) {
+  return LZ4_decompress_safe(in.data(), out, static_cast<int>(in.size()),
+                             static_cast<int>(capacity));
+}
+
+uint32_t BigEndian32(const char* p) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+}
+
+// The Hadoop framing of the deprecated LZ4 codec (parquet-java and Hadoop's Lz4Codec
+// write it): one or more frames of big-endian u32 decompressed size, big-endian u32
+// compressed size, then an LZ4 block of that compressed size. True when `in` is exactly
+// such frames and they decompress to exactly `expected` bytes; false as soon as a frame
+// does not fit (a length past the page or past `expected`, a block that fails or gives
+// another size than its frame says), so the caller can try the raw block instead. Every
+// length is bounded by the page's compressed and uncompressed sizes before it is used.
+bool TryLz4Hadoop(std::string_view in, size_t expected, char* out) {
+  constexpr size_t kFrameHeader = 8;
+  size_t written = 0;
+  while (in.size() >= kFrameHeader) {
+    const size_t decompressed = BigEndian32(in.data());
+    const size_t compressed = BigEndian32(in.data() + 4);
+    in.remove_prefix(kFrameHeader);
+    if (compressed > in.size() || decompressed > expected - written) return false;
+    const int n = Lz4Block(in.substr(0, compressed), out + written, decompressed);
+    if (n < 0 || static_cast<size_t>(n) != decompressed) return false;
+    in.remove_prefix(compressed);
+    written += decompressed;
+  }
+  return in.empty() && written == expected;
+}
+
+// LZ4 (codec 5, deprecated): Hadoop-framed blocks (parquet-java, Hadoop), else one raw
+// LZ4 block (what parquet-cpp wrote before it adopted the framing), as Arrow reads it.
+absl::Status DecompressLz4(std::string_view in, size_t expected, char* out) {
+  if (TryLz4Hadoop(in, expected, out)) return absl::OkStatus();
+  const int n = Lz4Block(in, out, expected);
+  if (n < 0) {
+    return Corrupt(Codec::kLz4, "neither Hadoop-framed LZ4 blocks nor one raw LZ4 block of "
+                                "the page header's size");
+  }
+  if (static_cast<size_t>(n) != expected) return WrongSize(Codec::kLz4, n, expected);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckCodecSupported(Codec codec) {
@@ -80,11 +128,8 @@ absl::Status CheckCodecSupported(Codec codec) {
     case Codec::kZstd:
     case Codec::kLz4Raw:
     case Codec::kBrotli:
-      return absl::OkStatus();
     case Codec::kLz4:
-      return absl::UnimplementedError(
-          "compression codec LZ4 (the deprecated Hadoop-framed LZ4) is not supported: "
-          "rewrite the file with LZ4_RAW, ZSTD or SNAPPY");
+      return absl::OkStatus();
     case Codec::kLzo:
       return absl::UnimplementedError(
           "compression codec LZO is not supported: rewrite the file with ZSTD or SNAPPY");
@@ -131,9 +176,10 @@ absl::Status Decompress(Codec codec, std::string_view in, size_t expected_size, 
       if (n != expected_size) return WrongSize(codec, n, expected_size);
       return absl::OkStatus();
     }
+    case Codec::kLz4:
+      return DecompressLz4(in, expected_size, out);
     case Codec::kLz4Raw: {
-      const int n = LZ4_decompress_safe(in.data(), out, static_cast<int>(in.size()),
-                                        static_cast<int>(expected_size));
+      const int n = Lz4Block(in, out, expected_size);
       if (n < 0) {
         return Corrupt(codec, "LZ4_decompress_safe failed (corrupt, or larger than the "
                               "page header's size)");

@@ -1,5 +1,6 @@
 #include "daemon/pipeline/formats/parquet/encodings.h"
 
+#include <lz4.h>
 #include <zstd.h>
 
 #include <string>
@@ -61,7 +62,7 @@ TEST(PlainTest, StringLengthPastThePageIsDataLoss) {
   EXPECT_NE(s.message().find("passes the page's end"), std::string::npos) << s;
 }
 
-TEST(CodecsTest, WrongDecompressedSizeIsDataLossAndOldCodecsUnimplemented) {
+TEST(CodecsTest, WrongDecompressedSizeIsDataLossAndLzoUnimplemented) {
   const std::string text(1000, 'z');
   std::string packed(ZSTD_compressBound(text.size()), '\0');
   packed.resize(ZSTD_compress(packed.data(), packed.size(), text.data(), text.size(), 3));
@@ -76,8 +77,64 @@ TEST(CodecsTest, WrongDecompressedSizeIsDataLossAndOldCodecsUnimplemented) {
   const absl::Status lzo = Decompress(Codec::kLzo, packed, 1000, out.data());
   EXPECT_EQ(lzo.code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(lzo.message().find("LZO"), std::string::npos);
-  EXPECT_EQ(Decompress(Codec::kLz4, packed, 1000, out.data()).code(),
-            absl::StatusCode::kUnimplemented);
+}
+
+std::string Lz4Block(std::string_view text) {
+  std::string packed(LZ4_compressBound(static_cast<int>(text.size())), '\0');
+  packed.resize(LZ4_compress_default(text.data(), packed.data(), static_cast<int>(text.size()),
+                                     static_cast<int>(packed.size())));
+  return packed;
+}
+
+// A Hadoop LZ4 frame: big-endian u32 decompressed size, u32 compressed size, the block.
+std::string HadoopFrame(std::string_view text, uint32_t claimed_compressed = 0) {
+  const std::string block = Lz4Block(text);
+  const uint32_t sizes[2] = {static_cast<uint32_t>(text.size()),
+                             claimed_compressed ? claimed_compressed
+                                                : static_cast<uint32_t>(block.size())};
+  std::string out;
+  for (uint32_t v : sizes) {
+    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(v >> shift));
+  }
+  return out + block;
+}
+
+TEST(CodecsTest, Lz4ReadsHadoopFramesAndRawBlocks) {
+  const std::string a(700, 'a'), b = "then something else " + std::string(300, 'b');
+  std::string out(a.size() + b.size(), '\0');
+  const std::string framed = HadoopFrame(a) + HadoopFrame(b);
+  ASSERT_TRUE(Decompress(Codec::kLz4, framed, out.size(), out.data()).ok());
+  EXPECT_EQ(out, a + b);
+  out.assign(out.size(), '\0');
+  ASSERT_TRUE(Decompress(Codec::kLz4, Lz4Block(a + b), out.size(), out.data()).ok());
+  EXPECT_EQ(out, a + b);
+  out.assign(out.size(), '\0');
+  const std::string empty;
+  EXPECT_TRUE(Decompress(Codec::kLz4, empty, 0, out.data()).ok());
+}
+
+TEST(CodecsTest, Lz4LengthsPastThePageAreDataLossNeverOverruns) {
+  const std::string text(1000, 'z');
+  // The output buffer is exactly the page header's size: a guard byte after it must
+  // survive every attempt.
+  std::string out(text.size() + 1, '#');
+  const std::string past_input = HadoopFrame(text, 1u << 30);
+  absl::Status s = Decompress(Codec::kLz4, past_input, text.size(), out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("LZ4"), std::string::npos) << s;
+  // A frame claiming more than the page header's size, and a raw block that is larger.
+  s = Decompress(Codec::kLz4, HadoopFrame(text), text.size() - 1, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  s = Decompress(Codec::kLz4, Lz4Block(text), text.size() - 1, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  // A raw block smaller than the header says: the size mismatch is named.
+  s = Decompress(Codec::kLz4, Lz4Block(text.substr(0, 900)), text.size(), out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("page header says 1000"), std::string::npos) << s;
+  EXPECT_EQ(out.back(), '#');
+  // Truncated framing (a header cut short) is not Hadoop and not a valid raw block.
+  s = Decompress(Codec::kLz4, HadoopFrame(text).substr(0, 6), text.size(), out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
 }
 
 TEST(CodecsTest, PageCrcIsZlibCrc32) {

@@ -9,7 +9,7 @@
 // "<file>: row <r> (row group <g>, page <p>)". Errors follow record_source.h: DATA_LOSS
 // for a corrupt file (naming file, row group, column and page), INVALID_ARGUMENT for a
 // missing or wrong-kind field and for token ids outside int32, UNIMPLEMENTED naming
-// a valid but unsupported feature (LZ4/LZO codecs, FIXED_LEN_BYTE_ARRAY, nested lists).
+// a valid but unsupported feature (the LZO codec, FIXED_LEN_BYTE_ARRAY, nested lists).
 // The source is thread-compatible; ParquetFooterChecksum is thread-safe.
 #ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_PARQUET_PARQUET_RECORDS_H_
 #define ZEPHON_DAEMON_PIPELINE_FORMATS_PARQUET_PARQUET_RECORDS_H_

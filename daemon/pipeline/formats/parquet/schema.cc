@@ -222,10 +222,11 @@ absl::StatusOr<ColumnPlan> ResolveColumn(const FileMetaData& metadata,
     }
     const PhysicalType t = *leaf->element->type;
     if (t != PhysicalType::kInt32 && t != PhysicalType::kInt64) {
+      // A list of strings is neither one text nor token ids: both fixes name another column.
       return absl::InvalidArgumentError(absl::StrCat(
           "field '", name, "' is a list of ", PhysicalTypeName(t),
           tokens ? ", not of INT32 or INT64 token ids: name a list<int32> or list<int64> column"
-                 : absl::StrCat(", not text: ", fix_tokens).c_str()));
+                 : ", not text: name a string column for tokenize(field=...)"));
     }
     if (!tokens) {
       return absl::InvalidArgumentError(absl::StrCat(
