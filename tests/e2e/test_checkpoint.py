@@ -197,6 +197,34 @@ def test_checkpoint_at_the_end_of_data_resumes_to_the_end(nodes, tmp_path):
     q.close()
 
 
+def test_rank_attaching_after_the_first_checkpoint_call_joins_the_round(corpus, nodes,
+                                                                        tmp_path):
+    # Issue 16: rank 1 attaches to the same zephond and calls checkpoint() only after
+    # rank 0 already called it, with no barrier between them. The round used to fix its
+    # local ranks at rank 0's call and time out ("ranks [1] were missing") most times.
+    agg = tmp_path / "agg"
+    (d,) = nodes(1)
+    per_rank = BATCHES_PER_STEP // 2
+    for attempt in range(10):
+        run_id = f"late-{attempt}"
+        pipes = [make_pipe(corpus, d.socket, world=2, rank=r, dp=2, group=r, run_id=run_id,
+                           agg=agg, timeout=30.0) for r in range(2)]
+        it0 = iter(pipes[0])
+        for _ in range(per_rank):
+            next(it0)
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(pipes[0].checkpoint)
+            time.sleep(0.2)  # rank 0 is in its round; rank 1 is not even attached
+            assert not first.done()
+            it1 = iter(pipes[1])
+            for _ in range(per_rank):
+                next(it1)
+            second = pipes[1].checkpoint()
+            assert first.result(timeout=60) == second, f"attempt {attempt}"
+        for p in pipes:
+            p.close()
+
+
 def test_missing_rank_times_out_listing_it_and_writes_nothing(corpus, nodes, tmp_path):
     agg = tmp_path / "agg"
     daemons = nodes(2)
