@@ -221,6 +221,9 @@ def test_rank_attaching_after_the_first_checkpoint_call_joins_the_round(corpus, 
                 next(it1)
             second = pipes[1].checkpoint()
             assert first.result(timeout=60) == second, f"attempt {attempt}"
+        ranks = zephon.inspect_checkpoint(second)["ranks"]
+        assert [(r["global_rank"], r["dp_group_id"], r["taken"]) for r in ranks] == [
+            (0, 0, per_rank), (1, 1, per_rank)]
         for p in pipes:
             p.close()
 
