@@ -133,6 +133,7 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     if (missing.empty()) {
       // This caller completes the local set: it pre-merges and reports every call not
       // reported yet, its own included, and waits for the leader's answer.
+      const bool first_report = round.reported.empty();
       std::map<uint32_t, RoundCall> unreported;
       for (const auto& [r, c] : round.calls) {
         if (round.reported.insert(r).second) unreported.emplace(r, c);
@@ -140,7 +141,7 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
       ++round.submitting;
       const absl::Time round_deadline = round.deadline;
       mu_.Unlock();
-      absl::StatusOr<proto::CheckpointResult> result = Submit(unreported, key, round_deadline);
+      absl::StatusOr<proto::CheckpointResult> result = Submit(unreported, key, round_deadline, first_report);
       mu_.Lock();
       --round.submitting;
       // Reports of one round get one outcome from the leader; the first one answers.
@@ -175,14 +176,15 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
 }
 
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(
-    const std::map<uint32_t, RoundCall>& calls, const Key& key, absl::Time deadline) const {
+    const std::map<uint32_t, RoundCall>& calls, const Key& key, absl::Time deadline,
+    bool counted) const {
   const RoundInstance& instance = *calls.begin()->second.instance;
   // Rank 0 may be attached here without being in this report (it called first and was
   // reported already, or has not called yet): this daemon still leads.
   const bool leads =
       calls.count(0) > 0 || options_.roster->LocalRanksOfRun(key.first).count(0) > 0;
   absl::StatusOr<proto::CheckpointReport> report = PreMerge(calls, key.first, key.second);
-  if (report.ok()) return Report(*report, instance.route, leads, deadline);
+  if (report.ok()) return Report(*report, instance.route, leads, deadline, counted);
   // Broken here (e.g. peers' counts differ): tell the leader, so that ranks on other
   // nodes get the real cause now instead of a timeout later.
   proto::CheckpointReport failure;
@@ -193,16 +195,17 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(
   failure.set_aggregate_timeout_s(instance.aggregate_timeout_s);
   failure.set_failure(std::string(report.status().message()));
   (void)Report(failure, instance.route, leads,
-               std::min(deadline, options_.env->Now() + absl::Seconds(5)));
+               std::min(deadline, options_.env->Now() + absl::Seconds(5)), counted);
   return report.status();
 }
 
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Report(
     const proto::CheckpointReport& report, const LeaderRoute& route, bool leads,
-    absl::Time deadline) const {
+    absl::Time deadline, bool counted) const {
   const absl::Time begun = options_.env->Now();
   absl::StatusOr<proto::CheckpointResult> result =
       options_.reporter->Submit(report, route, leads, deadline);
+  if (!counted) return result;
   // A failure report is an error round even when the leader acknowledges it.
   options_.counters->CountCheckpointRound(result.ok() && report.failure().empty(),
                                           absl::ToDoubleSeconds(options_.env->Now() - begun));

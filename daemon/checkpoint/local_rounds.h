@@ -10,8 +10,8 @@
 // round in progress: its call sends one more report of the same round with the calls
 // not reported yet, and the leader, which waits for every rank of world_size until
 // aggregate_timeout_s, merges them all. Every local caller then gets the leader's
-// answer: the same merged bytes, or the same error. Each report is counted in
-// DaemonCounters.
+// answer: the same merged bytes, or the same error. Each local round is counted once in
+// DaemonCounters, by its first report (which waits for the whole round).
 //
 // Leading: reports go to the in-process aggregator when this daemon hosts global_rank
 // 0 of the run (one of the calls, or attached now), else to the remote leader.
@@ -128,12 +128,14 @@ class LocalRounds {
   };
 
   // Pre-merges and reports to the leader; on a local failure, tells the leader too.
+  // `counted`: the local round's first report, counted in the round metrics.
   absl::StatusOr<proto::CheckpointResult> Submit(const std::map<uint32_t, RoundCall>& calls,
-                                                 const Key& key, absl::Time deadline) const;
-  // One report to the leader, counted in the round metrics.
+                                                 const Key& key, absl::Time deadline,
+                                                 bool counted) const;
+  // One report to the leader, counted in the round metrics when `counted`.
   absl::StatusOr<proto::CheckpointResult> Report(const proto::CheckpointReport& report,
                                                  const LeaderRoute& route, bool leads,
-                                                 absl::Time deadline) const;
+                                                 absl::Time deadline, bool counted) const;
   // Checks the local calls and builds the report (no lock held: reads instances).
   absl::StatusOr<proto::CheckpointReport> PreMerge(const std::map<uint32_t, RoundCall>& calls,
                                                    const std::string& run_id,
