@@ -182,6 +182,13 @@ absl::Status AttachedReader::Release(uint64_t seq) {
 uint64_t AttachedReader::taken() const { return ring_ ? ring_->batches_taken() : 0; }
 
 absl::StatusOr<std::string> AttachedReader::Checkpoint(absl::Duration timeout) {
+  absl::StatusOr<proto::CheckpointResult> result = CheckpointRound(timeout);
+  if (!result.ok()) return result.status();
+  return std::move(*result->mutable_checkpoint());
+}
+
+absl::StatusOr<proto::CheckpointResult> AttachedReader::CheckpointRound(
+    absl::Duration timeout) {
   if (detached_) return absl::FailedPreconditionError("this reader is detached");
   proto::CheckpointRequest request;
   request.set_instance_id(reply_.instance_id());
@@ -198,7 +205,7 @@ absl::StatusOr<std::string> AttachedReader::Checkpoint(absl::Duration timeout) {
   // moves on to the next round number: a retry after a failed round is a new round.
   ++next_round_;
   if (!s.ok()) return s;
-  return result.checkpoint();
+  return result;
 }
 
 absl::StatusOr<std::string> AttachedReader::Explain(absl::Duration timeout) const {

@@ -68,6 +68,9 @@ class AttachedReader {
   // bytes (the same for every rank). Records the batches this rank has taken from Next(),
   // never prefetched ones. Errors name the missing ranks or the disagreeing counts.
   absl::StatusOr<std::string> Checkpoint(absl::Duration timeout);
+  // Checkpoint, with the leader's whole answer: the bytes, where they were written, and
+  // the round's warning (empty: none; e.g. a checkpoint taken mid-window).
+  absl::StatusOr<proto::CheckpointResult> CheckpointRound(absl::Duration timeout);
   // Batches taken from Next() so far, released or not (what a checkpoint records:
   // CheckpointRequest.taken, RankProgress.taken).
   uint64_t taken() const;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -15,6 +16,7 @@
 #include "client/connection.h"
 #include "client/daemon_queries.h"
 #include "common/paths.h"
+#include "daemon/checkpoint/checkpoint_file.h"
 #include "shm/ring_layout.h"
 
 struct zephon_reader {
@@ -150,13 +152,36 @@ uint64_t zephon_delivered(zephon_reader* reader) { return zephon_released(reader
 
 int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint64_t* size,
                       char** error) {
+  char* warning = nullptr;
+  const int code = zephon_checkpoint_noted(reader, timeout_s, data, size, &warning, error);
+  std::free(warning);
+  return code;
+}
+
+int zephon_checkpoint_noted(zephon_reader* reader, double timeout_s, char** data,
+                            uint64_t* size, char** warning, char** error) {
+  *warning = nullptr;
   if (absl::Status owner = CheckOwner(reader); !owner.ok()) return Fail(owner, error);
-  absl::StatusOr<std::string> bytes = reader->reader->Checkpoint(Seconds(timeout_s));
-  if (!bytes.ok()) return Fail(bytes.status(), error);
-  *data = static_cast<char*>(std::malloc(bytes->size() + 1));
+  absl::StatusOr<zephon::proto::CheckpointResult> result =
+      reader->reader->CheckpointRound(Seconds(timeout_s));
+  if (!result.ok()) return Fail(result.status(), error);
+  const std::string& bytes = result->checkpoint();
+  *data = static_cast<char*>(std::malloc(bytes.size() + 1));
   if (*data == nullptr) return Fail(absl::ResourceExhaustedError("out of memory"), error);
-  std::memcpy(*data, bytes->data(), bytes->size());
-  *size = bytes->size();
+  std::memcpy(*data, bytes.data(), bytes.size());
+  *size = bytes.size();
+  if (!result->warning().empty()) *warning = Dup(result->warning());
+  return 0;
+}
+
+int zephon_inspect_checkpoint(const char* data, uint64_t size, char** json, char** error) {
+  if (data == nullptr && size > 0) {
+    return Fail(absl::InvalidArgumentError("no checkpoint bytes (NULL data)"), error);
+  }
+  absl::StatusOr<zephon::proto::CheckpointState> state = zephon::checkpoint::DecodeCheckpoint(
+      std::string_view(data == nullptr ? "" : data, size));
+  if (!state.ok()) return Fail(state.status(), error);
+  *json = Dup(ToJson(*state));
   return 0;
 }
 

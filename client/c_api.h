@@ -31,8 +31,10 @@ extern "C" {
  * Version 2: adds zephon_released; zephon_delivered becomes its deprecated alias. No
  * struct layout changed: a caller built against version 1 links and runs unchanged.
  * Version 3: adds the tokenizer (zephon_tokenizer_*, zephon_tokenizer_options,
- * zephon_free_array). Nothing older changed. */
-#define ZEPHON_C_API_VERSION 3
+ * zephon_free_array). Nothing older changed.
+ * Version 4: adds zephon_checkpoint_noted (the round's warning) and
+ * zephon_inspect_checkpoint. Nothing older changed. */
+#define ZEPHON_C_API_VERSION 4
 
 #define ZEPHON_MAX_TENSORS 8
 
@@ -92,6 +94,18 @@ void zephon_detach(zephon_reader* reader);
  * base64-encoded in the attach request's "restore_checkpoint". */
 int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint64_t* size,
                       char** error);
+/* zephon_checkpoint, plus the leader's warning about the round: *warning is NULL, or a
+ * message to show the user (free it with zephon_free), e.g. a checkpoint taken
+ * mid-window (lanes at unequal batch counts); the leader sends it once per run. */
+int zephon_checkpoint_noted(zephon_reader* reader, double timeout_s, char** data,
+                            uint64_t* size, char** warning, char** error);
+
+/* Decodes merged checkpoint bytes (from zephon_checkpoint) offline, with the checks a
+ * restore makes (magic, format version, length, CRC-32): *json is the CheckpointState
+ * (proto/checkpoint.proto) as JSON with proto field names. INVALID_ARGUMENT for bytes
+ * that are not a Zephon checkpoint, DATA_LOSS for a damaged one, FAILED_PRECONDITION
+ * for a newer format. Needs no daemon. */
+int zephon_inspect_checkpoint(const char* data, uint64_t size, char** json, char** error);
 
 /* Daemon queries: Explain text and Status as JSON. */
 int zephon_explain(const char* socket_path, const char* instance_id, double timeout_s,

@@ -1,5 +1,5 @@
-// The C ABI's version and struct_size checks, without a daemon: zephon_next checks the
-// caller's zephon_batch before it touches the reader.
+// The C ABI without a daemon: its version and struct_size checks (zephon_next checks the
+// caller's zephon_batch before it touches the reader) and offline checkpoint decoding.
 #include "client/c_api.h"
 
 #include <cstddef>
@@ -7,6 +7,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "daemon/checkpoint/checkpoint_file.h"
 
 namespace {
 
@@ -86,6 +88,38 @@ TEST(CApiTest, NullBatchIsRefused) {
   ASSERT_NE(error, nullptr);
   EXPECT_NE(std::string(error).find("out (the zephon_batch) is NULL"), std::string::npos);
   zephon_free(error);
+}
+
+// zephon_inspect_checkpoint on `bytes`: {code, json or error message}.
+std::pair<int, std::string> Inspect(const std::string& bytes) {
+  char* json = nullptr;
+  char* error = nullptr;
+  const int code = zephon_inspect_checkpoint(bytes.data(), bytes.size(), &json, &error);
+  std::string out = code == 0 ? json : error;
+  zephon_free(json);
+  zephon_free(error);
+  return {code, out};
+}
+
+TEST(CApiTest, InspectCheckpointDecodesTheStateAsJson) {
+  zephon::proto::CheckpointState state;
+  state.set_format_version(zephon::checkpoint::kCheckpointFormatVersion);
+  state.set_run_id("run-7");
+  state.set_round(3);
+  state.set_canonical_replicas(2);
+  state.add_lanes()->set_next_batch_index(5);
+  const auto [code, json] = Inspect(zephon::checkpoint::EncodeCheckpoint(state));
+  ASSERT_EQ(code, 0) << json;
+  EXPECT_NE(json.find("\"run_id\":\"run-7\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"round\":\"3\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"next_batch_index\":\"5\""), std::string::npos) << json;
+}
+
+TEST(CApiTest, InspectCheckpointRefusesOtherBytes) {
+  const auto [code, message] = Inspect("PAR1 not a checkpoint at all, longer than a header");
+  EXPECT_EQ(code, kInvalidArgument);
+  EXPECT_NE(message.find("not a Zephon checkpoint"), std::string::npos) << message;
+  EXPECT_NE(Inspect("").first, 0);
 }
 
 }  // namespace

@@ -226,8 +226,15 @@ absl::Status Daemon::StartServers() {
     SubsystemLogger("metrics")->info("metrics on http://{}/metrics (/healthz, /readyz)",
                                      metrics_->address());
   }
-  router_ = std::make_unique<checkpoint::CheckpointRouter>(aggregator_.get(), *channel_credentials,
-                                                           *s3, peer_auth, env_);
+  // A report that waits for its leader finds this daemon leading once rank 0 attaches
+  // here.
+  router_ = std::make_unique<checkpoint::CheckpointRouter>(
+      aggregator_.get(), *channel_credentials, *s3, peer_auth, env_,
+      [this](const std::string& run_id) {
+        const InstanceRegistry* registry = led_runs_.load();
+        return registry != nullptr && registry->LedRun(run_id).has_value();
+      },
+      options.peer_address);
   checkpoint::LocalRoundsOptions rounds_options;
   rounds_options.daemon_label = f.socket_path;
   rounds_options.roster = registry_.get();

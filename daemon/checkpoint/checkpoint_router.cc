@@ -46,8 +46,10 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& rout
     auto it = known_leaders_.find(cache_key);
     known = it != known_leaders_.end() && it->second != not_this;
   }
+  auto leads_now = [&] { return leads_run_ != nullptr && leads_run_(route.run_id); };
   absl::Status last;
   while (true) {
+    if (leads_now()) return std::string();
     // Every read is bounded by what is left of the deadline; with a leader to fall back
     // on, by kKnownLeaderReadBudget, so a hanging store leaves time for the report.
     absl::Duration budget = std::max(deadline - env_->Now(), absl::Seconds(1));
@@ -55,6 +57,24 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& rout
     ASSIGN_OR_RETURN(std::unique_ptr<AggregateDir> aggregate,
                      AggregateDir::Open(route.aggregate_dir, s3_, budget, env_));
     absl::StatusOr<std::string> address = aggregate->ReadLeader(route.run_id);
+    // The file names this daemon: rank 0 is attaching here and not registered yet. Wait
+    // for it instead of reporting to ourselves or failing. "Serves no peers" while this
+    // daemon serves none either is taken for this daemon too (a run across nodes needs
+    // peer ports everywhere); were it another daemon, the wait ends at the deadline
+    // with the same message.
+    const bool names_us = leads_run_ != nullptr &&
+                          (address.ok() ? !own_address_.empty() && *address == own_address_
+                                        : own_address_.empty() &&
+                                              absl::IsFailedPrecondition(address.status()));
+    if (names_us) {
+      last = address.ok() ? absl::UnavailableError(absl::StrCat(
+                                "the leader file names this zephond (", *address,
+                                ") but global_rank 0 of the run is not attached here"))
+                          : address.status();
+      if (env_->Now() + kRendezvousPoll > deadline) break;
+      env_->SleepFor(kRendezvousPoll);
+      continue;
+    }
     if (address.ok() && *address != not_this) {
       absl::MutexLock lock(&mu_);
       if (known_leaders_.size() >= kMaxKnownLeaders) known_leaders_.clear();
@@ -114,6 +134,7 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
   while (true) {
     const absl::Time find_by = dead.empty() ? deadline : std::min(deadline, env_->Now() + kNewLeaderGrace);
     absl::StatusOr<std::string> address = FindLeader(route, find_by, dead);
+    if (address.ok() && address->empty()) return aggregator_->Submit(report, deadline);
     if (!address.ok()) {
       if (!dead.empty()) {
         return absl::UnavailableError(absl::StrCat(

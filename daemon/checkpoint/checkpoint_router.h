@@ -6,10 +6,18 @@
 // `leader_address` or the rendezvous file aggregate_dir/<run_id>/leader (waiting for it
 // to appear until the deadline; aggregate_dir may be a directory or s3://), and reports
 // over the peer gRPC service. One gRPC channel per leader address is kept and reused, so a
-// round costs one RPC, not a connection setup. Thread-safe.
+// round costs one RPC, not a connection setup.
+//
+// A report sent while this daemon does not lead may find that it leads after all: rank 0
+// of the run attaches here while the report waits for the rendezvous file (ranks need
+// no barrier between attach and checkpoint()). The leader file then names this daemon
+// (its own peer address, or "serves no peers" when this daemon serves none) before rank
+// 0 is registered: the router keeps polling until `leads_run` says this daemon leads,
+// then hands the report to the in-process aggregator. Thread-safe.
 #ifndef ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_ROUTER_H_
 #define ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_ROUTER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,15 +44,22 @@ class CheckpointRouter final : public LeaderReporter {
   // the cluster's --peer-secret-file. Deadlines are on `env`'s clock (the aggregator's),
   // its pauses between polls are env->SleepFor, and aggregate_dirs are opened through
   // it; `env` must outlive the router.
+  // `leads_run(run_id)` (null: never) says whether global_rank 0 of the run is attached
+  // here now; `own_address` is the peer address this daemon writes to rendezvous files
+  // (empty: it serves no peers).
   CheckpointRouter(RoundAggregator* aggregator,
                    std::shared_ptr<grpc::ChannelCredentials> peer_credentials,
                    storage::S3Options s3, std::shared_ptr<const PeerAuthenticator> auth = nullptr,
-                   Env* env = Env::Default())
+                   Env* env = Env::Default(),
+                   std::function<bool(const std::string&)> leads_run = nullptr,
+                   std::string own_address = "")
       : aggregator_(aggregator),
         credentials_(std::move(peer_credentials)),
         s3_(std::move(s3)),
         auth_(std::move(auth)),
-        env_(env) {}
+        env_(env),
+        leads_run_(std::move(leads_run)),
+        own_address_(std::move(own_address)) {}
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
                                                  const LeaderRoute& route, bool leads,
@@ -55,7 +70,8 @@ class CheckpointRouter final : public LeaderReporter {
   // The leader's address: the explicit option, else the rendezvous file (polled until it
   // exists or the deadline; a store error that waiting cannot fix is returned at once;
   // while the store is unreachable, the address last read for the run).
-  // `not_this` skips an address already found dead.
+  // `not_this` skips an address already found dead. An empty address: this daemon
+  // leads now (see the class comment).
   absl::StatusOr<std::string> FindLeader(const LeaderRoute& route, absl::Time deadline,
                                          const std::string& not_this) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -69,6 +85,8 @@ class CheckpointRouter final : public LeaderReporter {
   const storage::S3Options s3_;
   const std::shared_ptr<const PeerAuthenticator> auth_;
   Env* const env_;
+  const std::function<bool(const std::string&)> leads_run_;
+  const std::string own_address_;
   mutable absl::Mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const PeerClient>> clients_
       ABSL_GUARDED_BY(mu_);

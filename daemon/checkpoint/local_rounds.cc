@@ -89,7 +89,7 @@ void LocalRounds::Shutdown() {
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
   for (auto& [key, round] : rounds_) {
-    if (!round.submitting && !round.result.has_value()) {
+    if (round.submitting == 0 && !round.result.has_value()) {
       round.result = absl::UnavailableError(absl::StrCat(
           "checkpoint round ", key.second, " of run ", key.first, ": zephond (",
           options_.daemon_label, ") is shutting down"));
@@ -107,11 +107,7 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
                                                ") is shutting down"));
   }
   Round& round = rounds_[key];
-  if (round.calls.empty() && !round.result.has_value()) {
-    round.expected = options_.roster->LocalRanksOfRun(call.run_id);
-    round.deadline = deadline;
-  }
-  round.expected.insert(rank);
+  if (round.calls.empty() && !round.result.has_value()) round.deadline = deadline;
   if (round.result.has_value()) return *round.result;  // a late duplicate: same answer
   if (!round.calls.emplace(rank, std::move(call)).second) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -119,41 +115,53 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
         key.first));
   }
   ++round.waiters;
-  auto covered = [&round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (uint32_t r : round.expected) {
-      if (round.calls.count(r) == 0) return false;
-    }
-    return true;
-  };
   auto done = [&round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return round.result.has_value();
   };
-  if (covered() && !round.submitting) {
-    // This caller completes the local set: it pre-merges and reports for everyone.
-    round.submitting = true;
-    const std::map<uint32_t, RoundCall> calls = round.calls;
-    const absl::Time round_deadline = round.deadline;
-    mu_.Unlock();
-    absl::StatusOr<proto::CheckpointResult> result = Submit(calls, key, round_deadline);
-    mu_.Lock();
-    round.result = std::move(result);
-  } else if (!mu_.AwaitWithTimeout(absl::Condition(&done),
-                                   round.deadline - options_.env->Now()) &&
-             !round.submitting) {
+  auto reported_or_done = [&round, rank]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return round.result.has_value() || round.reported.count(rank) > 0;
+  };
+  while (!round.result.has_value() && round.reported.count(rank) == 0) {
+    // The local set is read now, not fixed at the round's first call: a rank attached
+    // since then is waited for, and one that attaches after a report went out sends its
+    // own report when it calls (the leader waits for every rank of world_size).
+    const std::set<uint32_t> attached = options_.roster->LocalRanksOfRun(key.first);
     std::set<uint32_t> missing;
-    for (uint32_t r : round.expected) {
+    for (uint32_t r : attached) {
       if (round.calls.count(r) == 0) missing.insert(r);
     }
-    round.result = absl::DeadlineExceededError(absl::StrCat(
-        "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
-        FormatRanks(missing), "] attached to this zephond (", options_.daemon_label,
-        ") did not call checkpoint() in time — did every rank call checkpoint() at the "
-        "same step?"));
+    if (missing.empty()) {
+      // This caller completes the local set: it pre-merges and reports every call not
+      // reported yet, its own included, and waits for the leader's answer.
+      const bool first_report = round.reported.empty();
+      std::map<uint32_t, RoundCall> unreported;
+      for (const auto& [r, c] : round.calls) {
+        if (round.reported.insert(r).second) unreported.emplace(r, c);
+      }
+      ++round.submitting;
+      const absl::Time round_deadline = round.deadline;
+      mu_.Unlock();
+      absl::StatusOr<proto::CheckpointResult> result = Submit(unreported, key, round_deadline, first_report);
+      mu_.Lock();
+      --round.submitting;
+      // Reports of one round get one outcome from the leader; the first one answers.
+      if (!round.result.has_value()) round.result = std::move(result);
+      break;
+    }
+    if (!mu_.AwaitWithTimeout(absl::Condition(&reported_or_done),
+                              round.deadline - options_.env->Now()) &&
+        !reported_or_done()) {
+      round.result = absl::DeadlineExceededError(absl::StrCat(
+          "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
+          FormatRanks(missing), "] attached to this zephond (", options_.daemon_label,
+          ") did not call checkpoint() in time — did every rank call checkpoint() at the "
+          "same step?"));
+    }
   }
   if (!round.result.has_value()) {
-    // The submitter is talking to the leader under the round's deadline: wait for its
-    // answer (the margin only guards against a submitter that never comes back), and
-    // never answer differently from it.
+    // Another caller reported this one and is talking to the leader under the round's
+    // deadline: wait for its answer (the margin only guards against a submitter that
+    // never comes back), and never answer differently from it.
     if (!mu_.AwaitWithTimeout(absl::Condition(&done),
                               round.deadline + absl::Seconds(30) - options_.env->Now())) {
       --round.waiters;
@@ -168,11 +176,15 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
 }
 
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(
-    const std::map<uint32_t, RoundCall>& calls, const Key& key, absl::Time deadline) const {
+    const std::map<uint32_t, RoundCall>& calls, const Key& key, absl::Time deadline,
+    bool counted) const {
   const RoundInstance& instance = *calls.begin()->second.instance;
-  const bool leads = calls.count(0) > 0;
+  // Rank 0 may be attached here without being in this report (it called first and was
+  // reported already, or has not called yet): this daemon still leads.
+  const bool leads =
+      calls.count(0) > 0 || options_.roster->LocalRanksOfRun(key.first).count(0) > 0;
   absl::StatusOr<proto::CheckpointReport> report = PreMerge(calls, key.first, key.second);
-  if (report.ok()) return Report(*report, instance.route, leads, deadline);
+  if (report.ok()) return Report(*report, instance.route, leads, deadline, counted);
   // Broken here (e.g. peers' counts differ): tell the leader, so that ranks on other
   // nodes get the real cause now instead of a timeout later.
   proto::CheckpointReport failure;
@@ -183,16 +195,17 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(
   failure.set_aggregate_timeout_s(instance.aggregate_timeout_s);
   failure.set_failure(std::string(report.status().message()));
   (void)Report(failure, instance.route, leads,
-               std::min(deadline, options_.env->Now() + absl::Seconds(5)));
+               std::min(deadline, options_.env->Now() + absl::Seconds(5)), counted);
   return report.status();
 }
 
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Report(
     const proto::CheckpointReport& report, const LeaderRoute& route, bool leads,
-    absl::Time deadline) const {
+    absl::Time deadline, bool counted) const {
   const absl::Time begun = options_.env->Now();
   absl::StatusOr<proto::CheckpointResult> result =
       options_.reporter->Submit(report, route, leads, deadline);
+  if (!counted) return result;
   // A failure report is an error round even when the leader acknowledges it.
   options_.counters->CountCheckpointRound(result.ok() && report.failure().empty(),
                                           absl::ToDoubleSeconds(options_.env->Now() - begun));

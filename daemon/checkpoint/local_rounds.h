@@ -1,12 +1,20 @@
 // LocalRounds: the node-local half of a checkpoint round.
 //
 // Every rank of a run calls checkpoint() on its node's zephond at the same training
-// step. The daemon waits until every rank of that run attached here has called (the
-// local participants, from the RunRoster), checks that the readers of each instance
-// took the same number of batches, turns the taken counts into per-lane
-// progress, and sends ONE pre-merged CheckpointReport to the run's leader (through the
-// LeaderReporter). Every local caller then gets the leader's answer: the same merged
-// bytes, or the same error. Each round is counted in DaemonCounters.
+// step. The daemon waits until every rank of that run attached here now has called (the
+// local participants, read from the RunRoster at each call, not once per round), checks
+// that the readers of each instance took the same number of batches, turns the taken
+// counts into per-lane progress, and sends a pre-merged CheckpointReport to the run's
+// leader (through the LeaderReporter). A rank that attaches here after the round's
+// report went out (ranks need no barrier between attach and checkpoint()) joins the
+// round in progress: its call sends one more report of the same round with the calls
+// not reported yet, and the leader, which waits for every rank of world_size until
+// aggregate_timeout_s, merges them all. Every local caller then gets the leader's
+// answer: the same merged bytes, or the same error. Each local round is counted once in
+// DaemonCounters, by its first report (which waits for the whole round).
+//
+// Leading: reports go to the in-process aggregator when this daemon hosts global_rank
+// 0 of the run (one of the calls, or attached now), else to the remote leader.
 //
 // Thread-safety: thread-safe; each Participate call blocks its own (gRPC) thread until
 // the round is done or `deadline` (on options.env's clock) passes.
@@ -97,7 +105,8 @@ class LocalRounds {
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until the round is complete everywhere; see the class comment. Errors:
-  // DEADLINE_EXCEEDED naming the local ranks that never called, FAILED_PRECONDITION
+  // DEADLINE_EXCEEDED naming the local ranks that never called (attached here, yet no
+  // checkpoint() by the round's deadline, the first local call's), FAILED_PRECONDITION
   // for unequal counts of peers or a rank calling twice, UNAVAILABLE while shutting
   // down, or the leader's error.
   absl::StatusOr<proto::CheckpointResult> Participate(RoundCall call, absl::Time deadline)
@@ -110,20 +119,23 @@ class LocalRounds {
     // One deadline for the whole local round, from its first caller: every local rank
     // gets the same outcome whatever the order they arrived in.
     absl::Time deadline;
-    std::set<uint32_t> expected;
     std::map<uint32_t, RoundCall> calls;  // by global rank
-    bool submitting = false;
+    std::set<uint32_t> reported;          // ranks whose calls went into a report
+    int submitting = 0;                   // reports in flight to the leader
+    // The first answer of the leader (or local failure): every caller gets it.
     std::optional<absl::StatusOr<proto::CheckpointResult>> result;
     int waiters = 0;
   };
 
   // Pre-merges and reports to the leader; on a local failure, tells the leader too.
+  // `counted`: the local round's first report, counted in the round metrics.
   absl::StatusOr<proto::CheckpointResult> Submit(const std::map<uint32_t, RoundCall>& calls,
-                                                 const Key& key, absl::Time deadline) const;
-  // One report to the leader, counted in the round metrics.
+                                                 const Key& key, absl::Time deadline,
+                                                 bool counted) const;
+  // One report to the leader, counted in the round metrics when `counted`.
   absl::StatusOr<proto::CheckpointResult> Report(const proto::CheckpointReport& report,
                                                  const LeaderRoute& route, bool leads,
-                                                 absl::Time deadline) const;
+                                                 absl::Time deadline, bool counted) const;
   // Checks the local calls and builds the report (no lock held: reads instances).
   absl::StatusOr<proto::CheckpointReport> PreMerge(const std::map<uint32_t, RoundCall>& calls,
                                                    const std::string& run_id,

@@ -6,9 +6,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/leader_reporter.h"
+#include "daemon/checkpoint/round_aggregator.h"
 #include "daemon/metrics/counters.h"
 #include "gtest/gtest.h"
 
@@ -59,16 +62,53 @@ class FakeRoster final : public RunRoster {
   const std::set<uint32_t> ranks_;
 };
 
-// One lane whose position is the number of batches taken.
+// A roster that ranks join while a round is open (ranks attach when they please).
+class GrowingRoster final : public RunRoster {
+ public:
+  explicit GrowingRoster(std::set<uint32_t> ranks) : ranks_(std::move(ranks)) {}
+  std::set<uint32_t> LocalRanksOfRun(const std::string&) const override {
+    absl::MutexLock lock(&mu_);
+    return ranks_;
+  }
+  void Attach(uint32_t rank) {
+    absl::MutexLock lock(&mu_);
+    ranks_.insert(rank);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::set<uint32_t> ranks_ ABSL_GUARDED_BY(mu_);
+};
+
+// The real leader in-process: this daemon leads; every report goes to the aggregator.
+class InProcessLeader final : public LeaderReporter {
+ public:
+  explicit InProcessLeader(RoundAggregator* aggregator) : aggregator_(aggregator) {}
+  absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
+                                                 const LeaderRoute&, bool leads,
+                                                 absl::Time deadline) const override {
+    if (!leads) return absl::InternalError("reported to a remote leader");
+    return aggregator_->Submit(report, deadline);
+  }
+
+ private:
+  RoundAggregator* const aggregator_;
+};
+
+// One lane (`lane`) whose position is the number of batches taken.
 class FakeProgress final : public ProgressSource {
  public:
+  explicit FakeProgress(uint32_t lane = 0) : lane_(lane) {}
   absl::StatusOr<std::vector<proto::LaneProgress>> ProgressAfter(
       uint64_t n_taken) const override {
     proto::LaneProgress lane;
-    lane.set_lane(0);
+    lane.set_lane(lane_);
     lane.set_next_batch_index(n_taken);
     return std::vector<proto::LaneProgress>{lane};
   }
+
+ private:
+  const uint32_t lane_;
 };
 
 std::shared_ptr<const RoundInstance> Instance(const std::string& id, uint32_t dp_group_id) {
@@ -95,15 +135,21 @@ RoundCall Call(uint32_t rank, uint64_t taken, std::shared_ptr<const RoundInstanc
   return call;
 }
 
+// The LocalRounds of daemon "node-a".
+LocalRounds RoundsOf(const RunRoster* roster, const LeaderReporter* leader,
+                     metrics::DaemonCounters* counters) {
+  LocalRoundsOptions options;
+  options.daemon_label = "node-a";
+  options.roster = roster;
+  options.reporter = leader;
+  options.counters = counters;
+  return LocalRounds(std::move(options));
+}
+
 class LocalRoundsTest : public ::testing::Test {
  protected:
   LocalRounds MakeRounds(const RunRoster* roster) {
-    LocalRoundsOptions options;
-    options.daemon_label = "node-a";
-    options.roster = roster;
-    options.reporter = &leader_;
-    options.counters = &counters_;
-    return LocalRounds(std::move(options));
+    return RoundsOf(roster, &leader_, &counters_);
   }
   FakeLeader leader_;
   metrics::DaemonCounters counters_;
@@ -174,6 +220,93 @@ TEST_F(LocalRoundsTest, ShutdownRefusesLaterCalls) {
   absl::StatusOr<proto::CheckpointResult> result =
       rounds.Participate(Call(0, 1, Instance("i", 0)), absl::Now() + absl::Seconds(1));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+// Two DP groups of one rank each, both on this daemon, lane g in group g; rounds end
+// after `timeout_s` at the leader.
+std::shared_ptr<const RoundInstance> GroupInstance(uint32_t group, double timeout_s) {
+  auto instance = std::make_shared<RoundInstance>();
+  instance->instance_id = absl::StrCat("i", group);
+  instance->spec_hash = "hash";
+  instance->world_size = 2;
+  instance->canonical_replicas = 2;
+  instance->dp_degree = 2;
+  instance->dp_group_id = group;
+  instance->aggregate_timeout_s = timeout_s;
+  instance->route.run_id = "run";
+  instance->progress = std::make_shared<FakeProgress>(group);
+  return instance;
+}
+
+class LateAttachTest : public ::testing::Test {
+ protected:
+  LateAttachTest() : leader_(&aggregator_) {}
+  LocalRounds MakeRounds(const RunRoster* roster) {
+    return RoundsOf(roster, &leader_, &counters_);
+  }
+  // Waits until rank 0's report reached the leader (its round is collecting there).
+  void AwaitLeaderRound() {
+    const absl::Time give_up = absl::Now() + absl::Seconds(10);
+    while (aggregator_.pending_rounds() == 0 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_EQ(aggregator_.pending_rounds(), 1u);
+  }
+  RoundAggregator aggregator_;
+  InProcessLeader leader_;
+  metrics::DaemonCounters counters_;
+};
+
+TEST_F(LateAttachTest, RankAttachingAfterTheFirstCallJoinsTheRound) {
+  GrowingRoster roster({0});  // rank 1 has not attached yet
+  LocalRounds rounds = MakeRounds(&roster);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::StatusOr<proto::CheckpointResult> first;
+  std::thread rank0(
+      [&] { first = rounds.Participate(Call(0, 4, GroupInstance(0, 20)), deadline); });
+  AwaitLeaderRound();
+  roster.Attach(1);  // attaches and calls while rank 0's round is open
+  absl::StatusOr<proto::CheckpointResult> second =
+      rounds.Participate(Call(1, 4, GroupInstance(1, 20)), absl::Now() + absl::Seconds(20));
+  rank0.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first->checkpoint(), second->checkpoint());
+  absl::StatusOr<proto::CheckpointState> state = DecodeCheckpoint(first->checkpoint());
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->ranks_size(), 2);
+  EXPECT_EQ(state->lanes_size(), 2);
+  EXPECT_EQ(counters_.rounds_ok(), 1u);  // one round, though two reports
+  EXPECT_EQ(counters_.rounds_error(), 0u);
+}
+
+TEST_F(LateAttachTest, RankThatNeverComesStillFailsTheRoundNamingIt) {
+  GrowingRoster roster({0});
+  LocalRounds rounds = MakeRounds(&roster);
+  const absl::Time begun = absl::Now();
+  absl::StatusOr<proto::CheckpointResult> result =
+      rounds.Participate(Call(0, 4, GroupInstance(0, 0.3)), absl::Now() + absl::Seconds(0.3));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+  EXPECT_NE(result.status().message().find("ranks [1]"), std::string::npos) << result.status();
+  EXPECT_LT(absl::Now() - begun, absl::Seconds(10));
+}
+
+TEST_F(LateAttachTest, AttachedRankIsWaitedForBeforeAnyReport) {
+  GrowingRoster roster({0});
+  LocalRounds rounds = MakeRounds(&roster);
+  roster.Attach(1);  // attached before rank 0 calls: one report for both
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  absl::StatusOr<proto::CheckpointResult> first;
+  std::thread rank0(
+      [&] { first = rounds.Participate(Call(0, 4, GroupInstance(0, 20)), deadline); });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(aggregator_.pending_rounds(), 0u);  // still waiting for rank 1 locally
+  absl::StatusOr<proto::CheckpointResult> second =
+      rounds.Participate(Call(1, 4, GroupInstance(1, 20)), deadline);
+  rank0.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(counters_.rounds_ok(), 1u);  // one report
 }
 
 TEST(FormatRanks, CompactsRuns) {

@@ -1,6 +1,8 @@
 #include "daemon/checkpoint/round_aggregator.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -10,6 +12,7 @@
 #include "common/logging.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
+#include "daemon/checkpoint/mid_window.h"
 #include "daemon/checkpoint/round_state.h"
 
 namespace zephon::checkpoint {
@@ -23,6 +26,10 @@ std::string DescribeRound(const std::string& run_id, uint64_t round) {
 std::string Seconds(absl::Duration d) {
   return absl::StrFormat("%g s", absl::ToDoubleSeconds(d));
 }
+
+// Runs a leader remembers having warned of a mid-window checkpoint: past this many, it
+// forgets them all (a run may then be warned once more).
+constexpr size_t kMaxWarnedRuns = 4096;
 
 constexpr char kSameStepHint[] = "(did every rank call checkpoint() at the same step?)";
 
@@ -166,6 +173,13 @@ void RoundAggregator::Complete(Round* round) {
   proto::CheckpointResult result;
   result.set_checkpoint(std::move(bytes));
   result.set_path(*std::move(path));
+  if (std::optional<std::string> warning = MidWindowWarning(state); warning.has_value()) {
+    if (warned_mid_window_.size() >= kMaxWarnedRuns) warned_mid_window_.clear();
+    if (warned_mid_window_.insert(round->run_id).second) {
+      SubsystemLogger("checkpoint")->warn("{}", *warning);
+      result.set_warning(*std::move(warning));
+    }
+  }
   Finish(round, std::move(result));
 }
 

@@ -15,6 +15,10 @@
 // aggregate_timeout_s (default 180 s). Rounds of different runs, and different rounds
 // of one run, are independent.
 //
+// The first completed round of a run taken mid-window (lanes at unequal batch counts,
+// mid_window.h) is logged as a warning and carries it in CheckpointResult.warning, for
+// the clients to show; later such rounds of that run do not (once per run and leader).
+//
 // Finished rounds are remembered (at most `finished_rounds_per_run` per run; failed ones
 // for max(their timeout, min_failed_retention), completed ones for completed_retention)
 // so a late or retried report gets the round's outcome instead of starting a new round.
@@ -35,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -121,6 +126,8 @@ class RoundAggregator {
 
   mutable absl::Mutex mu_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
+  // Runs warned of a mid-window checkpoint (bounded: forgotten in bulk past a limit).
+  std::set<std::string> warned_mid_window_ ABSL_GUARDED_BY(mu_);
   // Non-OK once Shutdown() ran.
   absl::Status shutdown_ ABSL_GUARDED_BY(mu_);
 };

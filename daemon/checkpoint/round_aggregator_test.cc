@@ -48,6 +48,49 @@ void WaitPending(const RoundAggregator& agg, size_t n) {
   ASSERT_EQ(agg.pending_rounds(), n);
 }
 
+// One round of `shape` where DP group 0 (node-a) took one batch more than the others:
+// its lanes stand one batch ahead, so the checkpoint is mid-window.
+std::vector<Result> MidWindowRound(RoundAggregator* agg, RunShape shape) {
+  RunShape ahead = shape;
+  ahead.taken = shape.taken + 1;
+  return SubmitAll(agg, {MakeReport(ahead, "node-a", {0, 1}), MakeReport(shape, "node-b", {2, 3}),
+                         MakeReport(shape, "node-c", {4, 5})});
+}
+
+TEST(RoundAggregatorTest, MidWindowCheckpointWarnsOncePerRun) {
+  RoundAggregator agg;
+  RunShape shape;
+  for (uint64_t round : {0, 1}) {
+    shape.round = round;
+    const std::vector<Result> results = MidWindowRound(&agg, shape);
+    for (const Result& r : results) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (round == 0) {
+        EXPECT_TRUE(MessageHas(absl::UnknownError(r->warning()), "mid-window"));
+        EXPECT_TRUE(MessageHas(absl::UnknownError(r->warning()), "C=6"));
+        EXPECT_TRUE(MessageHas(absl::UnknownError(r->warning()), "global batch 74"));
+      } else {
+        EXPECT_FALSE(r->has_warning()) << r->warning();  // once per run
+      }
+    }
+  }
+  shape.run_id = "run-2";  // another run is warned too
+  shape.round = 0;
+  EXPECT_TRUE(MidWindowRound(&agg, shape)[0]->has_warning());
+}
+
+TEST(RoundAggregatorTest, CheckpointAtAWholeNumberOfLaneRoundsDoesNotWarn) {
+  RoundAggregator agg;
+  RunShape shape;
+  const std::vector<Result> results =
+      SubmitAll(&agg, {MakeReport(shape, "node-a", {0, 1}), MakeReport(shape, "node-b", {2, 3}),
+                       MakeReport(shape, "node-c", {4, 5})});
+  for (const Result& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->has_warning()) << r->warning();
+  }
+}
+
 TEST(RoundAggregatorTest, EveryDaemonGetsIdenticalBytesAndTheFileIsWritten) {
   RunShape shape;
   shape.aggregate_dir = MakeTempDir();

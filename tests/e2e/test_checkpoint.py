@@ -203,6 +203,61 @@ def test_checkpoint_at_the_end_of_data_resumes_to_the_end(nodes, tmp_path):
     q.close()
 
 
+def late_rank_rounds(corpus, socket, agg, *, early: int, attempts: int, run_prefix: str):
+    """Two ranks (DP groups) on one zephond, no barrier: rank `early` attaches, reads a
+    step and calls checkpoint(); only then does the other rank attach, read and call.
+    Both must get the same bytes, every attempt. Returns the last merged checkpoint."""
+    per_rank = BATCHES_PER_STEP // 2
+    for attempt in range(attempts):
+        pipes = [make_pipe(corpus, socket, world=2, rank=r, dp=2, group=r,
+                           run_id=f"{run_prefix}-{attempt}", agg=agg, timeout=30.0)
+                 for r in range(2)]
+        order = [pipes[early], pipes[1 - early]]
+        it = iter(order[0])
+        for _ in range(per_rank):
+            next(it)
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(order[0].checkpoint)
+            time.sleep(0.2)  # the early rank is in its round; the other is not attached
+            assert not first.done()
+            it = iter(order[1])
+            for _ in range(per_rank):
+                next(it)
+            second = order[1].checkpoint()
+            assert first.result(timeout=60) == second, f"attempt {attempt}"
+        for p in pipes:
+            p.close()
+    return second
+
+
+def test_rank_attaching_after_the_first_checkpoint_call_joins_the_round(corpus, nodes,
+                                                                        tmp_path):
+    # Issue 16: rank 1 attaches to the same zephond and calls checkpoint() only after
+    # rank 0 already called it, with no barrier between them. The round used to fix its
+    # local ranks at rank 0's call and time out ("ranks [1] were missing") most times.
+    (d,) = nodes(1)
+    state = late_rank_rounds(corpus, d.socket, tmp_path / "agg", early=0, attempts=10,
+                             run_prefix="late")
+    ranks = zephon.inspect_checkpoint(state)["ranks"]
+    per_rank = BATCHES_PER_STEP // 2
+    assert [(r["global_rank"], r["dp_group_id"], r["taken"]) for r in ranks] == [
+        (0, 0, per_rank), (1, 1, per_rank)]
+
+
+@pytest.mark.parametrize("peer", [True, False], ids=["peer-port", "no-peer-port"])
+def test_rank_0_attaching_after_a_follower_called_leads_the_round(corpus, tmp_path, peer):
+    # The other order: rank 1's report goes looking for the leader before rank 0 has
+    # attached to this same zephond; the leader file then names this daemon (its peer
+    # address, or "serves no peers") before rank 0 is registered, and the report must
+    # wait for it and go to this daemon's own aggregator.
+    d = Daemon(private_dir(tmp_path / "node"), peer=peer)
+    try:
+        late_rank_rounds(corpus, d.socket, tmp_path / "agg", early=1, attempts=5,
+                         run_prefix="rev")
+    finally:
+        d.stop()
+
+
 def test_missing_rank_times_out_listing_it_and_writes_nothing(corpus, nodes, tmp_path):
     agg = tmp_path / "agg"
     daemons = nodes(2)

@@ -14,6 +14,7 @@ served by one zephond daemon per node over shared memory.
     ids = tok.encode("Hello", special_tokens="bos")
 """
 from .batch import Batch, SampleId
+from .checkpoints import inspect_checkpoint
 from .corpus import write_megatron_dataset
 from .errors import (DaemonUnavailableError, InvalidOptionError, NotFoundError, PeerLostError,
                      PipelineError, ResourceExhaustedError, SpecMismatchError, ZephonError,
@@ -26,5 +27,5 @@ __all__ = [
     "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "NotFoundError",
     "PeerLostError", "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId",
     "SpecMismatchError", "StaticMixtureWorkSource", "Tokenizer", "ZephonError",
-    "ZephonTimeoutError", "daemon_status", "write_megatron_dataset",
+    "ZephonTimeoutError", "daemon_status", "inspect_checkpoint", "write_megatron_dataset",
 ]

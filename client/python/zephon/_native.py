@@ -18,7 +18,7 @@ _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]  # client/python/zephon -> repo root (in a checkout)
 
 # The ZEPHON_C_API_VERSION of the c_api.h these bindings mirror.
-C_API_VERSION = 3
+C_API_VERSION = 4
 MAX_TENSORS = 8
 
 
@@ -182,6 +182,16 @@ def _load():
                                       ctypes.POINTER(ctypes.c_uint64),
                                       ctypes.POINTER(ctypes.c_void_p)]
     lib.zephon_checkpoint.restype = ctypes.c_int
+    lib.zephon_checkpoint_noted.argtypes = [ctypes.c_void_p, ctypes.c_double,
+                                            ctypes.POINTER(ctypes.c_void_p),
+                                            ctypes.POINTER(ctypes.c_uint64),
+                                            ctypes.POINTER(ctypes.c_void_p),
+                                            ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_checkpoint_noted.restype = ctypes.c_int
+    lib.zephon_inspect_checkpoint.argtypes = [ctypes.c_char_p, ctypes.c_uint64,
+                                              ctypes.POINTER(ctypes.c_void_p),
+                                              ctypes.POINTER(ctypes.c_void_p)]
+    lib.zephon_inspect_checkpoint.restype = ctypes.c_int
     lib.zephon_explain.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_double,
                                    ctypes.POINTER(ctypes.c_void_p),
                                    ctypes.POINTER(ctypes.c_void_p)]

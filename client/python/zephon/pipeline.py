@@ -378,18 +378,28 @@ class Pipeline:
         atomically under ``aggregate_dir/<run_id>/``) and returns the merged checkpoint,
         the same bytes for every caller. Records the batches this rank has taken from the
         iterator, never prefetched ones. Safe to call from several threads for several
-        Pipelines of one process."""
+        Pipelines of one process.
+
+        Warns (RuntimeWarning, once per run) when the checkpoint was taken mid-window:
+        the lanes stand at unequal batch counts because the run's global batch count is
+        not a multiple of ``canonical_replicas``; see :func:`zephon.inspect_checkpoint`."""
         reader = self._attach()
         data, size, err = ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_void_p()
+        warning = ctypes.c_void_p()
         timeout = float(self._options.get("aggregate_timeout_s") or 180) + 30
         mapping = reader.mapping
-        code = _native.LIB.zephon_checkpoint(mapping.handle, timeout, ctypes.byref(data),
-                                             ctypes.byref(size), ctypes.byref(err))
+        code = _native.LIB.zephon_checkpoint_noted(mapping.handle, timeout, ctypes.byref(data),
+                                                   ctypes.byref(size), ctypes.byref(warning),
+                                                   ctypes.byref(err))
         _check(code, err)
         try:
-            return ctypes.string_at(data.value, size.value)
+            state = ctypes.string_at(data.value, size.value)
         finally:
             _native.LIB.zephon_free(data)
+        message = _native.take_string(warning)
+        if message:
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        return state
 
     def restore(self, state: bytes) -> "Pipeline":
         """Resumes from a merged checkpoint (bytes from :meth:`checkpoint`) on this
