@@ -132,7 +132,8 @@ absl::StatusOr<proto::CheckpointResult> CheckpointRouter::Submit(
   if (leads) return aggregator_->Submit(report, deadline);
   std::string dead;
   while (true) {
-    const absl::Time find_by = dead.empty() ? deadline : std::min(deadline, env_->Now() + kNewLeaderGrace);
+    const absl::Time find_by =
+        dead.empty() ? deadline : std::min(deadline, env_->Now() + kNewLeaderGrace);
     absl::StatusOr<std::string> address = FindLeader(route, find_by, dead);
     if (address.ok() && address->empty()) return aggregator_->Submit(report, deadline);
     if (!address.ok()) {

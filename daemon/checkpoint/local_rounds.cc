@@ -141,7 +141,8 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
       ++round.submitting;
       const absl::Time round_deadline = round.deadline;
       mu_.Unlock();
-      absl::StatusOr<proto::CheckpointResult> result = Submit(unreported, key, round_deadline, first_report);
+      absl::StatusOr<proto::CheckpointResult> result =
+          Submit(unreported, key, round_deadline, first_report);
       mu_.Lock();
       --round.submitting;
       // Reports of one round get one outcome from the leader; the first one answers.

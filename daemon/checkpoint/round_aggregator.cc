@@ -167,9 +167,10 @@ void RoundAggregator::Complete(Round* round) {
                                             path.status().message())));
     return;
   }
-  SubsystemLogger("checkpoint")->info("{} complete: {} ranks, {} lanes, {} batches, {} bytes{}{}", round->Describe(),
-               state.ranks_size(), state.lanes_size(), state.total_batches(), bytes.size(),
-               path->empty() ? "" : " -> ", *path);
+  SubsystemLogger("checkpoint")
+      ->info("{} complete: {} ranks, {} lanes, {} batches, {} bytes{}{}", round->Describe(),
+             state.ranks_size(), state.lanes_size(), state.total_batches(), bytes.size(),
+             path->empty() ? "" : " -> ", *path);
   proto::CheckpointResult result;
   result.set_checkpoint(std::move(bytes));
   result.set_path(*std::move(path));
@@ -185,7 +186,9 @@ void RoundAggregator::Complete(Round* round) {
 
 void RoundAggregator::Finish(Round* round, absl::StatusOr<proto::CheckpointResult> outcome) {
   if (round->phase == Round::Phase::kDone) return;
-  if (!outcome.ok()) SubsystemLogger("checkpoint")->warn("{}", std::string(outcome.status().message()));
+  if (!outcome.ok()) {
+    SubsystemLogger("checkpoint")->warn("{}", std::string(outcome.status().message()));
+  }
   round->outcome = std::move(outcome);
   round->phase = Round::Phase::kDone;
   round->finished_at = options_.env->Now();

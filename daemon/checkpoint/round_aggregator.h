@@ -80,8 +80,8 @@ class RoundAggregator {
   RoundAggregator& operator=(const RoundAggregator&) = delete;
 
   // Adds `report` to its round and waits for the round's outcome (see above).
-  // `deadline` is the caller's, on options.env's clock: if it passes (or `cancelled` returns true; polled every
-  // poll_interval) before the round is complete, the round fails for everyone with
+  // `deadline` is the caller's, on options.env's clock: if it passes (or `cancelled` returns true;
+  // polled every poll_interval) before the round is complete, the round fails for everyone with
   // DEADLINE_EXCEEDED (ABORTED when cancelled) naming this report's daemon, because its
   // ranks would never receive the checkpoint. Errors: INVALID_ARGUMENT for a malformed
   // report (no run_id, rank or lane out of range, bad run_id for aggregate_dir);

@@ -117,8 +117,8 @@ TEST(RoundAggregatorTest, EveryDaemonGetsIdenticalBytesAndTheFileIsWritten) {
 TEST(RoundAggregatorTest, WithoutAggregateDirReturnsBytesAndNoPath) {
   RunShape shape;
   RoundAggregator agg;
-  const std::vector<Result> results =
-      SubmitAll(&agg, {MakeReport(shape, "node-a", {0, 2, 4}), MakeReport(shape, "node-b", {1, 3, 5})});
+  const std::vector<Result> results = SubmitAll(
+      &agg, {MakeReport(shape, "node-a", {0, 2, 4}), MakeReport(shape, "node-b", {1, 3, 5})});
   for (const Result& r : results) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->path(), "");
@@ -153,7 +153,9 @@ TEST(RoundAggregatorTest, MismatchFailsTheWaitingSubmittersToo) {
   RunShape shape;
   RoundAggregator agg;
   Result first = absl::UnknownError("not run");
-  std::thread waiter([&] { first = agg.Submit(MakeReport(shape, "node-a", {0, 1}), In(absl::Seconds(30))); });
+  std::thread waiter([&] {
+    first = agg.Submit(MakeReport(shape, "node-a", {0, 1}), In(absl::Seconds(30)));
+  });
   WaitPending(agg, 1);
   proto::CheckpointReport bad = MakeReport(shape, "node-b", {2, 3});
   bad.set_world_size(8);
@@ -168,7 +170,9 @@ TEST(RoundAggregatorTest, ACallerGivingUpFailsTheRoundForEveryone) {
   RunShape shape;
   RoundAggregator agg;
   Result patient = absl::UnknownError("not run");
-  std::thread waiter([&] { patient = agg.Submit(MakeReport(shape, "node-a", {0, 1}), In(absl::Seconds(30))); });
+  std::thread waiter([&] {
+    patient = agg.Submit(MakeReport(shape, "node-a", {0, 1}), In(absl::Seconds(30)));
+  });
   WaitPending(agg, 1);
   const Result hasty = agg.Submit(MakeReport(shape, "node-b", {2, 3}), In(absl::Milliseconds(100)));
   waiter.join();
