@@ -85,6 +85,37 @@ def test_padded_rows_and_to_training(corpus, daemon, algorithm):
     pipe.close()
 
 
+def test_fill_figures_reach_metrics(tmp_path, corpus):
+    import re
+    import urllib.request
+
+    from conftest import Daemon
+
+    d = Daemon(tmp_path, ["--metrics-address", "127.0.0.1:0"])
+    try:
+        pipe = padded_pipeline(corpus, d.socket, "best_fit").options(run_id="pack-run")
+        it = iter(pipe)
+        for _ in range(3):
+            next(it)
+        address = zephon.daemon_status(d.socket)["metrics_address"]
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        samples = {}
+        for name in ("zephon_pack_tokens_total", "zephon_pack_padding_cells_total",
+                     "zephon_pack_fill_ratio", "zephon_pack_dropped_samples_total"):
+            m = re.search(rf'^{name}{{[^}}]*run="pack-run"[^}}]*lane="0"[^}}]*}} (\S+)$', text,
+                          re.M)
+            assert m, f"no {name} for lane 0 in:\n{text}"
+            samples[name] = float(m.group(1))
+        tokens, padding = samples["zephon_pack_tokens_total"], samples["zephon_pack_padding_cells_total"]
+        assert tokens > 0 and padding > 0
+        assert samples["zephon_pack_fill_ratio"] == pytest.approx(tokens / (tokens + padding))
+        pipe.close()
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log.read_text()
+
+
 def test_wrap_batches_have_no_valid_tokens_and_a_full_padding_mask(corpus, daemon):
     pipe = pipeline(corpus, daemon.socket, max_length=65, microbatch=2, canonical_replicas=1)
     batch = next(iter(pipe))

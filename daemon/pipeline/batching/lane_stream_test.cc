@@ -254,6 +254,53 @@ TEST(LaneOptionsTest, OperatorListIsValidatedWithClearErrors) {
   EXPECT_FALSE(LaneOptions::FromSpec(bad).ok());
 }
 
+// Wrap as it was before the other algorithms (a reference model, written from the
+// contract): per flush group, the samples' tokens as one stream, cut into max_length
+// records, the tail dropped; positions restart at every piece of a sample in a record.
+// The lane's batches must hold exactly these cells, in order.
+TEST(LaneStreamTest, WrapMatchesTheStreamCutReferenceModel) {
+  for (uint64_t max_length : {2u, 7u, 16u}) {
+    for (uint32_t flush_every : {1u, 3u}) {
+      auto spec = LaneSpec(4, flush_every, max_length, 3, /*drop_last=*/false);
+      auto ds = MakeSyntheticDataset("docs", 1, 3, 20, 19);
+      spec.mutable_work_source()->set_stop_after_passes(2);
+      std::shared_ptr<const WorkSource> ws(WorkSource::Create(spec.work_source(), {ds}).value());
+      std::vector<int32_t> tokens, positions;
+      std::vector<SampleId> chunk;
+      const uint64_t chunks = ws->NumChunks().value();
+      for (uint64_t g0 = 0; g0 < chunks; g0 += flush_every) {
+        std::vector<int32_t> stream, pos;
+        for (uint64_t g = g0; g < std::min(chunks, g0 + flush_every); ++g) {
+          ws->Chunk(g, &chunk);
+          for (const SampleId& id : chunk) {
+            const uint64_t n = ds->SampleLength(id.shard, id.index);
+            std::vector<int32_t> t(n);
+            ASSERT_TRUE(ds->CopyTokens(id.shard, id.index, 0, n, t.data()).ok());
+            for (uint64_t i = 0; i < n; ++i) {
+              // A piece starts at the sample's start or at a record's start.
+              const bool starts = i == 0 || stream.size() % max_length == 0;
+              pos.push_back(starts ? 0 : pos.back() + 1);
+              stream.push_back(t[i]);
+            }
+          }
+        }
+        const size_t kept = stream.size() / max_length * max_length;
+        tokens.insert(tokens.end(), stream.begin(), stream.begin() + kept);
+        positions.insert(positions.end(), pos.begin(), pos.begin() + kept);
+      }
+      auto lane = MakeLane(spec, {ds});
+      std::vector<int32_t> got_tokens, got_positions;
+      while (auto b = lane->Next().value()) {
+        got_tokens.insert(got_tokens.end(), b->tokens.begin(), b->tokens.end());
+        got_positions.insert(got_positions.end(), b->positions.begin(), b->positions.end());
+      }
+      ASSERT_FALSE(tokens.empty());
+      EXPECT_EQ(got_tokens, tokens) << "max_length " << max_length << " flush " << flush_every;
+      EXPECT_EQ(got_positions, positions) << "max_length " << max_length;
+    }
+  }
+}
+
 proto::PipelineSpec BestFitSpec(uint64_t max_length, uint32_t num_bins) {
   auto spec = LaneSpec(5, 1, max_length, 2, /*drop_last=*/false);
   auto* pack = spec.mutable_operators(0)->mutable_pack_flat();
