@@ -57,12 +57,17 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schem
   return absl::OkStatus();
 }
 
-// Explain's line for one lane's packing so far: "    packing lane <l>: records=...
-// tokens=... padding_cells=... fill=<tokens / cells, %> ...", the drop and split
-// counts only when there were any.
-void AppendPackingLine(const pipeline::PackFigures& f, std::string* stages) {
+// Explain's packing lines: "    packing lane <l> (planned so far): records=...
+// tokens=... padding_cells=... fill=<tokens / cells, %>", the drop and split counts only
+// when there were any. One line per owned lane up to kPackingLinesPerLane lanes; beyond,
+// the instance's total ("lanes <n>") and its least filled lane, so explain stays short
+// for groups owning hundreds of lanes (status and /metrics keep every lane).
+constexpr size_t kPackingLinesPerLane = 8;
+
+void AppendPackingLine(const std::string& what, const pipeline::PackFigures& f,
+                       std::string* stages) {
   const uint64_t cells = f.tokens + f.padding_cells;
-  absl::StrAppend(stages, "    packing lane ", f.lane, " (planned so far): records=", f.records,
+  absl::StrAppend(stages, "    packing ", what, " (planned so far): records=", f.records,
                   " tokens=", f.tokens, " padding_cells=", f.padding_cells, " fill=",
                   cells == 0 ? std::string("-")
                              : absl::StrFormat("%.2f%%", 100.0 * static_cast<double>(f.tokens) /
@@ -71,6 +76,26 @@ void AppendPackingLine(const pipeline::PackFigures& f, std::string* stages) {
   if (f.dropped_samples > 0) absl::StrAppend(stages, " dropped_samples=", f.dropped_samples);
   if (f.split_samples > 0) absl::StrAppend(stages, " split_samples=", f.split_samples);
   absl::StrAppend(stages, "\n");
+}
+
+void AppendPackingLines(const std::vector<pipeline::PackFigures>& lanes, std::string* stages) {
+  if (lanes.size() <= kPackingLinesPerLane) {
+    for (const pipeline::PackFigures& f : lanes) {
+      AppendPackingLine(absl::StrCat("lane ", f.lane), f, stages);
+    }
+    return;
+  }
+  const pipeline::PackFigures* least = nullptr;
+  auto padding_share = [](const pipeline::PackFigures& f) {
+    const uint64_t cells = f.tokens + f.padding_cells;
+    return cells == 0 ? 0.0 : static_cast<double>(f.padding_cells) / static_cast<double>(cells);
+  };
+  for (const pipeline::PackFigures& f : lanes) {
+    if (least == nullptr || padding_share(f) > padding_share(*least)) least = &f;
+  }
+  AppendPackingLine(absl::StrCat(lanes.size(), " lanes"), pipeline::SumPackFigures(lanes),
+                    stages);
+  AppendPackingLine(absl::StrCat("least filled lane ", least->lane), *least, stages);
 }
 
 // Explain's line for a dataset converted into the token cache: "    <kind> dataset
@@ -474,7 +499,7 @@ std::string PipelineInstance::Explain() const {
                       ws.shuffle_block_size().empty() ? "off" : ws.shuffle_block_size(), "\n");
     }
   }
-  for (const pipeline::PackFigures& f : batches_->Packing()) AppendPackingLine(f, &stages);
+  AppendPackingLines(batches_->Packing(), &stages);
   const uint32_t parallelism = batches_->parallelism();
   return absl::StrCat(
       "instance ", config_.instance_id, "\n",

@@ -127,6 +127,20 @@ def test_wrap_batches_have_no_valid_tokens_and_a_full_padding_mask(corpus, daemo
     pipe.close()
 
 
+def test_explain_sums_the_packing_of_many_lanes(corpus, daemon):
+    # 12 owned lanes: one total line and the least filled lane instead of 12 lines.
+    pipe = padded_pipeline(corpus, daemon.socket).options(canonical_replicas=12)
+    it = iter(pipe)
+    for _ in range(12):
+        next(it)
+    text = pipe.explain()
+    assert "packing 12 lanes (planned so far): records=" in text
+    assert "packing least filled lane " in text
+    assert "packing lane " not in text
+    assert len(zephon.daemon_status(daemon.socket)["instances"][0]["packing"]) == 12
+    pipe.close()
+
+
 def test_oversized_documents_are_dropped_or_split_and_counted(corpus, daemon):
     # max_length 129: documents of 20..400 tokens, many oversized.
     for drop, field in ((True, "dropped_samples"), (False, "split_samples")):

@@ -136,18 +136,7 @@ std::vector<PackFigures> GroupStream::Packing() const {
   return out;
 }
 
-PackFigures GroupStream::PackingTotal() const {
-  PackFigures total;
-  for (const PackFigures& f : Packing()) {
-    total.records += f.records;
-    total.tokens += f.tokens;
-    total.padding_cells += f.padding_cells;
-    total.dropped_tokens += f.dropped_tokens;
-    total.dropped_samples += f.dropped_samples;
-    total.split_samples += f.split_samples;
-  }
-  return total;
-}
+PackFigures GroupStream::PackingTotal() const { return SumPackFigures(Packing()); }
 
 std::string GroupStream::Explain() const {
   return absl::StrCat("work source: ", source_->Describe(), "\n",

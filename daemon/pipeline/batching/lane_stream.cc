@@ -176,6 +176,19 @@ std::string LaneOptions::Describe() const {
                       "); flush every ", flush_every_k_chunks, " lane chunks");
 }
 
+PackFigures SumPackFigures(const std::vector<PackFigures>& lanes) {
+  PackFigures total;
+  for (const PackFigures& f : lanes) {
+    total.records += f.records;
+    total.tokens += f.tokens;
+    total.padding_cells += f.padding_cells;
+    total.dropped_tokens += f.dropped_tokens;
+    total.dropped_samples += f.dropped_samples;
+    total.split_samples += f.split_samples;
+  }
+  return total;
+}
+
 PackFigures PackStats::Snapshot(uint32_t lane) const {
   PackFigures f;
   f.lane = lane;

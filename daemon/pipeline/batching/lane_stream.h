@@ -89,6 +89,9 @@ struct PackFigures {
   uint64_t split_samples = 0;
 };
 
+// The figures of `lanes` added up (lane = 0).
+PackFigures SumPackFigures(const std::vector<PackFigures>& lanes);
+
 // One lane's packing figures. Atomic so that status and metrics read them while the
 // lane's owner plans.
 struct PackStats {
