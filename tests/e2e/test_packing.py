@@ -205,3 +205,16 @@ def test_readme_packing_example_runs(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("0 [") and "fill=" in lines[-1], out.stdout
+
+
+def test_wrap_sends_the_operator_it_always_sent(corpus):
+    # The spec hash covers the operator: a wrap pipeline must send no new field.
+    ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+    ws = zephon.StaticMixtureWorkSource([ds])
+    ops = zephon.Pipeline(ws).pack_flat(65).batch(2)._request()["spec"]["operators"]
+    assert ops[0] == {"pack_flat": {"max_length": "65", "algorithm": "wrap",
+                                    "emit_positions": True}}
+    best = (zephon.Pipeline(ws).pack_flat(65, algorithm="best_fit", pad_token_id=3, num_bins=4)
+            ._request()["spec"]["operators"][0]["pack_flat"])
+    assert best == {"max_length": "65", "algorithm": "best_fit", "emit_positions": True,
+                    "pad_token_id": 3, "num_bins": 4, "drop_oversized": True}
