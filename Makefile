@@ -132,6 +132,13 @@ bench-loader: build
 bench-checkpoint: build
 	PYTHONPATH=client/python $(PY) tests/bench/checkpoint_bench.py $(BENCH_ARGS)
 
+# pack_flat fill rate per algorithm vs the best-fit-decreasing bound on the same
+# documents (docs/benchmarks.md): lognormal pretraining and SFT-like lengths through a
+# real zephond. ~7 s on 2 cores; BENCH_ARGS="--quick" for a quarter of the documents.
+.PHONY: bench-packing
+bench-packing: build
+	PYTHONPATH=client/python $(PY) tests/bench/packing_bench.py $(BENCH_ARGS)
+
 # Elastic-resume reproduction with the example trainers (examples/): a 4-rank run, its
 # checkpoint at step 3 resumed on 2 and 8 ranks, both trainer styles; writes
 # docs/reproducibility.md and docs/reproducibility.png. ~40 s on 2 cores.

@@ -21,6 +21,7 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
 
 constexpr char kTokens[] = "tokens";
 constexpr char kPositions[] = "positions";
+constexpr char kValidTokens[] = "valid_tokens";
 constexpr char kSampleIds[] = "sample_ids";
 
 }  // namespace
@@ -30,6 +31,7 @@ BatchSchema BatchSchema::Of(const pipeline::LaneOptions& lanes) {
   schema.rows = lanes.microbatch_size;
   schema.cols = lanes.max_length;
   schema.emit_positions = lanes.emit_positions;
+  schema.valid_tokens = lanes.pack.pads();
   return schema;
 }
 
@@ -37,6 +39,7 @@ std::vector<TensorSchema> BatchSchema::Tensors() const {
   std::vector<TensorSchema> tensors;
   tensors.push_back({kTokens, shm::DType::kInt32, {rows, cols}});
   if (emit_positions) tensors.push_back({kPositions, shm::DType::kInt32, {rows, cols}});
+  if (valid_tokens) tensors.push_back({kValidTokens, shm::DType::kInt32, {rows}});
   tensors.push_back({kSampleIds, shm::DType::kInt64, {SaturatingMul(rows, cols), 3}});
   return tensors;
 }
@@ -66,6 +69,10 @@ absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t r
   if (schema.emit_positions) {
     ASSIGN_OR_RETURN(void* positions, slot->AddTensor(kPositions, shm::DType::kInt32, shape));
     cells.positions = static_cast<int32_t*>(positions);
+  }
+  if (schema.valid_tokens) {
+    ASSIGN_OR_RETURN(void* valid, slot->AddTensor(kValidTokens, shm::DType::kInt32, {rows}));
+    cells.valid_tokens = static_cast<int32_t*>(valid);
   }
   ASSIGN_OR_RETURN(void* ids_raw,
                    slot->AddTensor(kSampleIds, shm::DType::kInt64,

@@ -6,6 +6,8 @@
 // order:
 //   tokens      int32 [rows, cols]
 //   positions   int32 [rows, cols]   only when emit_positions
+//   valid_tokens int32 [rows]        only when the pack_flat algorithm pads: each row's
+//                                    cells that are not padding (they come first)
 //   sample_ids  int64 [n, 3]         (dataset, shard, index) of each contributing sample
 // with rows <= microbatch_size (a short last batch has fewer), cols = max_length and
 // n <= rows * cols (a batch lists each contributing sample once, and each contributed
@@ -37,6 +39,7 @@ struct BatchSchema {
   uint64_t rows = 0;  // microbatch_size
   uint64_t cols = 0;  // pack_flat max_length
   bool emit_positions = true;
+  bool valid_tokens = false;  // pack_flat pads (every algorithm but wrap)
 
   // The schema of the batches a lane with `lanes` options produces.
   static BatchSchema Of(const pipeline::LaneOptions& lanes);
@@ -53,6 +56,7 @@ struct BatchSchema {
 struct BatchCells {
   int32_t* tokens = nullptr;
   int32_t* positions = nullptr;  // null unless the schema emits positions
+  int32_t* valid_tokens = nullptr;  // [rows]; null unless the schema has valid_tokens
 };
 
 // Adds a batch's tensors to `slot` in schema order, at shape [rows, schema.cols], and

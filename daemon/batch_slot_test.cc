@@ -20,11 +20,12 @@ std::string RingName() {
   return absl::StrCat("zephon-test.", getpid(), ".batch_slot.", counter.fetch_add(1));
 }
 
-BatchSchema Schema(uint64_t rows, uint64_t cols, bool positions) {
+BatchSchema Schema(uint64_t rows, uint64_t cols, bool positions, bool pads = false) {
   pipeline::LaneOptions lanes;
   lanes.microbatch_size = rows;
   lanes.max_length = cols;
   lanes.emit_positions = positions;
+  if (pads) lanes.pack.algorithm = pipeline::PackAlgorithm::kBestFit;
   return BatchSchema::Of(lanes);
 }
 
@@ -43,6 +44,9 @@ absl::Status WriteLargestBatch(const BatchSchema& schema, uint64_t payload_bytes
   if (!cells.ok()) return cells.status();
   if ((cells->positions != nullptr) != schema.emit_positions) {
     return absl::InternalError("positions pointer disagrees with the schema");
+  }
+  if ((cells->valid_tokens != nullptr) != schema.valid_tokens) {
+    return absl::InternalError("valid_tokens pointer disagrees with the schema");
   }
   cells->tokens[schema.rows * schema.cols - 1] = 7;  // the last cell is inside the slot
   return absl::OkStatus();
@@ -63,6 +67,17 @@ TEST(BatchSchemaTest, ListsTheTensorsTheProducerWrites) {
   EXPECT_EQ(without[1].name, "sample_ids");
 }
 
+TEST(BatchSchemaTest, PaddingAlgorithmsAddValidTokensPerRow) {
+  const std::vector<TensorSchema> padded = Schema(4, 9, true, /*pads=*/true).Tensors();
+  ASSERT_EQ(padded.size(), 4u);
+  EXPECT_EQ(padded[2].name, "valid_tokens");
+  EXPECT_EQ(padded[2].dtype, shm::DType::kInt32);
+  EXPECT_EQ(padded[2].max_shape, (std::vector<uint64_t>{4}));
+  EXPECT_EQ(padded[3].name, "sample_ids");
+  // 4 int32 = 16 bytes, padded to the next 64-byte boundary like the others.
+  EXPECT_EQ(Schema(4, 9, true, true).SlotPayloadBytes(), 192u + 192u + 64u + 864u);
+}
+
 TEST(BatchSchemaTest, SlotSizeIsTheSumOfAlignedTensors) {
   // 4 x 9 int32 = 144, padded to 192 before the next tensor; sample ids 36 x 3 int64 =
   // 864, the last tensor, unpadded.
@@ -75,7 +90,7 @@ TEST(BatchSchemaTest, SlotSizeIsTheSumOfAlignedTensors) {
 TEST(BatchSchemaTest, LargestBatchFitsExactlyTheComputedSlot) {
   for (const BatchSchema& schema :
        {Schema(1, 2, true), Schema(4, 9, true), Schema(4, 9, false), Schema(8, 2049, true),
-        Schema(3, 17, false)}) {
+        Schema(3, 17, false), Schema(4, 9, true, true), Schema(3, 17, false, true)}) {
     const uint64_t bytes = schema.SlotPayloadBytes();
     EXPECT_TRUE(WriteLargestBatch(schema, bytes).ok())
         << schema.rows << "x" << schema.cols << " positions=" << schema.emit_positions;

@@ -36,6 +36,10 @@ absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
   if (dst.positions != nullptr) {
     std::memcpy(dst.positions, batch.positions.data(), batch.positions.size() * sizeof(int32_t));
   }
+  if (dst.valid_tokens != nullptr) {
+    std::memcpy(dst.valid_tokens, batch.valid_tokens.data(),
+                batch.valid_tokens.size() * sizeof(int32_t));
+  }
   slot->set_lane(batch.lane);
   slot->set_lane_batch_index(batch.lane_batch_index);
   return absl::OkStatus();
@@ -46,10 +50,52 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schem
                        const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
                        shm::SlotWriter* slot) {
   ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, plan.rows, plan.sample_ids, slot));
-  RETURN_IF_ERROR(pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions));
+  RETURN_IF_ERROR(
+      pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions, dst.valid_tokens));
   slot->set_lane(plan.lane);
   slot->set_lane_batch_index(plan.lane_batch_index);
   return absl::OkStatus();
+}
+
+// Explain's packing lines: "    packing lane <l> (planned so far): records=...
+// tokens=... padding_cells=... fill=<tokens / cells, %>", the drop and split counts only
+// when there were any. One line per owned lane up to kPackingLinesPerLane lanes; beyond,
+// the instance's total ("lanes <n>") and its least filled lane, so explain stays short
+// for groups owning hundreds of lanes (status and /metrics keep every lane).
+constexpr size_t kPackingLinesPerLane = 8;
+
+void AppendPackingLine(const std::string& what, const pipeline::PackFigures& f,
+                       std::string* stages) {
+  const uint64_t cells = f.tokens + f.padding_cells;
+  absl::StrAppend(stages, "    packing ", what, " (planned so far): records=", f.records,
+                  " tokens=", f.tokens, " padding_cells=", f.padding_cells, " fill=",
+                  cells == 0 ? std::string("-")
+                             : absl::StrFormat("%.2f%%", 100.0 * static_cast<double>(f.tokens) /
+                                                             static_cast<double>(cells)));
+  if (f.dropped_tokens > 0) absl::StrAppend(stages, " dropped_tokens=", f.dropped_tokens);
+  if (f.dropped_samples > 0) absl::StrAppend(stages, " dropped_samples=", f.dropped_samples);
+  if (f.split_samples > 0) absl::StrAppend(stages, " split_samples=", f.split_samples);
+  absl::StrAppend(stages, "\n");
+}
+
+void AppendPackingLines(const std::vector<pipeline::PackFigures>& lanes, std::string* stages) {
+  if (lanes.size() <= kPackingLinesPerLane) {
+    for (const pipeline::PackFigures& f : lanes) {
+      AppendPackingLine(absl::StrCat("lane ", f.lane), f, stages);
+    }
+    return;
+  }
+  const pipeline::PackFigures* least = nullptr;
+  auto padding_share = [](const pipeline::PackFigures& f) {
+    const uint64_t cells = f.tokens + f.padding_cells;
+    return cells == 0 ? 0.0 : static_cast<double>(f.padding_cells) / static_cast<double>(cells);
+  };
+  for (const pipeline::PackFigures& f : lanes) {
+    if (least == nullptr || padding_share(f) > padding_share(*least)) least = &f;
+  }
+  AppendPackingLine(absl::StrCat(lanes.size(), " lanes"), pipeline::SumPackFigures(lanes),
+                    stages);
+  AppendPackingLine(absl::StrCat("least filled lane ", least->lane), *least, stages);
 }
 
 // Explain's line for a dataset converted into the token cache: "    <kind> dataset
@@ -386,6 +432,16 @@ proto::InstanceStatus PipelineInstance::Status() const {
     out->set_tokenize_seconds(t.tokenize_seconds);
   }
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
+  for (const pipeline::PackFigures& f : batches_->Packing()) {
+    proto::LanePackingStatus* p = s.add_packing();
+    p->set_lane(f.lane);
+    p->set_records(f.records);
+    p->set_tokens(f.tokens);
+    p->set_padding_cells(f.padding_cells);
+    p->set_dropped_tokens(f.dropped_tokens);
+    p->set_dropped_samples(f.dropped_samples);
+    p->set_split_samples(f.split_samples);
+  }
   const uint64_t produced = produced_.load();
   const uint64_t published = writer_->published();
   const uint64_t released = Released();
@@ -443,6 +499,7 @@ std::string PipelineInstance::Explain() const {
                       ws.shuffle_block_size().empty() ? "off" : ws.shuffle_block_size(), "\n");
     }
   }
+  AppendPackingLines(batches_->Packing(), &stages);
   const uint32_t parallelism = batches_->parallelism();
   return absl::StrCat(
       "instance ", config_.instance_id, "\n",

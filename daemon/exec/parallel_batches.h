@@ -10,8 +10,8 @@
 // Errors, whether planning or materializing, surface from Next() at the position of
 // the batch they concern and are sticky.
 //
-// Thread-safety: single-owner (one producer thread), except Cancel() and Explain(),
-// which are thread-safe.
+// Thread-safety: single-owner (one producer thread), except Cancel(), Explain() and
+// Packing(), which are thread-safe.
 #ifndef ZEPHON_DAEMON_EXEC_PARALLEL_BATCHES_H_
 #define ZEPHON_DAEMON_EXEC_PARALLEL_BATCHES_H_
 
@@ -69,6 +69,8 @@ class ParallelBatches {
   uint32_t queue_capacity() const { return stage_->queue_capacity(); }
   OrderedStageStats stats() const { return stage_->stats(); }
   const pipeline::GroupStream& stream() const { return *stream_; }
+  // GroupStream::Packing (thread-safe: atomic counters fixed at the stream's creation).
+  std::vector<pipeline::PackFigures> Packing() const { return stream_->Packing(); }
 
  private:
   ParallelBatches(std::unique_ptr<pipeline::GroupStream> stream,

@@ -82,8 +82,38 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   MetricFamily text_null = Family("zephon_text_null_records", "gauge",
                                   "Null records of a record-format dataset (Parquet, MDS) "
                                   "skipped (on_null=skip).");
+  // pack_flat, per lane of an instance (counted as batches are planned).
+  MetricFamily pack_tokens = Family("zephon_pack_tokens_total", "counter",
+                                    "Cells of packed records holding sample tokens.");
+  MetricFamily pack_padding = Family("zephon_pack_padding_cells_total", "counter",
+                                     "Pad cells of packed records (fill rate = tokens / "
+                                     "(tokens + padding cells)).");
+  MetricFamily pack_fill = Family("zephon_pack_fill_ratio", "gauge",
+                                  "Tokens / (tokens + padding cells) of the lane so far.");
+  MetricFamily pack_dropped_tokens = Family("zephon_pack_dropped_tokens_total", "counter",
+                                            "Tokens pack_flat dropped (wrap's flush tails, "
+                                            "oversized samples).");
+  MetricFamily pack_dropped_samples = Family("zephon_pack_dropped_samples_total", "counter",
+                                             "Samples longer than max_length dropped "
+                                             "(drop_oversized).");
+  MetricFamily pack_split_samples = Family("zephon_pack_split_samples_total", "counter",
+                                           "Samples placed in more than one record "
+                                           "(first_fit, best_fit, best_fit_wrap).");
   for (const proto::InstanceStatus& s : status.instances()) {
     const Labels labels = InstanceLabels(s);
+    for (const proto::LanePackingStatus& p : s.packing()) {
+      Labels lane = labels;
+      lane.emplace_back("lane", std::to_string(p.lane()));
+      const uint64_t cells = p.tokens() + p.padding_cells();
+      pack_tokens.Add(lane, static_cast<double>(p.tokens()));
+      pack_padding.Add(lane, static_cast<double>(p.padding_cells()));
+      if (cells > 0) {
+        pack_fill.Add(lane, static_cast<double>(p.tokens()) / static_cast<double>(cells));
+      }
+      pack_dropped_tokens.Add(lane, static_cast<double>(p.dropped_tokens()));
+      pack_dropped_samples.Add(lane, static_cast<double>(p.dropped_samples()));
+      pack_split_samples.Add(lane, static_cast<double>(p.split_samples()));
+    }
     produced.Add(labels, static_cast<double>(s.produced()));
     released.Add(labels, static_cast<double>(s.released()));
     delivered_alias.Add(labels, static_cast<double>(s.released()));
@@ -112,7 +142,9 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   std::vector<MetricFamily> out = {produced,     released,    delivered_alias, occupancy,
                                    slots,        bytes,       readers,         lag,
                                    in_flight,    buffered,    text_records,    text_tokens,
-                                   text_invalid, text_skipped, text_null};
+                                   text_invalid, text_skipped, text_null,
+                                   pack_tokens,  pack_padding, pack_fill, pack_dropped_tokens,
+                                   pack_dropped_samples, pack_split_samples};
 
   out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")
                     .Add({}, status.instances_size()));

@@ -1,8 +1,9 @@
 // Property test of the elastic determinism guarantee over random specs.
 //
-// For ~30 specs drawn from a fixed seed (random corpora, weights, chunk sizes, every
+// For ~40 specs drawn from a fixed seed (random corpora, weights, chunk sizes, every
 // shuffle, repeat policy with occasional max_repeats, C in {2,3,4,6,8}, both routings
-// and mappings, random operators), and every D dividing C: each step (C batches in
+// and mappings, random operators, every pack_flat algorithm with random bins, pools
+// and oversized policy), and every D dividing C: each step (C batches in
 // total, C/D from each group) holds the same multiset of (lane, lane_batch_index,
 // tokens, positions, sample ids) as with D = 1, and two independent runs produce
 // byte-identical output.
@@ -24,7 +25,7 @@ namespace zephon::pipeline {
 namespace {
 
 constexpr uint64_t kSeed = 20240611;
-constexpr int kCases = 30;
+constexpr int kCases = 40;
 constexpr size_t kMaxSteps = 32;
 
 // Deterministic across platforms (std distributions are implementation-defined).
@@ -87,10 +88,27 @@ Case RandomCase(int index) {
     shuffle->set_buffer_size(rng.Range(1, 8));
     shuffle->set_seed(rng.Below(1000));
   }
-  c.spec.add_operators()->mutable_pack_flat()->set_max_length(rng.Range(2, 16));
+  auto* pack = c.spec.add_operators()->mutable_pack_flat();
+  pack->set_max_length(rng.Range(2, 16));
   auto* batch = c.spec.add_operators()->mutable_batch();
   batch->set_microbatch_size(rng.Range(1, 3));
   batch->set_drop_last(rng.Coin());
+  // Drawn last, so the rest of each case is what it was before the algorithms existed.
+  switch (index % 4) {
+    case 0: break;  // wrap
+    case 1:
+    case 2:
+      pack->set_algorithm(index % 4 == 1 ? "first_fit" : "best_fit");
+      pack->set_num_bins(static_cast<uint32_t>(rng.Range(1, 4)));
+      pack->set_drop_oversized(rng.Coin());
+      break;
+    default:
+      pack->set_algorithm("best_fit_wrap");
+      pack->set_candidate_pool_size(rng.Range(1, 6));
+      pack->set_max_candidate_age(rng.Range(1, 12));
+      break;
+  }
+  if (index % 4 != 0) pack->set_pad_token_id(static_cast<int32_t>(rng.Below(100)));
   auto resolved = ResolveSpec(c.spec, 1);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   c.spec = *resolved;
@@ -128,6 +146,8 @@ void Serialize(const Batch& b, std::string* out) {
   for (int32_t t : b.tokens) Put(t, out);
   Put(b.positions.size(), out);
   for (int32_t p : b.positions) Put(p, out);
+  Put(b.valid_tokens.size(), out);
+  for (int32_t v : b.valid_tokens) Put(v, out);
   Put(b.sample_ids.size(), out);
   for (const SampleId& id : b.sample_ids) {
     Put(id.dataset, out);

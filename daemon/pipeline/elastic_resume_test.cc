@@ -35,8 +35,25 @@ std::vector<std::shared_ptr<const Dataset>> Corpus() {
           testing::MakeSyntheticDataset("code", 2, 3, 40, 23)};
 }
 
+// pack_flat's algorithm with the options the tests use ("wrap" takes none).
+void SetPacking(const std::string& algorithm, proto::PackFlatSpec* pack) {
+  pack->set_algorithm(algorithm);
+  if (algorithm == "wrap") return;
+  pack->set_pad_token_id(0);
+  if (algorithm == "first_fit") pack->set_num_bins(3);
+  if (algorithm == "best_fit") {
+    pack->set_num_bins(2);
+    pack->set_drop_oversized(false);  // "code" samples reach 23 tokens: split them
+  }
+  if (algorithm == "best_fit_wrap") {
+    pack->set_candidate_pool_size(4);
+    pack->set_max_candidate_age(9);
+  }
+}
+
 proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping,
-                         const std::string& weight_by = "samples") {
+                         const std::string& weight_by = "samples",
+                         const std::string& algorithm = "wrap") {
   proto::PipelineSpec spec = pipeline::testing::SpecOverDatasets({"web", "code"});
   auto* ws = spec.mutable_work_source();
   ws->add_weights(0.6);
@@ -51,7 +68,9 @@ proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping,
   auto* shuffle = spec.add_operators()->mutable_shuffle();
   shuffle->set_buffer_size(5);
   shuffle->set_seed(31);
-  spec.add_operators()->mutable_pack_flat()->set_max_length(11);
+  auto* pack = spec.add_operators()->mutable_pack_flat();
+  pack->set_max_length(11);
+  SetPacking(algorithm, pack);
   auto* batch = spec.add_operators()->mutable_batch();
   batch->set_microbatch_size(3);  // Odd, so batches span flush groups.
   batch->set_drop_last(false);
@@ -64,6 +83,7 @@ proto::PipelineSpec Spec(uint32_t lanes, const std::string& mapping,
 using Key = std::tuple<uint32_t, uint64_t, std::vector<int32_t>, std::vector<int32_t>,
                        std::vector<SampleId>>;
 
+// valid_tokens follows from tokens' padding segments, so the key needs no more.
 Key KeyOf(const Batch& b) {
   return Key{b.lane, b.lane_batch_index, b.tokens, b.positions, b.sample_ids};
 }
@@ -196,41 +216,66 @@ void ExpectSteps(Topology* run, uint32_t lanes, const Reference& ref, size_t fir
   }
 }
 
-TEST(ElasticResumeTest, EveryStepAfterRestoreOnAnyDivisorMatchesTheUninterruptedRun) {
+// Checkpoint on every D dividing C after k steps, restore on every D', checkpoint
+// again and restore on a third D'': every step matches the uninterrupted run.
+void ExpectElasticResume(const proto::PipelineSpec& spec, const std::string& what) {
   constexpr size_t kSteps = 2;  // Per leg.
+  const uint32_t lanes = spec.canonical_replicas();
+  const Reference ref = MakeReference(spec);
+  std::cout << what << ": " << ref.steps.size() << " full steps; batches per lane:";
+  for (const auto& [lane, n] : ref.lane_batches) std::cout << " " << n;
+  std::cout << "\n";
+  const std::vector<uint32_t> divisors = Divisors(lanes);
+  for (size_t i = 0; i < divisors.size(); ++i) {
+    const uint32_t d = divisors[i];
+    const size_t k = 1 + i % 3;  // Checkpoint after k steps.
+    ASSERT_GE(ref.steps.size(), k + 2 * kSteps) << what << ": corpus too small";
+    for (uint32_t d2 : divisors) {
+      const uint32_t d3 = divisors[(i + d2) % divisors.size()];
+      const std::string label =
+          absl::StrCat(what, " D=", d, " k=", k, " -> D'=", d2, " -> D''=", d3);
+      Topology first(spec, d, nullptr);
+      ExpectSteps(&first, lanes, ref, 0, k, label);
+      const auto checkpoint1 = first.Checkpoint();
+      ASSERT_EQ(checkpoint1.size(), lanes) << label;
+      for (const auto& p : checkpoint1) EXPECT_EQ(p.next_batch_index(), k) << label;
+
+      Topology second(spec, d2, &checkpoint1);
+      ExpectSteps(&second, lanes, ref, k, kSteps, label + " (first restore)");
+      const auto checkpoint2 = second.Checkpoint();
+      ASSERT_EQ(checkpoint2.size(), lanes) << label;
+
+      Topology third(spec, d3, &checkpoint2);
+      ExpectSteps(&third, lanes, ref, k + kSteps, kSteps, label + " (second restore)");
+    }
+  }
+}
+
+TEST(ElasticResumeTest, EveryStepAfterRestoreOnAnyDivisorMatchesTheUninterruptedRun) {
   for (uint32_t lanes : {4u, 6u, 8u}) {
     for (const char* mapping : {"contiguous", "interleaved"}) {
-      const auto spec = Spec(lanes, mapping);
-      const Reference ref = MakeReference(spec);
-      std::cout << "C=" << lanes << " " << mapping << ": " << ref.steps.size()
-                << " full steps; batches per lane:";
-      for (const auto& [lane, n] : ref.lane_batches) std::cout << " " << n;
-      std::cout << "\n";
-      const std::vector<uint32_t> divisors = Divisors(lanes);
-      for (size_t i = 0; i < divisors.size(); ++i) {
-        const uint32_t d = divisors[i];
-        const size_t k = 1 + i % 3;  // Checkpoint after k steps.
-        ASSERT_GE(ref.steps.size(), k + 2 * kSteps) << "C=" << lanes << ": corpus too small";
-        for (uint32_t d2 : divisors) {
-          const uint32_t d3 = divisors[(i + d2) % divisors.size()];
-          const std::string label =
-              absl::StrCat("C=", lanes, " ", mapping, " D=", d, " k=", k, " -> D'=", d2,
-                           " -> D''=", d3);
-          Topology first(spec, d, nullptr);
-          ExpectSteps(&first, lanes, ref, 0, k, label);
-          const auto checkpoint1 = first.Checkpoint();
-          ASSERT_EQ(checkpoint1.size(), lanes) << label;
-          for (const auto& p : checkpoint1) EXPECT_EQ(p.next_batch_index(), k) << label;
+      ExpectElasticResume(Spec(lanes, mapping), absl::StrCat("C=", lanes, " ", mapping));
+    }
+  }
+}
 
-          Topology second(spec, d2, &checkpoint1);
-          ExpectSteps(&second, lanes, ref, k, kSteps, label + " (first restore)");
-          const auto checkpoint2 = second.Checkpoint();
-          ASSERT_EQ(checkpoint2.size(), lanes) << label;
-
-          Topology third(spec, d3, &checkpoint2);
-          ExpectSteps(&third, lanes, ref, k + kSteps, kSteps, label + " (second restore)");
+// The padding algorithms keep all their state (open bins, the candidate pool) inside a
+// flush group, so a lane restored at {flush_group_chunk, records_into_group} replays
+// that group's lengths into the same bins: the same guarantee as wrap.
+TEST(ElasticResumeTest, EveryPackingAlgorithmResumesOnAnyDivisor) {
+  for (const char* algorithm : {"first_fit", "best_fit", "best_fit_wrap"}) {
+    for (uint32_t lanes : {4u, 6u}) {
+      const char* mapping = lanes == 4 ? "contiguous" : "interleaved";
+      const auto spec = Spec(lanes, mapping, "samples", algorithm);
+      {  // Padding happened, so this is not wrap under another name.
+        auto stream = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(),
+                                          OwnedLanes(lanes, 1, 0, spec.mapping_strategy()).value())
+                          .value();
+        while (stream->Next().value().has_value()) {
         }
+        EXPECT_GT(stream->PackingTotal().padding_cells, 0u) << algorithm;
       }
+      ExpectElasticResume(spec, absl::StrCat(algorithm, " C=", lanes, " ", mapping));
     }
   }
 }
@@ -292,40 +337,46 @@ TEST(ElasticResumeTest, CheckpointAtTheEndOfDataRestoresToNothing) {
 // Same topology, checkpoint after any number of batches taken (mid-step, in the
 // tail where lanes are running out, at the end): each group continues exactly, batch
 // by batch, until its end.
-TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch) {
-  for (uint32_t lanes : {4u, 6u, 8u}) {
-    const auto spec = Spec(lanes, "interleaved");
-    for (uint32_t d : Divisors(lanes)) {
-      std::vector<std::vector<Key>> original(d);
-      {
-        Topology run(spec, d, nullptr);
-        for (uint32_t g = 0; g < d; ++g) {
-          while (auto b = run.Take(g)) original[g].push_back(KeyOf(*b));
-        }
-      }
-      size_t longest = 0;
-      for (const auto& o : original) longest = std::max(longest, o.size());
-      for (size_t n = 0; n <= longest; n += 1 + n % 3) {  // Irregular stride.
-        Topology run(spec, d, nullptr);
-        for (uint32_t g = 0; g < d; ++g) {
-          for (size_t i = 0; i < std::min(n, original[g].size()); ++i) {
-            ASSERT_TRUE(run.Take(g).has_value());
-          }
-        }
-        const auto checkpoint = run.Checkpoint();
-        Topology restored(spec, d, &checkpoint);
-        for (uint32_t g = 0; g < d; ++g) {
-          const std::string label =
-              absl::StrCat("C=", lanes, " D=", d, " group ", g, " checkpoint after ", n);
-          for (size_t i = run.taken(g); i < original[g].size(); ++i) {
-            auto b = restored.Take(g);
-            ASSERT_TRUE(b.has_value()) << label << ": ran out at " << i;
-            ASSERT_TRUE(KeyOf(*b) == original[g][i]) << label << ": batch " << i << " differs";
-          }
-          EXPECT_FALSE(restored.Take(g).has_value()) << label;
-        }
+void ExpectMidStepResume(const proto::PipelineSpec& spec) {
+  const uint32_t lanes = spec.canonical_replicas();
+  for (uint32_t d : Divisors(lanes)) {
+    std::vector<std::vector<Key>> original(d);
+    {
+      Topology run(spec, d, nullptr);
+      for (uint32_t g = 0; g < d; ++g) {
+        while (auto b = run.Take(g)) original[g].push_back(KeyOf(*b));
       }
     }
+    size_t longest = 0;
+    for (const auto& o : original) longest = std::max(longest, o.size());
+    for (size_t n = 0; n <= longest; n += 1 + n % 3) {  // Irregular stride.
+      Topology run(spec, d, nullptr);
+      for (uint32_t g = 0; g < d; ++g) {
+        for (size_t i = 0; i < std::min(n, original[g].size()); ++i) {
+          ASSERT_TRUE(run.Take(g).has_value());
+        }
+      }
+      const auto checkpoint = run.Checkpoint();
+      Topology restored(spec, d, &checkpoint);
+      for (uint32_t g = 0; g < d; ++g) {
+        const std::string label =
+            absl::StrCat(spec.operators(1).pack_flat().algorithm(), " C=", lanes, " D=", d,
+                         " group ", g, " checkpoint after ", n);
+        for (size_t i = run.taken(g); i < original[g].size(); ++i) {
+          auto b = restored.Take(g);
+          ASSERT_TRUE(b.has_value()) << label << ": ran out at " << i;
+          ASSERT_TRUE(KeyOf(*b) == original[g][i]) << label << ": batch " << i << " differs";
+        }
+        EXPECT_FALSE(restored.Take(g).has_value()) << label;
+      }
+    }
+  }
+}
+
+TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch) {
+  for (uint32_t lanes : {4u, 6u, 8u}) ExpectMidStepResume(Spec(lanes, "interleaved"));
+  for (const char* algorithm : {"first_fit", "best_fit", "best_fit_wrap"}) {
+    ExpectMidStepResume(Spec(4, "interleaved", "samples", algorithm));
   }
 }
 

@@ -15,6 +15,7 @@
 #include "daemon/pipeline/formats/jsonl_reader.h"
 #include "daemon/pipeline/formats/record_formats.h"
 #include "daemon/pipeline/batching/lane_stream.h"
+#include "daemon/pipeline/batching/packers.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/ordering/work_source.h"
 #include "daemon/pipeline/spec_string_form.h"
@@ -109,6 +110,24 @@ absl::Status CheckTextDatasets(const proto::WorkSourceSpec& ws) {
   return absl::OkStatus();
 }
 
+// The defaults of the algorithm's own fields (packers.h). A wrap spec gets none, so it
+// serializes, and hashes, as before those fields existed. An unknown algorithm is left
+// for LaneOptions::FromSpec to refuse.
+void ResolvePackFlatDefaults(proto::PackFlatSpec* pack) {
+  const absl::StatusOr<PackAlgorithm> algorithm = ParsePackAlgorithm(pack->algorithm());
+  if (!algorithm.ok()) return;
+  if ((*algorithm == PackAlgorithm::kFirstFit || *algorithm == PackAlgorithm::kBestFit) &&
+      !pack->has_drop_oversized()) {
+    pack->set_drop_oversized(true);
+  }
+  if (*algorithm == PackAlgorithm::kBestFitWrap) {
+    if (pack->candidate_pool_size() == 0) pack->set_candidate_pool_size(kDefaultCandidatePoolSize);
+    if (pack->max_candidate_age() == 0) {
+      pack->set_max_candidate_age(kCandidateAgeFactor * pack->candidate_pool_size());
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint32_t dp_degree) {
@@ -172,6 +191,7 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
     if (op.has_pack_flat() && !op.pack_flat().has_emit_positions()) {
       op.mutable_pack_flat()->set_emit_positions(true);
     }
+    if (op.has_pack_flat()) ResolvePackFlatDefaults(op.mutable_pack_flat());
     // The guide's default: never a short batch.
     if (op.has_batch() && !op.batch().has_drop_last()) op.mutable_batch()->set_drop_last(true);
   }

@@ -5,7 +5,9 @@
 //   lane_routing PERMUTE; work_source.chunk_size 1024; exhausted_policy
 //   STOP_AFTER_PASSES; weight_by SAMPLES (hashed only when TOKENS:
 //   spec_string_form.h); stop_after_passes 1; flush_every_k_chunks 8; pack_flat
-//   algorithm "wrap"; for format "flat" datasets dtype "uint16" and
+//   algorithm "wrap" (first_fit/best_fit: drop_oversized true; best_fit_wrap:
+//   candidate_pool_size 1024, max_candidate_age 8 x that; wrap gets none of these, so
+//   wrap specs hash as before they existed); for format "flat" datasets dtype "uint16" and
 //   flat_sample_tokens 2048, for format "jsonl" datasets jsonl_field "input_ids"
 //   (a JSONL dataset's `field` is moved into jsonl_field, so both spellings hash alike;
 //   record formats keep field and on_null as set, unset when unset;

@@ -237,6 +237,48 @@ TEST(SpecHashTest, HashesOfExistingCheckpointsNeverMove) {
   EXPECT_EQ(hash([](proto::PipelineSpec& s) { SetWeightBy(s, "samples"); }), "96a7cb2ded9ca691");
 }
 
+// pack_flat's algorithm fields are unset for wrap, so a wrap spec hashes as pinned
+// above; the padding algorithms are other specs, their resolved defaults spelled out
+// or not.
+TEST(SpecHashTest, PackingAlgorithmsAreOtherSpecsAndWrapKeepsItsHash) {
+  auto data = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  auto hash = [&](const std::function<void(proto::PackFlatSpec&)>& edit) {
+    proto::PipelineSpec spec = Minimal();
+    for (auto& op : *spec.mutable_operators()) {
+      if (op.has_pack_flat()) edit(*op.mutable_pack_flat());
+    }
+    return SpecHash(ResolveSpec(spec, 2).value(), {data});
+  };
+  EXPECT_EQ(hash([](proto::PackFlatSpec& p) { p.set_algorithm("wrap"); }), "96a7cb2ded9ca691");
+  auto best_fit = [](proto::PackFlatSpec& p) {
+    p.set_algorithm("best_fit");
+    p.set_num_bins(8);
+    p.set_pad_token_id(0);
+  };
+  const std::string bf = hash(best_fit);
+  EXPECT_NE(bf, "96a7cb2ded9ca691");
+  EXPECT_EQ(hash([&](proto::PackFlatSpec& p) {
+              best_fit(p);
+              p.set_drop_oversized(true);
+            }),
+            bf);
+  EXPECT_NE(hash([&](proto::PackFlatSpec& p) {
+              best_fit(p);
+              p.set_drop_oversized(false);
+            }),
+            bf);
+  EXPECT_NE(hash([&](proto::PackFlatSpec& p) {
+              best_fit(p);
+              p.set_pad_token_id(1);
+            }),
+            bf);
+  EXPECT_NE(hash([&](proto::PackFlatSpec& p) {
+              best_fit(p);
+              p.set_algorithm("first_fit");
+            }),
+            bf);
+}
+
 TEST(SpecHashTest, WeighingByTokensIsAnotherSpec) {
   auto data = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
   auto resolved = [](const std::string& weight_by) {

@@ -99,6 +99,7 @@ class Batch:
                     return_positions: bool = True,
                     return_cu_seqlens: bool = False,
                     return_num_valid_tokens: bool = False,
+                    return_padding_mask: bool = False,
                     flatten: bool = False,
                     rename_fields: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Shapes this batch into what a language-model training step consumes.
@@ -108,19 +109,28 @@ class Batch:
         - ``input_ids``: ``tokens[:, :-1]`` ([B, S], S = L - 1) with ``return_labels``,
           else all of ``tokens`` ([B, L]).
         - ``labels`` (``return_labels``): ``tokens[:, 1:]``, the next token of each input.
-          Wrap packing has no padding, so by default nothing is masked: the prediction
-          from a document's last token to the next document's first token is trained on.
+          A label whose target is a padding cell is ``ignore_index`` (padding algorithms
+          of ``pack_flat``: the batch's ``valid_tokens`` says where each row's padding
+          starts; the pad id itself is never compared). Wrap packing has no padding,
+          so by default nothing is masked: the prediction from a document's last token
+          to the next document's first token is trained on.
           ``mask_document_boundaries=True`` sets to ``ignore_index`` every label whose
           target is the first token of a segment (``positions == 0``).
+        - ``padding_mask`` (``return_padding_mask``): bool, aligned with ``input_ids``
+          ([B, S] with labels, else [B, L]), True at real tokens and False at padding
+          (all True without padding).
         - ``positions`` (``return_positions``, when the batch has them): aligned with
           ``input_ids``; they restart at 0 at every document segment.
         - ``cu_seqlens`` (``return_cu_seqlens``): int32 [n + 1], the segment boundaries
           over the flattened inputs (row-major, B*S tokens), e.g. ``[0, 4, 7, ..., B*S]``,
           as varlen / FlexAttention document masking wants them. A boundary is at each
           ``positions == 0`` and at the start of each row (attention never crosses rows).
-          Needs the ``positions`` field.
+          A row's padding is one more segment (its positions restart at 0), so a
+          varlen kernel attends padding only to padding and no document to it; its
+          labels are ``ignore_index``, so it adds nothing to the loss. Needs the
+          ``positions`` field.
         - ``num_valid_tokens`` (``return_num_valid_tokens``, needs labels): a Python int,
-          the number of labels that are not ``ignore_index``.
+          the number of labels that are not ``ignore_index`` (padding excluded).
         - ``ids``: the contributing :class:`SampleId` list (never renamed, never a tensor).
 
         ``flatten=True`` reshapes [B, S] fields to [B*S]. ``rename_fields`` renames output
@@ -132,7 +142,8 @@ class Batch:
         of the batch's shared memory (no copy; torch tensors share that memory too), so
         they are valid only while the batch is open (copy, e.g. ``.clone()`` or a device
         transfer, before releasing it), and must not be written to. These are copies:
-        ``labels`` when ``mask_document_boundaries`` (it is modified); ``input_ids``,
+        ``labels`` when ``mask_document_boundaries`` or the batch has padding (it is
+        modified); ``padding_mask``; ``input_ids``,
         ``labels`` and ``positions`` when ``flatten`` and ``return_labels`` (dropping a
         column per row makes them non-contiguous, so reshaping copies); ``cu_seqlens``
         (computed). Unsigned token dtypes are widened to int64 in masked labels so that a
@@ -150,22 +161,36 @@ class Batch:
         if (return_cu_seqlens or mask_document_boundaries) and positions is None:
             raise ValueError("return_cu_seqlens and mask_document_boundaries need the "
                              "'positions' field (pack_flat(emit_positions=True))")
+        # Real cells: each row's first valid_tokens[r] cells (padding algorithms only).
+        real = None
+        if "valid_tokens" in self._layout:
+            valid = self._view("valid_tokens")
+            real = np.arange(tokens.shape[1])[None, :] < valid[:, None]
         out: dict[str, Any] = {}
         if return_labels:
             inputs = tokens[:, :-1]
             labels = tokens[:, 1:]
             in_pos = positions[:, :-1] if positions is not None else None
+            masked = None
             if mask_document_boundaries:
-                boundary = positions[:, 1:] == 0
+                masked = positions[:, 1:] == 0
+            if real is not None and not real.all():
+                masked = ~real[:, 1:] if masked is None else masked | ~real[:, 1:]
+            if masked is not None:
                 dtype = labels.dtype if labels.dtype.kind == "i" else np.int64
                 labels = labels.astype(dtype, copy=True)  # a copy: never write shared memory
-                labels[boundary] = ignore_index
+                labels[masked] = ignore_index
             out["input_ids"] = inputs
             out["labels"] = labels
+            in_real = real[:, :-1] if real is not None else None
         else:
             inputs = tokens
             in_pos = positions
             out["input_ids"] = inputs
+            in_real = real
+        if return_padding_mask:
+            out["padding_mask"] = (np.ascontiguousarray(in_real) if in_real is not None
+                                   else np.ones(inputs.shape, dtype=bool))
         if return_positions and in_pos is not None:
             out["positions"] = in_pos
         if return_cu_seqlens:
@@ -177,7 +202,7 @@ class Batch:
         if return_num_valid_tokens:
             out["num_valid_tokens"] = int(np.count_nonzero(out["labels"] != ignore_index))
         if flatten:
-            for key in ("input_ids", "labels", "positions"):
+            for key in ("input_ids", "labels", "positions", "padding_mask"):
                 if key in out:
                     out[key] = out[key].reshape(-1)
         if as_torch is None:

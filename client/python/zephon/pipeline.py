@@ -228,16 +228,84 @@ class Pipeline:
         return p
 
     def pack_flat(self, max_length: int, algorithm: str = "wrap",
-                  emit_positions: bool = True) -> "Pipeline":
-        """Packs token streams into records of exactly ``max_length`` tokens (normally
-        seq_len + 1). ``wrap`` splits documents across records and drops the leftover at
-        each flush; ``positions`` restart at 0 for every segment."""
-        if algorithm != "wrap":
-            raise ValueError(f"pack_flat algorithm={algorithm!r} is not supported; use 'wrap'")
+                  emit_positions: bool = True, *, pad_token_id: int | None = None,
+                  num_bins: int | None = None, drop_oversized: bool = True,
+                  candidate_pool_size: int | None = None,
+                  max_candidate_age: int | None = None) -> "Pipeline":
+        """Packs each lane's samples into records of exactly ``max_length`` cells
+        (normally seq_len + 1). ``positions`` restart at 0 for every piece of a document.
+        All packing state is per lane and emptied at each flush group's end.
+
+        ``algorithm``:
+
+        - ``"wrap"`` (default): one token stream cut into full records, documents split
+          across records; the tail that does not fill a record is dropped at each flush
+          (pretraining). Never pads, so it takes none of the options below.
+        - ``"first_fit"`` / ``"best_fit"``: at most ``num_bins`` (required, 1..4096) open
+          bins per lane; a document goes whole into the first bin with room (first_fit)
+          or the one left with the least room (best_fit); with none, a bin is opened (the
+          oldest open bin is emitted first when ``num_bins`` are open). A full bin is
+          emitted at once, every open bin at the flush, padded. A document longer than
+          ``max_length`` is dropped (``drop_oversized=True``) or split into
+          ``max_length`` pieces; counted either way (``explain()``, metrics) (SFT).
+        - ``"best_fit_wrap"``: a lookahead pool of ``candidate_pool_size`` (1024)
+          documents; each record takes documents pooled for more than
+          ``max_candidate_age`` (8 x the pool) later arrivals, then the largest documents
+          that fit whole, then the first tokens of the largest one (at most one split
+          per record). Records are full except at a flush.
+
+        ``pad_token_id`` (required by every algorithm but wrap) fills a record's tail;
+        padding cells have positions 0, 1, ... (one padding segment) and batches then
+        carry ``valid_tokens`` (int32 [B], the real cells of each row, which come
+        first); ``Batch.to_training`` masks padding labels. Bad values raise
+        InvalidOptionError (a ValueError) naming the argument."""
+        def refuse(message: str):
+            raise errors.InvalidOptionError(f"Pipeline.pack_flat: {message}",
+                                            errors.INVALID_ARGUMENT)
+
+        algorithms = ("wrap", "first_fit", "best_fit", "best_fit_wrap")
+        if algorithm not in algorithms:
+            refuse(f"algorithm={algorithm!r} is not one of {', '.join(algorithms)}")
+        op: dict[str, Any] = {"max_length": str(int(max_length)), "algorithm": algorithm,
+                              "emit_positions": bool(emit_positions)}
+        bins = algorithm in ("first_fit", "best_fit")
+        if algorithm == "wrap":
+            if pad_token_id is not None:
+                refuse("algorithm 'wrap' never pads (it drops each flush's tail): remove "
+                       "pad_token_id or pick first_fit, best_fit or best_fit_wrap")
+        elif pad_token_id is None:
+            refuse(f"algorithm {algorithm!r} pads its records and needs pad_token_id (e.g. "
+                   "the tokenizer's pad or eos id)")
+        elif isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int) \
+                or not 0 <= pad_token_id < 2**31:
+            refuse(f"pad_token_id must be an int in [0, 2**31), got {pad_token_id!r}")
+        else:
+            op["pad_token_id"] = pad_token_id
+        if bins:
+            if num_bins is None:
+                refuse(f"algorithm {algorithm!r} needs num_bins (open bins per lane, 1..4096)")
+            if isinstance(num_bins, bool) or not isinstance(num_bins, int) \
+                    or not 1 <= num_bins <= 4096:
+                refuse(f"num_bins must be an int in [1, 4096], got {num_bins!r}")
+            op["num_bins"] = num_bins
+            op["drop_oversized"] = bool(drop_oversized)
+        else:
+            if num_bins is not None:
+                refuse(f"num_bins applies to first_fit and best_fit, not {algorithm!r}")
+            if not drop_oversized:
+                refuse(f"drop_oversized applies to first_fit and best_fit, not {algorithm!r} "
+                       "(which splits long documents)")
+        for name, value in (("candidate_pool_size", candidate_pool_size),
+                            ("max_candidate_age", max_candidate_age)):
+            if value is None:
+                continue
+            if algorithm != "best_fit_wrap":
+                refuse(f"{name} applies to best_fit_wrap, not {algorithm!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                refuse(f"{name} must be an int >= 1, got {value!r}")
+            op[name] = str(value) if name == "max_candidate_age" else value
         p = self._with()
-        p._operators.append({"pack_flat": {"max_length": str(int(max_length)),
-                                           "algorithm": algorithm,
-                                           "emit_positions": bool(emit_positions)}})
+        p._operators.append({"pack_flat": op})
         return p
 
     def batch(self, microbatch_size: int, drop_last: bool = True) -> "Pipeline":

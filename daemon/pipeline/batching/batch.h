@@ -6,6 +6,7 @@
 // checkpointable progress once this batch has been taken (proto::LaneProgress).
 //
 // tokens and positions are row-major [rows, cols] (cols = pack_flat max_length).
+// A row ends in its padding cells, if any (algorithms other than "wrap").
 // sample_ids lists every sample that contributed >= 1 token, in order of first
 // appearance, without duplicates. Plain value types; thread-compatible.
 #ifndef ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_
@@ -41,6 +42,8 @@ struct Batch {
   uint32_t cols = 0;
   std::vector<int32_t> tokens;
   std::vector<int32_t> positions;
+  // [rows]: each row's cells that are not padding (== cols unless the algorithm pads).
+  std::vector<int32_t> valid_tokens;
   std::vector<SampleId> sample_ids;
   // The lane position just before this batch's first record.
   LanePosition start;
@@ -49,14 +52,19 @@ struct Batch {
 };
 
 // A piece of one sample placed in a row: tokens [offset, offset + count) of `id`.
-// Its positions are 0, 1, ..., count - 1 (pack_flat "wrap" restarts them per piece).
+// Its positions are 0, 1, ..., count - 1 (pack_flat restarts them per piece).
+// A padding segment (`padding`, id and offset unused) is `count` cells of the plan's
+// pad_token_id at a row's end; its positions count 0, 1, ... as well, so it is one more
+// segment and never extends the document before it.
 struct Segment {
   SampleId id;
   uint64_t offset = 0;
   uint64_t count = 0;
+  bool padding = false;
 
   friend bool operator==(const Segment& a, const Segment& b) {
-    return a.id == b.id && a.offset == b.offset && a.count == b.count;
+    return a.id == b.id && a.offset == b.offset && a.count == b.count &&
+           a.padding == b.padding;
   }
 };
 
@@ -70,6 +78,7 @@ struct BatchPlan {
   uint32_t rows = 0;
   uint32_t cols = 0;
   std::vector<Segment> segments;
+  int32_t pad_token_id = 0;          // The value of padding segments' cells.
   std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
   LanePosition start;                // As Batch::start.
   LanePosition end;                  // As Batch::end.

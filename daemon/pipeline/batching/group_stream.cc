@@ -56,7 +56,9 @@ GroupStream::GroupStream(std::shared_ptr<const WorkSource> source, LaneOptions o
       owned_lanes_(std::move(owned_lanes)),
       lanes_(std::move(lanes)),
       exhausted_(lanes_.size(), false),
-      progress_(std::move(progress)) {}
+      progress_(std::move(progress)) {
+  for (const auto& lane : lanes_) pack_stats_.push_back(lane->stats());
+}
 
 absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
     const ResolvedPipeline& resolved,
@@ -124,11 +126,17 @@ absl::StatusOr<std::optional<Batch>> GroupStream::Next() {
   return std::optional<Batch>(std::move(batch));
 }
 
-uint64_t GroupStream::dropped_tokens() const {
-  uint64_t total = 0;
-  for (const auto& l : lanes_) total += l->dropped_tokens();
-  return total;
+uint64_t GroupStream::dropped_tokens() const { return PackingTotal().dropped_tokens; }
+
+std::vector<PackFigures> GroupStream::Packing() const {
+  std::vector<PackFigures> out;
+  for (size_t i = 0; i < pack_stats_.size(); ++i) {
+    out.push_back(pack_stats_[i]->Snapshot(owned_lanes_[i]));
+  }
+  return out;
 }
+
+PackFigures GroupStream::PackingTotal() const { return SumPackFigures(Packing()); }
 
 std::string GroupStream::Explain() const {
   return absl::StrCat("work source: ", source_->Describe(), "\n",

@@ -83,6 +83,12 @@ class GroupStream {
   // Total tokens dropped by pack_flat at flush boundaries over all owned lanes (since
   // Create: a restored stream does not count what the original run dropped).
   uint64_t dropped_tokens() const;
+  // Each owned lane's packing figures since Create (ascending lanes): records, token
+  // and padding cells of the batches planned, samples and tokens dropped or split.
+  // Thread-safe (may be called while the owner plans).
+  std::vector<PackFigures> Packing() const;
+  // Packing() summed over the owned lanes (lane = 0).
+  PackFigures PackingTotal() const;
   // Multi-line description: work source, lanes, operators, chunk size.
   std::string Explain() const;
 
@@ -98,6 +104,8 @@ class GroupStream {
   std::vector<std::unique_ptr<LaneStream>> lanes_;     // Parallel to owned_lanes_.
   std::vector<bool> exhausted_;                        // Parallel to owned_lanes_.
   std::vector<proto::LaneProgress> progress_;          // Parallel to owned_lanes_.
+  // Parallel to owned_lanes_; fixed at construction, counters atomic.
+  std::vector<std::shared_ptr<const PackStats>> pack_stats_;
   const std::atomic<bool>* cancelled_ = nullptr;       // set by another thread
 };
 

@@ -18,6 +18,71 @@ struct SampleIdHash {
   }
 };
 
+// pack_flat's algorithm and the fields it takes (packers.h); `index` names the operator.
+absl::StatusOr<PackOptions> PackOptionsFromSpec(const proto::PackFlatSpec& pack, int index) {
+  const std::string op = absl::StrCat("operators[", index, "] pack_flat");
+  absl::StatusOr<PackAlgorithm> algorithm = ParsePackAlgorithm(pack.algorithm());
+  if (!algorithm.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("operators[", index, "] ",
+                                                   algorithm.status().message()));
+  }
+  PackOptions o;
+  o.algorithm = *algorithm;
+  o.max_length = pack.max_length();
+  const char* name = PackAlgorithmName(o.algorithm);
+  auto refuse = [&](const char* field, const char* takers) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ".", field, " applies to ", takers,
+                                                   " only, not algorithm '", name,
+                                                   "': remove it"));
+  };
+  if (!o.pads()) {
+    if (pack.has_pad_token_id()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ".pad_token_id: algorithm 'wrap' never pads (it drops each flush group's "
+          "tail instead): remove pad_token_id, or pick first_fit, best_fit or best_fit_wrap"));
+    }
+  } else if (!pack.has_pad_token_id()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": algorithm '", name, "' pads its records and needs pad_token_id (the id "
+        "written into pad cells, e.g. the tokenizer's pad or eos id)"));
+  } else if (pack.pad_token_id() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ".pad_token_id must be >= 0, got ", pack.pad_token_id()));
+  }
+  o.pad_token_id = pack.pad_token_id();
+  const bool bins =
+      o.algorithm == PackAlgorithm::kFirstFit || o.algorithm == PackAlgorithm::kBestFit;
+  const bool pool = o.algorithm == PackAlgorithm::kBestFitWrap;
+  if (bins) {
+    if (pack.num_bins() < 1 || pack.num_bins() > kMaxNumBins) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ".num_bins must be in [1, ", kMaxNumBins, "] for algorithm '", name,
+                       "' (the open bins kept per lane), got ", pack.num_bins()));
+    }
+    o.num_bins = pack.num_bins();
+    o.drop_oversized = !pack.has_drop_oversized() || pack.drop_oversized();
+  } else {
+    if (pack.num_bins() != 0) return refuse("num_bins", "first_fit and best_fit");
+    if (pack.has_drop_oversized()) return refuse("drop_oversized", "first_fit and best_fit");
+  }
+  if (pool) {
+    if (pack.candidate_pool_size() < 1 || pack.candidate_pool_size() > kMaxCandidatePoolSize) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ".candidate_pool_size must be in [1, ", kMaxCandidatePoolSize, "], got ",
+          pack.candidate_pool_size()));
+    }
+    if (pack.max_candidate_age() < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(op, ".max_candidate_age must be >= 1"));
+    }
+    o.candidate_pool_size = pack.candidate_pool_size();
+    o.max_candidate_age = pack.max_candidate_age();
+  } else {
+    if (pack.candidate_pool_size() != 0) return refuse("candidate_pool_size", "best_fit_wrap");
+    if (pack.max_candidate_age() != 0) return refuse("max_candidate_age", "best_fit_wrap");
+  }
+  return o;
+}
+
 }  // namespace
 
 absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spec) {
@@ -64,11 +129,8 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
                                                    "] pack_flat.max_length must be >= 2, got ",
                                                    pack.max_length()));
   }
-  if (!pack.algorithm().empty() && pack.algorithm() != "wrap") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "] pack_flat.algorithm '", pack.algorithm(), "' unknown (wrap)"));
-  }
   o.max_length = pack.max_length();
+  ASSIGN_OR_RETURN(o.pack, PackOptionsFromSpec(pack, i));
   o.emit_positions = !pack.has_emit_positions() || pack.emit_positions();
   ++i;
   if (i >= ops.size() || !ops[i].has_batch()) {
@@ -95,9 +157,48 @@ std::string LaneOptions::Describe() const {
     s = absl::StrCat("shuffle(buffer_size=", shuffle_buffer_size, ", seed=", shuffle_seed,
                      ") -> ");
   }
-  return absl::StrCat(s, "pack_flat(max_length=", max_length, ", wrap) -> batch(",
+  std::string algorithm = PackAlgorithmName(pack.algorithm);
+  switch (pack.algorithm) {
+    case PackAlgorithm::kWrap: break;
+    case PackAlgorithm::kFirstFit:
+    case PackAlgorithm::kBestFit:
+      absl::StrAppend(&algorithm, ", num_bins=", pack.num_bins,
+                      ", drop_oversized=", pack.drop_oversized ? "true" : "false");
+      break;
+    case PackAlgorithm::kBestFitWrap:
+      absl::StrAppend(&algorithm, ", candidate_pool_size=", pack.candidate_pool_size,
+                      ", max_candidate_age=", pack.max_candidate_age);
+      break;
+  }
+  if (pack.pads()) absl::StrAppend(&algorithm, ", pad_token_id=", pack.pad_token_id);
+  return absl::StrCat(s, "pack_flat(max_length=", max_length, ", ", algorithm, ") -> batch(",
                       microbatch_size, ", drop_last=", drop_last ? "true" : "false",
                       "); flush every ", flush_every_k_chunks, " lane chunks");
+}
+
+PackFigures SumPackFigures(const std::vector<PackFigures>& lanes) {
+  PackFigures total;
+  for (const PackFigures& f : lanes) {
+    total.records += f.records;
+    total.tokens += f.tokens;
+    total.padding_cells += f.padding_cells;
+    total.dropped_tokens += f.dropped_tokens;
+    total.dropped_samples += f.dropped_samples;
+    total.split_samples += f.split_samples;
+  }
+  return total;
+}
+
+PackFigures PackStats::Snapshot(uint32_t lane) const {
+  PackFigures f;
+  f.lane = lane;
+  f.records = records.load(std::memory_order_relaxed);
+  f.tokens = tokens.load(std::memory_order_relaxed);
+  f.padding_cells = padding_cells.load(std::memory_order_relaxed);
+  f.dropped_tokens = dropped_tokens.load(std::memory_order_relaxed);
+  f.dropped_samples = dropped_samples.load(std::memory_order_relaxed);
+  f.split_samples = split_samples.load(std::memory_order_relaxed);
+  return f;
 }
 
 LaneStream::LaneStream(std::shared_ptr<const WorkSource> source, const LaneOptions& options,
@@ -123,6 +224,9 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
   for (uint64_t r = 0; r < start.records_into_group; ++r) {
     if (!s->NextRecord(&skipped)) break;
   }
+  // The figures count what this stream returns and drops from `start` on.
+  s->stats_ = std::make_shared<PackStats>();
+  if (s->packer_ != nullptr) s->synced_ = s->packer_->counts();
   // Skipping ran out of the group (or the lane) early: not a position of this lane.
   if (!(s->position() == start)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -150,49 +254,59 @@ bool LaneStream::LoadGroup() {
                   ShuffleKey(options_.shuffle_seed, lane_, group_chunk_), &group_samples_);
   }
   sample_cursor_ = 0;
-  sample_offset_ = 0;
+  group_flushed_ = false;
+  packer_ = Packer::Create(options_.pack);
+  synced_ = PackCounts{};
+  ready_.clear();
   records_in_group_ = 0;
   group_loaded_ = true;
   return true;
 }
 
+void LaneStream::SyncDropCounts() {
+  const PackCounts& now = packer_->counts();
+  stats_->dropped_tokens.fetch_add(now.dropped_tokens - synced_.dropped_tokens,
+                                   std::memory_order_relaxed);
+  stats_->dropped_samples.fetch_add(now.dropped_samples - synced_.dropped_samples,
+                                    std::memory_order_relaxed);
+  stats_->split_samples.fetch_add(now.split_samples - synced_.split_samples,
+                                  std::memory_order_relaxed);
+  synced_ = now;
+}
+
 bool LaneStream::NextRecord(Record* record) {
-  const uint64_t max_length = options_.max_length;
   while (!ended_) {
-    if (!group_loaded_ && !LoadGroup()) {
-      ended_ = true;
-      break;
-    }
-    record->segments.clear();
-    record->sample_ids.clear();
-    uint64_t filled = 0;
-    while (filled < max_length && sample_cursor_ < group_samples_.size()) {
-      const SampleId id = group_samples_[sample_cursor_];
-      const Dataset& ds = *source_->datasets()[id.dataset];
-      const uint64_t length = ds.SampleLength(id.shard, id.index);
-      const uint64_t take = std::min(length - sample_offset_, max_length - filled);
-      if (take > 0) {
-        record->segments.push_back(Segment{id, sample_offset_, take});
-        filled += take;
-        if (record->sample_ids.empty() || record->sample_ids.back() != id) {
-          record->sample_ids.push_back(id);
+    if (!ready_.empty()) {
+      record->segments = std::move(ready_.front().segments);
+      ready_.pop_front();
+      record->sample_ids.clear();
+      for (const Segment& seg : record->segments) {
+        if (seg.padding) continue;
+        if (record->sample_ids.empty() || record->sample_ids.back() != seg.id) {
+          record->sample_ids.push_back(seg.id);
         }
       }
-      sample_offset_ += take;
-      if (sample_offset_ == length) {
-        ++sample_cursor_;
-        sample_offset_ = 0;
-      }
-    }
-    if (filled == max_length) {
       ++records_in_group_;
       return true;
     }
-    // Group exhausted with a partial record: drop it and move to the next group.
-    dropped_tokens_ += filled;
-    group_loaded_ = false;
-    group_chunk_ += options_.flush_every_k_chunks;
-    records_in_group_ = 0;  // Keeps position() exact if the lane ends here.
+    if (!group_loaded_) {
+      if (!LoadGroup()) ended_ = true;
+      continue;
+    }
+    if (sample_cursor_ < group_samples_.size()) {
+      const SampleId id = group_samples_[sample_cursor_++];
+      packer_->Add(id, source_->datasets()[id.dataset]->SampleLength(id.shard, id.index),
+                   &ready_);
+    } else if (!group_flushed_) {
+      packer_->Flush(&ready_);  // Every open bin is emitted at the group's end.
+      group_flushed_ = true;
+    } else {
+      // The group is spent: move to the next.
+      group_loaded_ = false;
+      group_chunk_ += options_.flush_every_k_chunks;
+      records_in_group_ = 0;  // Keeps position() exact if the lane ends here.
+    }
+    SyncDropCounts();
   }
   return false;
 }
@@ -201,6 +315,7 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   BatchPlan plan;
   plan.lane = lane_;
   plan.cols = static_cast<uint32_t>(options_.max_length);
+  plan.pad_token_id = options_.pack.pad_token_id;
   plan.start = position();
   std::unordered_set<SampleId, SampleIdHash> seen;
   Record record;
@@ -218,6 +333,13 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   }
   plan.end = position();
   plan.lane_batch_index = next_batch_index_++;
+  uint64_t padding = 0;
+  for (const Segment& seg : plan.segments) {
+    if (seg.padding) padding += seg.count;
+  }
+  stats_->records.fetch_add(plan.rows, std::memory_order_relaxed);
+  stats_->tokens.fetch_add(uint64_t{plan.rows} * plan.cols - padding, std::memory_order_relaxed);
+  stats_->padding_cells.fetch_add(padding, std::memory_order_relaxed);
   return std::optional<BatchPlan>(std::move(plan));
 }
 
@@ -230,10 +352,25 @@ absl::StatusOr<std::optional<Batch>> LaneStream::Next() {
 
 absl::Status MaterializeInto(const BatchPlan& plan,
                              const std::vector<std::shared_ptr<const Dataset>>& datasets,
-                             int32_t* tokens, int32_t* positions) {
+                             int32_t* tokens, int32_t* positions, int32_t* valid_tokens) {
   const uint64_t cells = static_cast<uint64_t>(plan.rows) * plan.cols;
+  if (valid_tokens != nullptr) std::fill(valid_tokens, valid_tokens + plan.rows, 0);
   uint64_t filled = 0;
   for (const Segment& seg : plan.segments) {
+    if (seg.padding) {
+      if (filled + seg.count > cells) {
+        return absl::InternalError(absl::StrCat("batch plan of lane ", plan.lane, " batch ",
+                                                plan.lane_batch_index, " pads beyond its ",
+                                                cells, " cells"));
+      }
+      std::fill(tokens + filled, tokens + filled + seg.count, plan.pad_token_id);
+      if (positions != nullptr) {
+        int32_t* p = positions + filled;
+        for (uint64_t i = 0; i < seg.count; ++i) p[i] = static_cast<int32_t>(i);
+      }
+      filled += seg.count;
+      continue;
+    }
     const SampleId& id = seg.id;
     if (id.dataset >= datasets.size() || id.shard >= datasets[id.dataset]->NumShards() ||
         id.index >= datasets[id.dataset]->ShardSamples(id.shard) ||
@@ -261,6 +398,10 @@ absl::Status MaterializeInto(const BatchPlan& plan,
       int32_t* p = positions + filled;
       for (uint64_t i = 0; i < seg.count; ++i) p[i] = static_cast<int32_t>(i);
     }
+    // Segments never cross rows (BatchPlan's invariant), so the first cell names the row.
+    if (valid_tokens != nullptr && seg.count > 0) {
+      valid_tokens[filled / plan.cols] += static_cast<int32_t>(seg.count);
+    }
     filled += seg.count;
   }
   if (filled != cells) {
@@ -284,7 +425,9 @@ absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
   const uint64_t cells = static_cast<uint64_t>(plan.rows) * plan.cols;
   batch.tokens.resize(cells);
   batch.positions.resize(cells);
-  RETURN_IF_ERROR(MaterializeInto(plan, datasets, batch.tokens.data(), batch.positions.data()));
+  batch.valid_tokens.resize(plan.rows);
+  RETURN_IF_ERROR(MaterializeInto(plan, datasets, batch.tokens.data(), batch.positions.data(),
+                                  batch.valid_tokens.data()));
   return batch;
 }
 

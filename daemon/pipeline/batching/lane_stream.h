@@ -7,11 +7,14 @@
 //     flush_every_k_chunks. All operator state (shuffle buffer, pack leftovers) is reset
 //     at every flush-group boundary.
 //   * Per flush group: its sample ids in chunk order -> optional BufferShuffle
-//     (shuffle_buffer.h) -> pack_flat "wrap": the samples' tokens as one FIFO stream
-//     cut into records of exactly max_length tokens, documents split across records;
-//     positions count 0, 1, ... from the start of each piece of a document inside a
-//     record. Tokens left at the group end that do not fill a record are dropped and
-//     counted in dropped_tokens(). Empty samples contribute nothing.
+//     (shuffle_buffer.h) -> pack_flat (packers.h: a fresh Packer per group, flushed at
+//     the group's end, so every open bin is emitted, padded, there). "wrap": the
+//     samples' tokens as one FIFO stream cut into records of exactly max_length tokens,
+//     documents split across records; tokens left at the group end that do not fill a
+//     record are dropped and counted in dropped_tokens(). The other algorithms pad:
+//     a record's padding cells (pad_token_id) follow its samples. Positions count
+//     0, 1, ... from the start of each piece of a document inside a record, and from
+//     the start of the padding. Empty samples contribute nothing.
 //   * batch: consecutive records, microbatch_size per batch; batches may span flush
 //     groups. At lane end a short batch is dropped if drop_last, else emitted.
 //     NOTE: proto3 has no presence for BatchSpec.drop_last, so an unset field means
@@ -26,7 +29,9 @@
 #ifndef ZEPHON_DAEMON_PIPELINE_BATCHING_LANE_STREAM_H_
 #define ZEPHON_DAEMON_PIPELINE_BATCHING_LANE_STREAM_H_
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/batching/batch.h"
+#include "daemon/pipeline/batching/packers.h"
 #include "daemon/pipeline/formats/dataset.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/ordering/work_source.h"
@@ -52,6 +58,8 @@ struct LaneOptions {
   uint64_t shuffle_buffer_size = 0;  // 0 = no shuffle operator.
   uint64_t shuffle_seed = 0;
   uint64_t max_length = 0;
+  // pack_flat's algorithm and its options (pack.max_length == max_length).
+  PackOptions pack;
   uint64_t microbatch_size = 0;
   bool drop_last = false;
   // pack_flat.emit_positions (unset = true): whether batches publish "positions".
@@ -61,10 +69,40 @@ struct LaneOptions {
   // calls this after filling the defaults; others use ResolvedPipeline::lanes).
   // Operators must be [tokenize?, shuffle?, pack_flat,
   // batch] (tokenize is not read here); INVALID_ARGUMENT naming the operator index and value otherwise (also:
-  // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, algorithm "wrap" or empty,
+  // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, a known algorithm with
+  // its fields (pad_token_id >= 0 required by all but wrap; num_bins 1..kMaxNumBins
+  // for first_fit/best_fit; candidate_pool_size 1..kMaxCandidatePoolSize and
+  // max_candidate_age >= 1 for best_fit_wrap; a field of another algorithm refused),
   // CheckCanonicalReplicas (lanes.h) on the spec's lane count).
   static absl::StatusOr<LaneOptions> FromSpec(const proto::PipelineSpec& spec);
   std::string Describe() const;
+};
+
+// A snapshot of PackStats (below); fill rate = tokens / (tokens + padding_cells).
+struct PackFigures {
+  uint32_t lane = 0;
+  uint64_t records = 0;
+  uint64_t tokens = 0;
+  uint64_t padding_cells = 0;
+  uint64_t dropped_tokens = 0;
+  uint64_t dropped_samples = 0;
+  uint64_t split_samples = 0;
+};
+
+// The figures of `lanes` added up (lane = 0).
+PackFigures SumPackFigures(const std::vector<PackFigures>& lanes);
+
+// One lane's packing figures. Atomic so that status and metrics read them while the
+// lane's owner plans.
+struct PackStats {
+  PackFigures Snapshot(uint32_t lane) const;
+
+  std::atomic<uint64_t> records{0};        // Records in batches returned.
+  std::atomic<uint64_t> tokens{0};         // Their cells holding sample tokens.
+  std::atomic<uint64_t> padding_cells{0};  // Their pad cells.
+  std::atomic<uint64_t> dropped_tokens{0};
+  std::atomic<uint64_t> dropped_samples{0};
+  std::atomic<uint64_t> split_samples{0};
 };
 
 class LaneStream {
@@ -95,7 +133,12 @@ class LaneStream {
   LanePosition position() const { return {group_chunk_, records_in_group_}; }
   // The lane_batch_index the next batch will carry.
   uint64_t next_batch_index() const { return next_batch_index_; }
-  uint64_t dropped_tokens() const { return dropped_tokens_; }
+  // Tokens dropped by pack_flat (wrap's group tails, oversized samples dropped).
+  uint64_t dropped_tokens() const { return stats_->dropped_tokens.load(std::memory_order_relaxed); }
+  // What this lane has packed into the batches returned so far (and dropped on the
+  // way), since Create (a restored stream starts from zero). Thread-safe: the
+  // counters may be read by any thread while the owner plans.
+  std::shared_ptr<const PackStats> stats() const { return stats_; }
 
  private:
   struct Record {
@@ -105,8 +148,11 @@ class LaneStream {
 
   LaneStream(std::shared_ptr<const WorkSource> source, const LaneOptions& options,
              uint32_t lane);
-  // Loads the flush group starting at group_chunk_; false if it has no chunks.
+  // Loads the flush group starting at group_chunk_ (and a fresh packer); false if it
+  // has no chunks.
   bool LoadGroup();
+  // Adds the packer's new drop counts to stats_.
+  void SyncDropCounts();
   // Fills *record with the next full record; false at lane end.
   bool NextRecord(Record* record);
 
@@ -119,14 +165,18 @@ class LaneStream {
   bool ended_ = false;
   std::vector<SampleId> group_samples_;
   size_t sample_cursor_ = 0;
-  uint64_t sample_offset_ = 0;
+  bool group_flushed_ = false;
+  std::unique_ptr<Packer> packer_;        // The current group's.
+  PackCounts synced_;                     // packer_->counts() already in stats_.
+  std::deque<PackedRecord> ready_;        // Packed, not yet returned.
   uint64_t records_in_group_ = 0;
   uint64_t next_batch_index_ = 0;
-  uint64_t dropped_tokens_ = 0;
+  std::shared_ptr<PackStats> stats_ = std::make_shared<PackStats>();
 };
 
 // Reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch
-// with the plan's metadata; positions count 0.. within each segment.
+// with the plan's metadata; positions count 0.. within each segment; padding
+// segments are pad_token_id cells; valid_tokens is filled.
 // Errors: INTERNAL if a segment names a sample or token range the datasets do not
 // have, or the segments do not fill rows * cols cells (a plan from another source);
 // a shard's read error (object-store datasets: a failed download, an object changed
@@ -137,9 +187,11 @@ absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
 // The same, written straight into caller memory (e.g. a loaned ring slot), so the
 // inline path makes no intermediate copy. `tokens` holds rows * cols int32; `positions`
 // likewise, or is null when positions are not wanted. Same errors as Materialize.
+// `valid_tokens` (null = not wanted) receives rows int32: each row's non-padding cells.
 absl::Status MaterializeInto(const BatchPlan& plan,
                              const std::vector<std::shared_ptr<const Dataset>>& datasets,
-                             int32_t* tokens, int32_t* positions);
+                             int32_t* tokens, int32_t* positions,
+                             int32_t* valid_tokens = nullptr);
 
 }  // namespace zephon::pipeline
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
 #include "daemon/pipeline/spec.h"
@@ -250,6 +252,150 @@ TEST(LaneOptionsTest, OperatorListIsValidatedWithClearErrors) {
   bad = spec;
   bad.add_operators()->mutable_shuffle()->set_buffer_size(3);
   EXPECT_FALSE(LaneOptions::FromSpec(bad).ok());
+}
+
+// Wrap as it was before the other algorithms (a reference model, written from the
+// contract): per flush group, the samples' tokens as one stream, cut into max_length
+// records, the tail dropped; positions restart at every piece of a sample in a record.
+// The lane's batches must hold exactly these cells, in order.
+TEST(LaneStreamTest, WrapMatchesTheStreamCutReferenceModel) {
+  for (uint64_t max_length : {2u, 7u, 16u}) {
+    for (uint32_t flush_every : {1u, 3u}) {
+      auto spec = LaneSpec(4, flush_every, max_length, 3, /*drop_last=*/false);
+      auto ds = MakeSyntheticDataset("docs", 1, 3, 20, 19);
+      spec.mutable_work_source()->set_stop_after_passes(2);
+      std::shared_ptr<const WorkSource> ws(WorkSource::Create(spec.work_source(), {ds}).value());
+      std::vector<int32_t> tokens, positions;
+      std::vector<SampleId> chunk;
+      const uint64_t chunks = ws->NumChunks().value();
+      for (uint64_t g0 = 0; g0 < chunks; g0 += flush_every) {
+        std::vector<int32_t> stream, pos;
+        for (uint64_t g = g0; g < std::min(chunks, g0 + flush_every); ++g) {
+          ws->Chunk(g, &chunk);
+          for (const SampleId& id : chunk) {
+            const uint64_t n = ds->SampleLength(id.shard, id.index);
+            std::vector<int32_t> t(n);
+            ASSERT_TRUE(ds->CopyTokens(id.shard, id.index, 0, n, t.data()).ok());
+            for (uint64_t i = 0; i < n; ++i) {
+              // A piece starts at the sample's start or at a record's start.
+              const bool starts = i == 0 || stream.size() % max_length == 0;
+              pos.push_back(starts ? 0 : pos.back() + 1);
+              stream.push_back(t[i]);
+            }
+          }
+        }
+        const size_t kept = stream.size() / max_length * max_length;
+        tokens.insert(tokens.end(), stream.begin(), stream.begin() + kept);
+        positions.insert(positions.end(), pos.begin(), pos.begin() + kept);
+      }
+      auto lane = MakeLane(spec, {ds});
+      std::vector<int32_t> got_tokens, got_positions;
+      while (auto b = lane->Next().value()) {
+        got_tokens.insert(got_tokens.end(), b->tokens.begin(), b->tokens.end());
+        got_positions.insert(got_positions.end(), b->positions.begin(), b->positions.end());
+      }
+      ASSERT_FALSE(tokens.empty());
+      EXPECT_EQ(got_tokens, tokens) << "max_length " << max_length << " flush " << flush_every;
+      EXPECT_EQ(got_positions, positions) << "max_length " << max_length;
+    }
+  }
+}
+
+proto::PipelineSpec BestFitSpec(uint64_t max_length, uint32_t num_bins) {
+  auto spec = LaneSpec(5, 1, max_length, 2, /*drop_last=*/false);
+  auto* pack = spec.mutable_operators(0)->mutable_pack_flat();
+  pack->set_algorithm("best_fit");
+  pack->set_num_bins(num_bins);
+  pack->set_pad_token_id(99);
+  return ResolveSpec(spec, 1).value();
+}
+
+TEST(LaneStreamTest, BestFitPadsRowsAndCountsValidTokens) {
+  // Lengths 3, 5, 0, 2, 4 into 2 bins of 6: 3 -> A, 5 -> B, 2 -> A (B has 1 left),
+  // 4 fits neither: A (5 tokens) goes out padded, 4 opens C; the flush emits B, C.
+  auto lane = MakeLane(BestFitSpec(6, 2), {FiveDocs()});
+  auto b0 = lane->Next().value();
+  ASSERT_TRUE(b0.has_value());
+  EXPECT_EQ(b0->tokens,
+            (std::vector<int32_t>{10, 11, 12, 30, 31, 99, 20, 21, 22, 23, 24, 99}));
+  // The padding is one more segment: its positions start at 0.
+  EXPECT_EQ(b0->positions, (std::vector<int32_t>{0, 1, 2, 0, 1, 0, 0, 1, 2, 3, 4, 0}));
+  EXPECT_EQ(b0->valid_tokens, (std::vector<int32_t>{5, 5}));
+  EXPECT_EQ(b0->sample_ids, (std::vector<SampleId>{{0, 0, 0}, {0, 0, 3}, {0, 0, 1}}));
+  auto b1 = lane->Next().value();
+  ASSERT_TRUE(b1.has_value());
+  EXPECT_EQ(b1->tokens, (std::vector<int32_t>{40, 41, 42, 43, 99, 99}));
+  EXPECT_EQ(b1->positions, (std::vector<int32_t>{0, 1, 2, 3, 0, 1}));
+  EXPECT_EQ(b1->valid_tokens, (std::vector<int32_t>{4}));
+  EXPECT_FALSE(lane->Next().value().has_value());
+  const PackFigures f = lane->stats()->Snapshot(0);
+  EXPECT_EQ(f.records, 3u);
+  EXPECT_EQ(f.tokens, 14u);
+  EXPECT_EQ(f.padding_cells, 4u);
+  EXPECT_EQ(f.dropped_tokens, 0u);
+}
+
+TEST(LaneStreamTest, WrapRowsAreAllValid) {
+  auto lane = MakeLane(LaneSpec(5, 1, 4, 2, false), {FiveDocs()});
+  auto b0 = lane->Next().value();
+  ASSERT_TRUE(b0.has_value());
+  EXPECT_EQ(b0->valid_tokens, (std::vector<int32_t>{4, 4}));
+  EXPECT_EQ(lane->stats()->Snapshot(0).padding_cells, 0u);
+}
+
+TEST(LaneStreamTest, OversizedSamplesAreDroppedAndCounted) {
+  // max_length 4: the 5-token document is dropped (drop_oversized resolves to true).
+  auto lane = MakeLane(BestFitSpec(4, 2), {FiveDocs()});
+  std::vector<SampleId> seen;
+  while (auto b = lane->Next().value()) {
+    seen.insert(seen.end(), b->sample_ids.begin(), b->sample_ids.end());
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), SampleId{0, 0, 1}), 0);
+  EXPECT_EQ(lane->stats()->Snapshot(0).dropped_samples, 1u);
+  EXPECT_EQ(lane->dropped_tokens(), 5u);
+}
+
+TEST(LaneOptionsTest, PackingOptionsAreValidatedNamingTheOperator) {
+  auto expect_error = [](const proto::PipelineSpec& spec, const std::string& needle) {
+    auto s = LaneOptions::FromSpec(spec);
+    ASSERT_FALSE(s.ok()) << needle;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("operators[0] pack_flat"), std::string::npos)
+        << s.status();
+    EXPECT_NE(s.status().message().find(needle), std::string::npos) << s.status();
+  };
+  const auto good = BestFitSpec(6, 2);
+  EXPECT_TRUE(LaneOptions::FromSpec(good).ok());
+  auto bad = good;
+  bad.mutable_operators(0)->mutable_pack_flat()->clear_pad_token_id();
+  expect_error(bad, "needs pad_token_id");
+  bad = good;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_pad_token_id(-1);
+  expect_error(bad, "pad_token_id must be >= 0");
+  bad = good;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_num_bins(0);
+  expect_error(bad, "num_bins must be in [1, 4096]");
+  bad = good;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_num_bins(kMaxNumBins + 1);
+  expect_error(bad, "num_bins");
+  bad = good;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_candidate_pool_size(8);
+  expect_error(bad, "candidate_pool_size applies to best_fit_wrap only");
+  auto wrap = LaneSpec(5, 1, 4, 2, true);
+  wrap.mutable_operators(0)->mutable_pack_flat()->set_pad_token_id(0);
+  expect_error(wrap, "never pads");
+  wrap = LaneSpec(5, 1, 4, 2, true);
+  wrap.mutable_operators(0)->mutable_pack_flat()->set_num_bins(4);
+  expect_error(wrap, "num_bins applies to first_fit and best_fit only");
+  auto pool = LaneSpec(5, 1, 4, 2, true);
+  pool.mutable_operators(0)->mutable_pack_flat()->set_algorithm("best_fit_wrap");
+  pool.mutable_operators(0)->mutable_pack_flat()->set_pad_token_id(0);
+  pool = ResolveSpec(pool, 1).value();
+  const LaneOptions o = LaneOptions::FromSpec(pool).value();
+  EXPECT_EQ(o.pack.candidate_pool_size, kDefaultCandidatePoolSize);
+  EXPECT_EQ(o.pack.max_candidate_age, kCandidateAgeFactor * kDefaultCandidatePoolSize);
+  pool.mutable_operators(0)->mutable_pack_flat()->set_drop_oversized(false);
+  expect_error(pool, "drop_oversized applies to first_fit and best_fit only");
 }
 
 }  // namespace
