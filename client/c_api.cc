@@ -160,7 +160,7 @@ int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint
 
 int zephon_checkpoint_noted(zephon_reader* reader, double timeout_s, char** data,
                             uint64_t* size, char** warning, char** error) {
-  *warning = nullptr;
+  if (warning != nullptr) *warning = nullptr;
   if (absl::Status owner = CheckOwner(reader); !owner.ok()) return Fail(owner, error);
   absl::StatusOr<zephon::proto::CheckpointResult> result =
       reader->reader->CheckpointRound(Seconds(timeout_s));
@@ -170,7 +170,7 @@ int zephon_checkpoint_noted(zephon_reader* reader, double timeout_s, char** data
   if (*data == nullptr) return Fail(absl::ResourceExhaustedError("out of memory"), error);
   std::memcpy(*data, bytes.data(), bytes.size());
   *size = bytes.size();
-  if (!result->warning().empty()) *warning = Dup(result->warning());
+  if (warning != nullptr && !result->warning().empty()) *warning = Dup(result->warning());
   return 0;
 }
 

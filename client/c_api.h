@@ -96,7 +96,8 @@ int zephon_checkpoint(zephon_reader* reader, double timeout_s, char** data, uint
                       char** error);
 /* zephon_checkpoint, plus the leader's warning about the round: *warning is NULL, or a
  * message to show the user (free it with zephon_free), e.g. a checkpoint taken
- * mid-window (lanes at unequal batch counts); the leader sends it once per run. */
+ * mid-window (lanes at unequal batch counts); the leader sends it once per run.
+ * `warning` may be NULL: the warning is then not returned. */
 int zephon_checkpoint_noted(zephon_reader* reader, double timeout_s, char** data,
                             uint64_t* size, char** warning, char** error);
 

@@ -13,7 +13,8 @@ _INT64_FIELDS = frozenset({
     "round", "seed", "created_unix_ms", "total_batches", "next_batch_index",
     "flush_group_chunk", "records_into_group", "taken", "samples", "bytes",
     "canonical_replicas", "chunk_size", "flat_sample_tokens", "buffer_size", "max_length",
-    "microbatch_size",
+    "microbatch_size", "max_candidate_age", "checksum", "world_size", "global_rank",
+    "dp_degree", "dp_group_id",
 })
 # Operator fields left out of the summary: inline tokenizer files (the spec names them
 # by fingerprint, which is kept).

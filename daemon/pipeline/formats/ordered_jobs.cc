@@ -52,7 +52,9 @@ class JobQueue {
 
 absl::Status RunOrderedJobs(const std::vector<std::function<absl::Status()>>& jobs,
                             int parallel) {
+  if (jobs.empty()) return absl::OkStatus();
   JobQueue queue(jobs);
+  // jobs is not empty, so this is >= 0: never more threads than jobs.
   const size_t extra = std::min(jobs.size(), static_cast<size_t>(std::max(parallel, 1))) - 1;
   std::vector<std::thread> helpers;
   for (size_t t = 0; t < extra; ++t) {

@@ -1,7 +1,9 @@
 #include "daemon/pipeline/formats/ordered_jobs.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
@@ -70,8 +72,39 @@ TEST(RunOrderedJobsTest, ReportsTheFirstFailureInListOrder) {
   EXPECT_FALSE(after_failure_ran.load());
 }
 
-TEST(RunOrderedJobsTest, EmptyListIsOk) {
+int ThreadsOfThisProcess() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+TEST(RunOrderedJobsTest, StartsNoMoreThreadsThanJobs) {
   EXPECT_TRUE(RunOrderedJobs({}, 2).ok());
+  // One job runs on the calling thread: no thread is started while it runs.
+  const int before = ThreadsOfThisProcess();
+  int during = 0;
+  ASSERT_TRUE(RunOrderedJobs({[&] {
+                                during = ThreadsOfThisProcess();
+                                return absl::OkStatus();
+                              }},
+                             8)
+                  .ok());
+  EXPECT_EQ(during, before);
+  // Two jobs with parallel 8: one more thread, not seven.
+  absl::Notification both;
+  std::atomic<int> started{0};
+  std::atomic<int> peak{0};
+  const auto job = [&] {
+    if (++started == 2) both.Notify();
+    both.WaitForNotificationWithTimeout(absl::Seconds(30));
+    peak = std::max(peak.load(), ThreadsOfThisProcess());
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(RunOrderedJobs({job, job}, 8).ok());
+  EXPECT_EQ(peak.load(), before + 1);
 }
 
 }  // namespace
