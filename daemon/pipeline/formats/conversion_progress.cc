@@ -25,4 +25,9 @@ ConversionProgress::Snapshot ConversionProgress::Get() const {
   return state_;
 }
 
+uint32_t ConversionProgress::Active() const {
+  absl::MutexLock lock(&mu_);
+  return state_.active;
+}
+
 }  // namespace zephon::pipeline

@@ -34,6 +34,8 @@ class ConversionProgress {
   void End() ABSL_LOCKS_EXCLUDED(mu_);
 
   Snapshot Get() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Get().active without copying the rest.
+  uint32_t Active() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable absl::Mutex mu_;

@@ -18,6 +18,7 @@ TEST(ConversionProgressTest, CountsGrowAndNameTheNewestFile) {
   p.Add(5);
   ConversionProgress::Snapshot s = p.Get();
   EXPECT_EQ(s.active, 2u);
+  EXPECT_EQ(p.Active(), 2u);
   EXPECT_EQ(s.current, "b.jsonl");
   EXPECT_EQ(s.text_bytes, 15u);
   EXPECT_EQ(s.files_done, 0u);

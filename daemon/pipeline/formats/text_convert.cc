@@ -24,14 +24,12 @@ static_assert(sizeof(kStatsMagic) == sizeof(kStatsMagicV2));
 constexpr size_t kStatsCountsV1 = 7;
 
 // How long the converting thread leaves a block it waits on to the pool before running
-// it itself (WriteOldest), while another conversion runs in this process: a few blocks'
-// tokenization (512 KiB takes 10-30 ms on one thread), so a pool working through the
-// other conversion's queued blocks gets to it. With no other conversion running, a
-// queued block is run at once, as a pool busy with other work would make it wait.
+// it itself (WriteOldest), while another conversion runs on the node (its
+// ConversionProgress): a few blocks' tokenization (512 KiB takes 10-30 ms on one thread),
+// so a pool working through the other conversion's queued blocks gets to it. With no
+// other conversion running, a queued block is run at once, as a pool busy with other work
+// would make it wait.
 constexpr absl::Duration kPoolClaimGrace = absl::Milliseconds(100);
-
-// Block converters alive in this process (their conversions may share one pool).
-std::atomic<int> converters_alive{0};
 
 // The persisted counts, in their on-disk order (v1 holds the first kStatsCountsV1).
 std::vector<uint64_t*> Counts(TextShardStats* s) {
@@ -120,12 +118,9 @@ TextBlockConverter::TextBlockConverter(const std::string& path, const char* unit
                                        TextShardStats* stats)
     : path_(path), unit_(unit), text_(text), options_(options), writer_(writer), stats_(stats),
       max_in_flight_(static_cast<size_t>(std::max(1, options.max_blocks_in_flight))),
-      filling_(std::make_shared<TextBlock>()) {
-  converters_alive.fetch_add(1);
-}
+      filling_(std::make_shared<TextBlock>()) {}
 
 TextBlockConverter::~TextBlockConverter() {
-  converters_alive.fetch_sub(1);
   // On an error, tasks not yet started skip their blocks.
   for (const auto& b : in_flight_) b->abandoned.store(true);
 }
@@ -168,7 +163,8 @@ absl::Status TextBlockConverter::WriteOldest() {
   // once), and taking it here would put one more tokenizing thread on the pool's cores.
   // Past the grace the pool counts as busy or stopped and this thread runs it, so
   // conversion is never stuck.
-  if (options_.submit && converters_alive.load() > 1 && !block->claimed.load()) {
+  if (options_.submit && options_.progress != nullptr && options_.progress->Active() > 1 &&
+      !block->claimed.load()) {
     block->done.WaitForNotificationWithTimeout(kPoolClaimGrace);
   }
   Claim(block, text_, path_, unit_);  // runs it here unless a task has started it

@@ -14,8 +14,8 @@
 // TextConvertOptions::submit and written strictly in order, with at most
 // max_blocks_in_flight blocks between reading and writing (the memory bound). The
 // converting thread runs a block it must write that no task has started itself: at once,
-// or after a short grace while another conversion runs in the process (text_convert.cc:
-// kPoolClaimGrace), so a busy, stopped or absent executor (submit null or returning
+// or after a short grace while options.progress counts another conversion running
+// (text_convert.cc: kPoolClaimGrace), so a busy, stopped or absent executor (submit null or returning
 // false) only makes conversion slower, never stuck. Output is byte-identical however blocks
 // are run. Tasks never wait on anything.
 #ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_TEXT_CONVERT_H_
