@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/owned_path.h"
@@ -32,6 +34,18 @@
 
 namespace zephon::daemon {
 namespace {
+
+// 128 random bits in hex: this process's id in rendezvous files. Without entropy (a
+// getrandom that fails), pid and clock, which still differ between live daemons of
+// one node.
+std::string NewInstanceId() {
+  uint64_t raw[2] = {0, 0};
+  if (getrandom(raw, sizeof(raw), 0) != static_cast<ssize_t>(sizeof(raw))) {
+    raw[0] = static_cast<uint64_t>(::getpid());
+    raw[1] = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  }
+  return absl::StrFormat("%016x%016x", raw[0], raw[1]);
+}
 
 // The one process global: a signal handler can only reach static storage, and a
 // lock-free atomic store is async-signal-safe. Run() polls it.
@@ -204,6 +218,9 @@ absl::Status Daemon::StartServers() {
   }
   RETURN_IF_ERROR(StartPeerServer(*server_credentials, peer_auth, &options));
   options.daemon_label = f.socket_path;
+  // Socket paths and pids repeat across nodes and containers; this id does not, so a
+  // rendezvous file written by this process is recognized as its own.
+  options.daemon_instance = NewInstanceId();
 
   if (!f.metrics_address.empty()) {
     absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> created =
@@ -234,7 +251,7 @@ absl::Status Daemon::StartServers() {
         const InstanceRegistry* registry = led_runs_.load();
         return registry != nullptr && registry->LedRun(run_id).has_value();
       },
-      options.peer_address);
+      options.peer_address, options.daemon_instance);
   checkpoint::LocalRoundsOptions rounds_options;
   rounds_options.daemon_label = f.socket_path;
   rounds_options.roster = registry_.get();

@@ -169,7 +169,8 @@ absl::Status InstanceRegistry::RendezvousIfLeader(const RankIdentity& identity) 
   ASSIGN_OR_RETURN(std::unique_ptr<checkpoint::AggregateDir> aggregate,
                    checkpoint::AggregateDir::Open(identity.aggregate_dir, options_.s3,
                                                     kLeaderWriteBudget, options_.env));
-  return aggregate->WriteLeader(identity.run_id, options_.peer_address, options_.daemon_label);
+  return aggregate->WriteLeader(identity.run_id, options_.peer_address, options_.daemon_label,
+                                options_.daemon_instance);
 }
 
 absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachRequest& request,

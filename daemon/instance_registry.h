@@ -73,6 +73,9 @@ struct RegistryOptions {
   std::string metrics_address;
   // Name of this daemon in logs, reports and rendezvous files.
   std::string daemon_label;
+  // This zephond process's unique id, written to rendezvous files (AggregateDir's
+  // LeaderRecord) so its checkpoint router recognizes them; empty = not written.
+  std::string daemon_instance;
   // Node budget for the bytes of all rings together (both segments of each; 0 = only the
   // memory limit of zephond's cgroup).
   uint64_t max_ring_bytes = 0;

@@ -119,19 +119,21 @@ absl::Status AggregateDir::DeleteCheckpoint(const std::string& run_id, uint64_t 
 }
 
 absl::Status AggregateDir::WriteLeader(const std::string& run_id, const std::string& address,
-                                       const std::string& label) {
+                                       const std::string& label,
+                                       const std::string& instance) {
   RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
-  if (HasNewline(address) || HasNewline(label)) {
+  if (HasNewline(address) || HasNewline(label) || HasNewline(instance)) {
     return absl::InvalidArgumentError(
         absl::StrCat("leader address '", address, "' / daemon label '", label,
-                     "': neither may contain a newline"));
+                     "' / instance '", instance, "': none may contain a newline"));
   }
   // Without a peer service the file still says who leads, so a follower on another node
   // fails at once with the fix instead of polling until its deadline.
   const std::string first =
       address.empty() ? std::string("peer_service=none") : absl::StrCat("address=", address);
   absl::Status written = store_->Put(
-      LeaderKey(run_id), absl::StrCat(first, "\npid=", ::getpid(), "\ndaemon=", label, "\n"));
+      LeaderKey(run_id), absl::StrCat(first, "\npid=", ::getpid(), "\ndaemon=", label, "\n",
+                                  instance.empty() ? "" : absl::StrCat("instance=", instance, "\n")));
   if (!written.ok()) {
     return WithContext(written, absl::StrCat("cannot write the leader file of run '", run_id,
                                              "' under aggregate_dir ", location_));
@@ -139,7 +141,15 @@ absl::Status AggregateDir::WriteLeader(const std::string& run_id, const std::str
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> AggregateDir::ReadLeader(const std::string& run_id) {
+absl::Status NoPeerServiceError(const std::string& run_id, const LeaderRecord& leader) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the zephond hosting global_rank 0 of run '", run_id, "' (", leader.daemon,
+      ") serves no peers: it was started without --peer-address. A run spanning nodes "
+      "needs every zephond started with --peer-address HOST:PORT and peer "
+      "authentication (--peer-tls-* or --peer-secret-file; see docs/deploy.md)"));
+}
+
+absl::StatusOr<LeaderRecord> AggregateDir::ReadLeaderRecord(const std::string& run_id) {
   RETURN_IF_ERROR(ValidateRunLocation(location_, run_id));
   const std::string where = JoinLocation(location_, LeaderKey(run_id));
   absl::StatusOr<std::string> text = store_->Get(LeaderKey(run_id));
@@ -151,21 +161,26 @@ absl::StatusOr<std::string> AggregateDir::ReadLeader(const std::string& run_id) 
   if (!text.ok()) {
     return WithContext(text.status(), absl::StrCat("cannot read the leader file ", where));
   }
-  std::string daemon;
+  LeaderRecord record;
   bool no_peer_service = false;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-    if (absl::ConsumePrefix(&line, "address=") && !line.empty()) return std::string(line);
+    if (absl::ConsumePrefix(&line, "address=") && !line.empty() && record.address.empty()) {
+      record.address = std::string(line);
+    }
     if (line == "peer_service=none") no_peer_service = true;
-    if (absl::ConsumePrefix(&line, "daemon=")) daemon = std::string(line);
+    if (absl::ConsumePrefix(&line, "daemon=")) record.daemon = std::string(line);
+    if (absl::ConsumePrefix(&line, "instance=")) record.instance = std::string(line);
   }
-  if (no_peer_service) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the zephond hosting global_rank 0 of run '", run_id, "' (", daemon,
-        ") serves no peers: it was started without --peer-address. A run spanning nodes "
-        "needs every zephond started with --peer-address HOST:PORT and peer "
-        "authentication (--peer-tls-* or --peer-secret-file; see docs/deploy.md)"));
+  if (record.address.empty() && !no_peer_service) {
+    return absl::DataLossError(absl::StrCat("leader file ", where, " has no address= line"));
   }
-  return absl::DataLossError(absl::StrCat("leader file ", where, " has no address= line"));
+  return record;
+}
+
+absl::StatusOr<std::string> AggregateDir::ReadLeader(const std::string& run_id) {
+  ASSIGN_OR_RETURN(LeaderRecord record, ReadLeaderRecord(run_id));
+  if (record.address.empty()) return NoPeerServiceError(run_id, record);
+  return record.address;
 }
 
 absl::StatusOr<std::vector<CheckpointObject>> AggregateDir::ListCheckpoints(

@@ -6,8 +6,11 @@
 //   <run_id>/checkpoint-00000007.zckpt   merged checkpoint of round 7 (8+ digits)
 //
 // The leader file is text, one key=value per line:
-//   address=<host:port>\npid=<pid>\ndaemon=<label>\n
-// Readers need only `address`; unknown keys are ignored, so fields can be added.
+//   address=<host:port>\npid=<pid>\ndaemon=<label>\ninstance=<id>\n
+// (peer_service=none instead of address= when the leader serves no peers). Readers need
+// only `address`; unknown keys are ignored, so fields can be added. `instance` is the
+// writing zephond's per-process id: labels (socket paths) and pids repeat across nodes
+// and containers, so it is what tells a daemon that the file names itself.
 //
 // Atomicity: every file is written whole through the store (local: LocalStore::Put, temp
 // file + fsync + rename through the Env, so tests can inject faults; S3: one PUT
@@ -33,6 +36,17 @@
 #include "daemon/storage/s3_store.h"
 
 namespace zephon::checkpoint {
+
+// A run's leader file, parsed (see the file comment).
+struct LeaderRecord {
+  std::string address;   // Its peer address; empty when it serves no peers.
+  std::string daemon;    // Its label (socket path), for messages.
+  std::string instance;  // Its per-process id; empty in files of older zephonds.
+};
+
+// FAILED_PRECONDITION for a follower of `leader`, which serves no peers: names it and
+// the flags that fix it.
+absl::Status NoPeerServiceError(const std::string& run_id, const LeaderRecord& leader);
 
 // OK when aggregate_dir is non-empty and run_id is a safe single path component
 // ([A-Za-z0-9._-]{1,128}, not "." or ".."); else INVALID_ARGUMENT naming the value.
@@ -98,10 +112,15 @@ class AggregateDir {
   absl::Status DeleteCheckpoint(const std::string& run_id, uint64_t round);
 
   // (Re)writes the run's leader file with this process's pid. An empty `address` records
-  // that the leader serves no peers (ReadLeader then fails with the fix). INVALID_ARGUMENT
-  // for a bad run_id or an address/label with a newline.
+  // that the leader serves no peers (ReadLeader then fails with the fix). `instance`
+  // (empty: not recorded) is the writer's per-process id (LeaderRecord). INVALID_ARGUMENT
+  // for a bad run_id or an address/label/instance with a newline.
   absl::Status WriteLeader(const std::string& run_id, const std::string& address,
-                           const std::string& label);
+                           const std::string& label, const std::string& instance = "");
+
+  // What the run's leader file says. NOT_FOUND as ReadLeader; DATA_LOSS when it has
+  // neither an address= nor a peer_service=none line; other store errors as they come.
+  absl::StatusOr<LeaderRecord> ReadLeaderRecord(const std::string& run_id);
 
   // The leader's address from the run's leader file. NOT_FOUND naming the file when
   // there is none yet (the leader has not started the run: retry until a deadline);

@@ -85,6 +85,8 @@ TEST(AggregateDirTest, UnsafeRunIdsAndAddressesAreRejected) {
   }
   EXPECT_EQ(agg->WriteLeader("run", "h:1\n", "n").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(agg->WriteLeader("run", "h:1", "a\nb").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(agg->WriteLeader("run", "h:1", "n", "i\n").code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(AggregateDir::Open("", storage::S3Options()).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(AggregateDir::Open("gs://bucket/x", storage::S3Options()).status().code(),
@@ -98,6 +100,21 @@ TEST(AggregateDirTest, ALeaderWithoutPeerServiceIsAnImmediateErrorNamingTheFix) 
   EXPECT_EQ(address.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(address.status().message().find("node-a"), std::string::npos) << address.status();
   EXPECT_NE(address.status().message().find("--peer-address"), std::string::npos);
+}
+
+TEST(AggregateDirTest, TheLeaderRecordCarriesLabelAndInstanceWithOrWithoutAnAddress) {
+  auto agg = OpenDir(MakeTempDir());
+  ASSERT_TRUE(agg->WriteLeader("run", "", "/run/zephon/zephond.sock", "0123abcd").ok());
+  absl::StatusOr<LeaderRecord> record = agg->ReadLeaderRecord("run");
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->address, "");
+  EXPECT_EQ(record->daemon, "/run/zephon/zephond.sock");
+  EXPECT_EQ(record->instance, "0123abcd");
+  ASSERT_TRUE(agg->WriteLeader("run", "h:1", "n").ok());  // an older writer: no instance
+  record = agg->ReadLeaderRecord("run");
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(record->address, "h:1");
+  EXPECT_EQ(record->instance, "");
 }
 
 TEST(AggregateDirTest, CheckpointsWriteReadListAndDelete) {

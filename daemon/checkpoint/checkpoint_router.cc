@@ -30,6 +30,14 @@ bool WorthPolling(const absl::Status& s) {
 
 }  // namespace
 
+bool CheckpointRouter::NamesThisDaemon(const LeaderRecord& leader) const {
+  if (!leader.instance.empty() && !own_instance_.empty()) return leader.instance == own_instance_;
+  // A file of an older zephond (no instance line): by address. Two daemons without a
+  // peer service cannot be told apart then; were it another one, the wait ends at the
+  // deadline with the message of the last read.
+  return own_address_.empty() ? leader.address.empty() : leader.address == own_address_;
+}
+
 absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& route,
                                                          absl::Time deadline,
                                                          const std::string& not_this) const {
@@ -56,25 +64,24 @@ absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& rout
     if (known) budget = std::min(budget, kKnownLeaderReadBudget);
     ASSIGN_OR_RETURN(std::unique_ptr<AggregateDir> aggregate,
                      AggregateDir::Open(route.aggregate_dir, s3_, budget, env_));
-    absl::StatusOr<std::string> address = aggregate->ReadLeader(route.run_id);
+    absl::StatusOr<LeaderRecord> leader = aggregate->ReadLeaderRecord(route.run_id);
     // The file names this daemon: rank 0 is attaching here and not registered yet. Wait
-    // for it instead of reporting to ourselves or failing. "Serves no peers" while this
-    // daemon serves none either is taken for this daemon too (a run across nodes needs
-    // peer ports everywhere); were it another daemon, the wait ends at the deadline
-    // with the same message.
-    const bool names_us = leads_run_ != nullptr &&
-                          (address.ok() ? !own_address_.empty() && *address == own_address_
-                                        : own_address_.empty() &&
-                                              absl::IsFailedPrecondition(address.status()));
-    if (names_us) {
-      last = address.ok() ? absl::UnavailableError(absl::StrCat(
-                                "the leader file names this zephond (", *address,
-                                ") but global_rank 0 of the run is not attached here"))
-                          : address.status();
+    // for it instead of reporting to ourselves or failing.
+    if (leads_run_ != nullptr && leader.ok() && NamesThisDaemon(*leader)) {
+      last = absl::UnavailableError(absl::StrCat(
+          "the leader file names this zephond (",
+          leader->address.empty() ? leader->daemon : leader->address,
+          ") but global_rank 0 of the run is not attached here"));
       if (env_->Now() + kRendezvousPoll > deadline) break;
       env_->SleepFor(kRendezvousPoll);
       continue;
     }
+    // Another daemon leads without a peer service: waiting cannot fix that.
+    const absl::StatusOr<std::string> address =
+        !leader.ok()                ? absl::StatusOr<std::string>(leader.status())
+        : leader->address.empty()   ? absl::StatusOr<std::string>(
+                                        NoPeerServiceError(route.run_id, *leader))
+                                    : absl::StatusOr<std::string>(leader->address);
     if (address.ok() && *address != not_this) {
       absl::MutexLock lock(&mu_);
       if (known_leaders_.size() >= kMaxKnownLeaders) known_leaders_.clear();

@@ -11,9 +11,10 @@
 // A report sent while this daemon does not lead may find that it leads after all: rank 0
 // of the run attaches here while the report waits for the rendezvous file (ranks need
 // no barrier between attach and checkpoint()). The leader file then names this daemon
-// (its own peer address, or "serves no peers" when this daemon serves none) before rank
-// 0 is registered: the router keeps polling until `leads_run` says this daemon leads,
-// then hands the report to the in-process aggregator. Thread-safe.
+// (by its per-process instance id, AggregateDir's LeaderRecord) before rank 0 is
+// registered: the router keeps polling until `leads_run` says this daemon leads, then
+// hands the report to the in-process aggregator. A file naming another daemon that
+// serves no peers fails at once with the fix. Thread-safe.
 #ifndef ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_ROUTER_H_
 #define ZEPHON_DAEMON_CHECKPOINT_CHECKPOINT_ROUTER_H_
 
@@ -29,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/leader_reporter.h"
 #include "daemon/checkpoint/peer_service.h"
 #include "daemon/checkpoint/round_aggregator.h"
@@ -46,20 +48,22 @@ class CheckpointRouter final : public LeaderReporter {
   // it; `env` must outlive the router.
   // `leads_run(run_id)` (null: never) says whether global_rank 0 of the run is attached
   // here now; `own_address` is the peer address this daemon writes to rendezvous files
-  // (empty: it serves no peers).
+  // (empty: it serves no peers) and `own_instance` the instance id it writes there
+  // (empty: match by address only).
   CheckpointRouter(RoundAggregator* aggregator,
                    std::shared_ptr<grpc::ChannelCredentials> peer_credentials,
                    storage::S3Options s3, std::shared_ptr<const PeerAuthenticator> auth = nullptr,
                    Env* env = Env::Default(),
                    std::function<bool(const std::string&)> leads_run = nullptr,
-                   std::string own_address = "")
+                   std::string own_address = "", std::string own_instance = "")
       : aggregator_(aggregator),
         credentials_(std::move(peer_credentials)),
         s3_(std::move(s3)),
         auth_(std::move(auth)),
         env_(env),
         leads_run_(std::move(leads_run)),
-        own_address_(std::move(own_address)) {}
+        own_address_(std::move(own_address)),
+        own_instance_(std::move(own_instance)) {}
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
                                                  const LeaderRoute& route, bool leads,
@@ -67,6 +71,9 @@ class CheckpointRouter final : public LeaderReporter {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Whether the leader file `leader` was written by this daemon.
+  bool NamesThisDaemon(const LeaderRecord& leader) const;
+
   // The leader's address: the explicit option, else the rendezvous file (polled until it
   // exists or the deadline; a store error that waiting cannot fix is returned at once;
   // while the store is unreachable, the address last read for the run).
@@ -87,6 +94,7 @@ class CheckpointRouter final : public LeaderReporter {
   Env* const env_;
   const std::function<bool(const std::string&)> leads_run_;
   const std::string own_address_;
+  const std::string own_instance_;
   mutable absl::Mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const PeerClient>> clients_
       ABSL_GUARDED_BY(mu_);

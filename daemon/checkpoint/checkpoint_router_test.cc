@@ -34,18 +34,21 @@ class RouterSelfLeaderTest : public ::testing::Test {
   }
   // A router of a daemon whose peer address is `own_address` ("" = no peer service),
   // leading the run once leads_ is set.
-  std::unique_ptr<CheckpointRouter> Router(const std::string& own_address) {
+  // `own_instance` is its per-process id ("" = an older daemon's router).
+  std::unique_ptr<CheckpointRouter> Router(const std::string& own_address,
+                                           const std::string& own_instance = "") {
     return std::make_unique<CheckpointRouter>(
         &aggregator_, nullptr, storage::S3Options(), nullptr, Env::Default(),
         [this](const std::string& run_id) { return leads_.load() && run_id == shape_.run_id; },
-        own_address);
+        own_address, own_instance);
   }
   // What rank 0's attach writes first, before the registry knows the rank.
-  void WriteLeaderFile(const std::string& address, const std::string& label) {
+  void WriteLeaderFile(const std::string& address, const std::string& label,
+                       const std::string& instance = "") {
     absl::StatusOr<std::unique_ptr<AggregateDir>> dir =
         AggregateDir::Open(shape_.aggregate_dir, storage::S3Options());
     ASSERT_TRUE(dir.ok()) << dir.status();
-    ASSERT_TRUE((*dir)->WriteLeader(shape_.run_id, address, label).ok());
+    ASSERT_TRUE((*dir)->WriteLeader(shape_.run_id, address, label, instance).ok());
   }
   // Submits as a follower (leads=false) from another thread; rank 0 then registers.
   Result SubmitThenAttachRank0(const CheckpointRouter& router) {
@@ -86,6 +89,27 @@ TEST_F(RouterSelfLeaderTest, ServingPeersAFollowerOfALeaderWithoutPeersFailsAtOn
                                                       false, In(absl::Seconds(20)));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
   EXPECT_TRUE(MessageHas(result.status(), "serves no peers"));
+  EXPECT_LT(absl::Now() - begun, absl::Seconds(5));
+}
+
+TEST_F(RouterSelfLeaderTest, WithoutPeerServiceTheInstanceIdRecognizesThisDaemon) {
+  // Both daemons use the same socket path (one per node): only the instance tells.
+  WriteLeaderFile("", "/run/zephon/zephond.sock", "instance-a");
+  const Result result = SubmitThenAttachRank0(*Router("", "instance-a"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_FALSE(result->checkpoint().empty());
+}
+
+TEST_F(RouterSelfLeaderTest, WithoutPeerServiceAnotherDaemonsLeaderFileFailsAtOnce) {
+  // Before instance ids, a daemon without a peer port took any such file for its own and
+  // waited until the deadline.
+  WriteLeaderFile("", "/run/zephon/zephond.sock", "instance-b");
+  const absl::Time begun = absl::Now();
+  const Result result = Router("", "instance-a")->Submit(MakeReport(shape_, "node-a", {0}),
+                                                         route_, false, In(absl::Seconds(20)));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_TRUE(MessageHas(result.status(), "serves no peers"));
+  EXPECT_TRUE(MessageHas(result.status(), "/run/zephon/zephond.sock"));
   EXPECT_LT(absl::Now() - begun, absl::Seconds(5));
 }
 
