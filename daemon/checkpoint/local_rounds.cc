@@ -106,6 +106,12 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     return absl::UnavailableError(absl::StrCat("zephond (", options_.daemon_label,
                                                ") is shutting down"));
   }
+  if (auto failed = failed_rounds_.find(key); failed != failed_rounds_.end()) {
+    return absl::Status(failed->second.code(),
+                        absl::StrCat(failed->second.message(), " [rank ", rank,
+                                     " called checkpoint() for this round after it had "
+                                     "failed; its next call starts a new round]"));
+  }
   Round& round = rounds_[key];
   if (round.calls.empty() && !round.result.has_value()) round.deadline = deadline;
   if (round.result.has_value()) return *round.result;  // a late duplicate: same answer
@@ -172,8 +178,20 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     }
   }
   absl::StatusOr<proto::CheckpointResult> out = *round.result;
-  if (--round.waiters == 0) rounds_.erase(key);
+  if (--round.waiters == 0) {
+    rounds_.erase(key);
+    if (!out.ok()) RememberFailure(key, out.status());
+  }
   return out;
+}
+
+void LocalRounds::RememberFailure(const Key& key, const absl::Status& status) {
+  if (!failed_rounds_.emplace(key, status).second) return;
+  failed_order_.push_back(key);
+  if (failed_order_.size() > kRememberedFailures) {
+    failed_rounds_.erase(failed_order_.front());
+    failed_order_.pop_front();
+  }
 }
 
 absl::StatusOr<proto::CheckpointResult> LocalRounds::Submit(

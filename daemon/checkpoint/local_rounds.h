@@ -13,6 +13,12 @@
 // answer: the same merged bytes, or the same error. Each local round is counted once in
 // DaemonCounters, by its first report (which waits for the whole round).
 //
+// A round that failed is remembered (the newest kRememberedFailures of them): a rank that
+// calls it after every caller has been answered (a straggler whose peers gave up) gets
+// that failure at once, instead of opening a fresh local round that can only time out.
+// Successful rounds need no memory: every rank of world_size was in them, so a later
+// call of one is a rank calling twice.
+//
 // Leading: reports go to the in-process aggregator when this daemon hosts global_rank
 // 0 of the run (one of the calls, or attached now), else to the remote leader.
 //
@@ -22,6 +28,7 @@
 #define ZEPHON_DAEMON_CHECKPOINT_LOCAL_ROUNDS_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -108,7 +115,8 @@ class LocalRounds {
   // DEADLINE_EXCEEDED naming the local ranks that never called (attached here, yet no
   // checkpoint() by the round's deadline, the first local call's), FAILED_PRECONDITION
   // for unequal counts of peers or a rank calling twice, UNAVAILABLE while shutting
-  // down, or the leader's error.
+  // down, or the leader's error; for a round that already failed, its error (same code)
+  // saying that this rank called late.
   absl::StatusOr<proto::CheckpointResult> Participate(RoundCall call, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -141,9 +149,17 @@ class LocalRounds {
                                                    const std::string& run_id,
                                                    uint64_t round) const;
 
+  // Records the failure of a finished round, forgetting the oldest beyond the bound.
+  void RememberFailure(const Key& key, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  static constexpr size_t kRememberedFailures = 256;
+
   const LocalRoundsOptions options_;
   absl::Mutex mu_;
   std::map<Key, Round> rounds_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, absl::Status> failed_rounds_ ABSL_GUARDED_BY(mu_);
+  std::deque<Key> failed_order_ ABSL_GUARDED_BY(mu_);  // oldest first
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

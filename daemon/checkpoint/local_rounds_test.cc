@@ -213,6 +213,25 @@ TEST_F(LocalRoundsTest, MissingLocalRankTimesOutNamingIt) {
   EXPECT_TRUE(leader_.reports().empty());
 }
 
+TEST_F(LocalRoundsTest, ARankCallingAFailedRoundLateGetsItsFailureAtOnce) {
+  FakeRoster roster({0, 4});
+  LocalRounds rounds = MakeRounds(&roster);
+  absl::StatusOr<proto::CheckpointResult> first =
+      rounds.Participate(Call(0, 1, Instance("i", 0)), absl::Now() + absl::Milliseconds(50));
+  ASSERT_EQ(first.status().code(), absl::StatusCode::kDeadlineExceeded);
+  // Rank 4 arrives after rank 0 gave up: it must not wait out a fresh round of its own.
+  const absl::Time begun = absl::Now();
+  absl::StatusOr<proto::CheckpointResult> late =
+      rounds.Participate(Call(4, 1, Instance("i", 0)), absl::Now() + absl::Seconds(10));
+  EXPECT_LT(absl::Now() - begun, absl::Seconds(5));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(late.status().message().find("ranks [4]"), std::string::npos) << late.status();
+  EXPECT_NE(late.status().message().find("rank 4 called checkpoint() for this round after"),
+            std::string::npos)
+      << late.status();
+  EXPECT_TRUE(leader_.reports().empty());
+}
+
 TEST_F(LocalRoundsTest, ShutdownRefusesLaterCalls) {
   FakeRoster roster({0});
   LocalRounds rounds = MakeRounds(&roster);
