@@ -9,18 +9,7 @@ import pytest
 import zephon
 from zephon import errors
 
-PAD = 0  # synthetic_documents' tokens are >= 1, so a pad cell is recognisable
-L, B = 513, 4
-
-
-def knob_pipeline(corpus, socket, algorithm="best_fit", **pack):
-    ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
-    ws = zephon.StaticMixtureWorkSource([ds], seed=7, chunk_size=32)
-    if algorithm in ("first_fit", "best_fit"):
-        pack.setdefault("num_bins", 8)
-    return (zephon.Pipeline(ws)
-            .pack_flat(L, algorithm=algorithm, pad_token_id=PAD, **pack)
-            .batch(B).options(daemon=socket, canonical_replicas=1))
+from test_packing import B, L, padded_pipeline as knob_pipeline  # same corpus setup
 
 
 def documents_per_row(batch) -> list[int]:
