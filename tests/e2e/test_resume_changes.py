@@ -68,7 +68,7 @@ def test_checkpoint_with_microbatch_4_resumes_with_2_on_another_dp_degree(docs_c
     agg = tmp_path / "agg"
     # The uninterrupted run with microbatch_size 2.
     ref = make_pipe(docs_corpus, daemon.socket, agg, microbatch=2, run_id="ref")
-    want = read_steps([ref], 6)
+    want = read_steps([ref], 8)
     ref.close()
 
     # Two steps of microbatch_size 4 on dp_degree 2: every lane took 8 records, which
@@ -85,8 +85,15 @@ def test_checkpoint_with_microbatch_4_resumes_with_2_on_another_dp_degree(docs_c
     resumed = [make_pipe(docs_corpus, daemon.socket, agg, microbatch=2, dp=4, group=g,
                          restore=state) for g in range(4)]
     assert read_steps(resumed, 2) == want[4:6]
+    # Checkpointed again with size 2 and resumed with 4 on one rank: each lane took 2
+    # more records, then 4 per batch again (reference steps 6-7 are one step of 4).
+    again = checkpoint_all(resumed)
     for p in resumed:
         p.close()
+    assert zephon.inspect_checkpoint(again)["round"] == 1
+    back = make_pipe(docs_corpus, daemon.socket, agg, microbatch=4, restore=again)
+    assert read_steps([back], 1) == [want[6] + want[7]]
+    back.close()
 
     # A field that defines the data is still refused, naming it and both values.
     ds = zephon.Dataset.from_path("web", str(docs_corpus), fmt="megatron")
