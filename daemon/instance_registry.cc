@@ -45,24 +45,20 @@ std::string InstanceKey(const std::string& run_key, const RankIdentity& identity
   return absl::StrCat(run_key, "/dp", identity.dp_degree, "/g", identity.dp_group_id);
 }
 
-// Stage 3's check when resuming: the files and the spec hash must be those the
-// checkpoint was taken with. Before the hash: it cannot see bytes rewritten at the same
-// size, and a mismatch here names the file and the property that changed.
-absl::Status CheckResumedData(const proto::CheckpointState& resume,
-                              const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
-                              const proto::PipelineSpec& spec, const std::string& spec_hash) {
+// Stage 3's check when resuming: the files and the spec must be those the checkpoint
+// was taken with, except what a restore may change (checkpoint/spec_change.h). The
+// files first: the hash cannot see bytes rewritten at the same size, and a mismatch
+// there names the file and the property that changed.
+absl::StatusOr<checkpoint::ResumedSpecChanges> CheckResumedData(
+    const proto::CheckpointState& resume,
+    const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
+    const proto::PipelineSpec& spec, const std::string& spec_hash) {
   if (resume.datasets_size() > 0) {
     ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
                      checkpoint::DescribeDatasets(datasets, spec.work_source().weight_by()));
     RETURN_IF_ERROR(checkpoint::CompareDatasets(resume.datasets(), contents));
   }
-  if (resume.spec_hash() != spec_hash) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this Pipeline's spec hash ", spec_hash, " differs from the checkpoint's ",
-        resume.spec_hash(), ": to resume, the datasets (and their files), work source, "
-        "operators, seeds, canonical_replicas and mapping must be identical"));
-  }
-  return absl::OkStatus();
+  return checkpoint::CheckResumedSpec(resume, spec, spec_hash, datasets);
 }
 
 // Longest one store call for an s3:// tokenizer may take (retries included): a 9 MB
@@ -149,8 +145,18 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
                    DatasetsFor(attach.identity, attach.pipeline.spec, text ? &*text : nullptr));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
   if (resume) {
-    RETURN_IF_ERROR(CheckResumedData(resume->state, opened.datasets, attach.pipeline.spec,
-                                     opened.spec_hash));
+    ASSIGN_OR_RETURN(resume->changes, CheckResumedData(resume->state, opened.datasets,
+                                                       attach.pipeline.spec, opened.spec_hash));
+    if (resume->changes.batch || resume->changes.saved_flush_every_k_chunks != 0) {
+      Log()->info("resuming run '{}' from checkpoint round {} with {}{}", resume->state.run_id(),
+                  resume->state.round(),
+                  resume->changes.batch ? "another batch(microbatch_size, drop_last) " : "",
+                  resume->changes.saved_flush_every_k_chunks != 0
+                      ? absl::StrCat("flush_every_k_chunks changed from ",
+                                     resume->changes.saved_flush_every_k_chunks, " to ",
+                                     attach.pipeline.spec.flush_every_k_chunks())
+                      : "");
+    }
   }
   // 4. Join or create.
   return JoinOrCreate(request, attach, resume ? &*resume : nullptr, opened);
@@ -364,7 +370,9 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   ASSIGN_OR_RETURN(std::unique_ptr<pipeline::GroupStream> stream,
                    pipeline::GroupStream::Create(attach.pipeline, opened.datasets,
                                                  attach.owned_lanes,
-                                                 resume ? &attach.lane_starts : nullptr));
+                                                 resume ? &attach.lane_starts : nullptr,
+                                                 resume ? resume->changes.saved_flush_every_k_chunks
+                                                        : 0));
   const uint64_t serial = ++created_total_;
 
   InstanceConfig config;

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "daemon/checkpoint/spec_change.h"
 #include "daemon/checkpoint/led_run.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
@@ -98,6 +99,9 @@ struct RegistryOptions {
 struct Resume {
   proto::CheckpointState state;
   std::string key;  // hash of the checkpoint bytes: ranks of a group must agree on it
+  // What the resuming spec changed that a restore allows (batch, flush_every_k_chunks);
+  // set by the resume check before the instance is created.
+  checkpoint::ResumedSpecChanges changes;
 };
 
 // What one successful attach hands back to the transport.

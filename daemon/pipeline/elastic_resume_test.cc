@@ -380,5 +380,96 @@ TEST(ElasticResumeTest, MidStepCheckpointOnTheSameTopologyContinuesBatchByBatch)
   }
 }
 
+
+// Issue 16: a checkpoint taken with microbatch_size 3 restores with another batch
+// operator (2, and 5 with drop_last) on every D' dividing C. Positions are counted in
+// records, so every lane continues from its record position: the rows it gave before
+// the checkpoint and after are its records of an uninterrupted run, each once, in order,
+// and lane batch indices continue from the checkpoint's. The steps after the restore
+// are those of an uninterrupted run of the new size started at the same positions.
+std::map<uint32_t, std::vector<std::vector<int32_t>>> RowsByLane(const std::vector<Batch>& batches) {
+  std::map<uint32_t, std::vector<std::vector<int32_t>>> rows;
+  for (const Batch& b : batches) {
+    for (uint32_t r = 0; r < b.rows; ++r) {
+      rows[b.lane].emplace_back(b.tokens.begin() + r * b.cols,
+                                b.tokens.begin() + (r + 1) * b.cols);
+    }
+  }
+  return rows;
+}
+
+proto::PipelineSpec WithBatch(proto::PipelineSpec spec, uint64_t microbatch, bool drop_last) {
+  auto* batch = spec.mutable_operators(spec.operators_size() - 1)->mutable_batch();
+  batch->set_microbatch_size(microbatch);
+  batch->set_drop_last(drop_last);
+  return ResolveSpec(spec, 1).value();
+}
+
+TEST(ElasticResumeTest, AnotherMicrobatchSizeContinuesEveryLaneFromItsRecordPosition) {
+  constexpr uint32_t kLanes = 4;
+  constexpr size_t kSteps = 2;
+  const auto spec = Spec(kLanes, "interleaved");  // microbatch_size 3, drop_last false
+  std::vector<Batch> records;
+  {
+    auto one = GroupStream::Create(ResolvePipeline(WithBatch(spec, 1, false), 1).value(),
+                                   Corpus(), {0, 1, 2, 3}).value();
+    while (auto b = one->Next().value()) records.push_back(*std::move(b));
+  }
+  const auto lane_records = RowsByLane(records);
+  for (const auto& [microbatch, drop_last] : {std::pair<uint64_t, bool>{2, false}, {5, true}}) {
+    const auto resumed_spec = WithBatch(spec, microbatch, drop_last);
+    for (uint32_t d : Divisors(kLanes)) {
+      Topology first(spec, d, nullptr);
+      std::vector<Batch> before;
+      for (size_t s = 0; s < kSteps; ++s) {
+        for (uint32_t g = 0; g < d; ++g) {
+          for (uint32_t i = 0; i < kLanes / d; ++i) before.push_back(first.Take(g).value());
+        }
+      }
+      const auto checkpoint = first.Checkpoint();
+      for (uint32_t d2 : Divisors(kLanes)) {
+        const std::string label = absl::StrCat("microbatch 3 -> ", microbatch, " D=", d,
+                                               " -> D'=", d2);
+        // Steps equal those of D = 1 with the new size from the same positions.
+        Topology reference(resumed_spec, 1, &checkpoint);
+        Topology resumed(resumed_spec, d2, &checkpoint);
+        for (size_t s = 0; s < 2; ++s) {
+          std::multiset<Key> want, got;
+          ASSERT_TRUE(reference.Step(kLanes, &want)) << label;
+          ASSERT_TRUE(resumed.Step(kLanes, &got)) << label;
+          ASSERT_TRUE(want == got) << label << ": step " << s << " after the restore";
+        }
+        // Every lane's rows: the records of the uninterrupted run, each once.
+        Topology rest(resumed_spec, d2, &checkpoint);
+        std::vector<Batch> all = before;
+        std::map<uint32_t, uint64_t> first_index;
+        for (uint32_t g = 0; g < d2; ++g) {
+          while (auto b = rest.Take(g)) {
+            first_index.emplace(b->lane, b->lane_batch_index);
+            EXPECT_EQ(b->rows == microbatch || !drop_last, true) << label;
+            all.push_back(*std::move(b));
+          }
+        }
+        for (const auto& [lane, index] : first_index) EXPECT_EQ(index, kSteps) << label;
+        std::stable_sort(all.begin(), all.end(), [](const Batch& a, const Batch& b) {
+          return a.lane_batch_index < b.lane_batch_index;
+        });
+        const auto rows = RowsByLane(all);
+        for (const auto& [lane, want] : lane_records) {
+          const auto& got = rows.at(lane);
+          if (!drop_last) {
+            EXPECT_TRUE(got == want) << label << ": lane " << lane;
+            continue;
+          }
+          // drop_last drops only the lane's final short batch.
+          ASSERT_LE(got.size(), want.size()) << label;
+          EXPECT_LT(want.size() - got.size(), microbatch) << label;
+          EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin())) << label;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

@@ -231,7 +231,10 @@ class Pipeline:
                   emit_positions: bool = True, *, pad_token_id: int | None = None,
                   num_bins: int | None = None, drop_oversized: bool = True,
                   candidate_pool_size: int | None = None,
-                  max_candidate_age: int | None = None) -> "Pipeline":
+                  max_candidate_age: int | None = None,
+                  min_sequence_length: int | None = None,
+                  flush_strategy: str | None = None,
+                  max_sequences_per_bin: int | None = None) -> "Pipeline":
         """Packs each lane's samples into records of exactly ``max_length`` cells
         (normally seq_len + 1). ``positions`` restart at 0 for every piece of a document.
         All packing state is per lane and emptied at each flush group's end.
@@ -258,7 +261,14 @@ class Pipeline:
         padding cells have positions 0, 1, ... (one padding segment) and batches then
         carry ``valid_tokens`` (int32 [B], the real cells of each row, which come
         first); ``Batch.to_training`` masks padding labels. Bad values raise
-        InvalidOptionError (a ValueError) naming the argument."""
+        InvalidOptionError (a ValueError) naming the argument.
+
+        Packing knobs (upstream's names; unset = the behaviour above):
+        ``min_sequence_length`` (first_fit/best_fit) emits a bin as soon as its room
+        falls below it; ``flush_strategy`` (first_fit/best_fit) picks the bin emitted at
+        the ``num_bins`` limit: ``"fifo"`` (the oldest) or ``"fullest"``;
+        ``max_sequences_per_bin`` (every padding algorithm) caps the documents (pieces)
+        per record."""
         def refuse(message: str):
             raise errors.InvalidOptionError(f"Pipeline.pack_flat: {message}",
                                             errors.INVALID_ARGUMENT)
@@ -304,6 +314,9 @@ class Pipeline:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 refuse(f"{name} must be an int >= 1, got {value!r}")
             op[name] = str(value) if name == "max_candidate_age" else value
+        _add_packing_knobs(op, algorithm, refuse, min_sequence_length=min_sequence_length,
+                           flush_strategy=flush_strategy,
+                           max_sequences_per_bin=max_sequences_per_bin)
         p = self._with()
         p._operators.append({"pack_flat": op})
         return p
@@ -551,3 +564,32 @@ def daemon_status(daemon: str | None = None, timeout_s: float = 10.0) -> dict:
                                      ctypes.byref(err))
     _check(code, err)
     return json.loads(_native.take_string(out))
+
+
+def _add_packing_knobs(op: dict, algorithm: str, refuse, *, min_sequence_length,
+                       flush_strategy, max_sequences_per_bin) -> None:
+    """pack_flat's knobs into `op` (unset ones stay out, so the spec hash is unchanged)."""
+    bins = algorithm in ("first_fit", "best_fit")
+    if min_sequence_length is not None:
+        if not bins:
+            refuse(f"min_sequence_length applies to first_fit and best_fit, not {algorithm!r}")
+        max_length = int(op["max_length"])
+        if isinstance(min_sequence_length, bool) or not isinstance(min_sequence_length, int) \
+                or not 1 <= min_sequence_length <= max_length:
+            refuse(f"min_sequence_length must be an int in [1, max_length={max_length}], got "
+                   f"{min_sequence_length!r}")
+        op["min_sequence_length"] = str(min_sequence_length)
+    if flush_strategy is not None:
+        if not bins:
+            refuse(f"flush_strategy applies to first_fit and best_fit, not {algorithm!r}")
+        if flush_strategy not in ("fifo", "fullest"):
+            refuse(f"flush_strategy={flush_strategy!r} is not one of fifo, fullest")
+        op["flush_strategy"] = flush_strategy
+    if max_sequences_per_bin is not None:
+        if algorithm == "wrap":
+            refuse("max_sequences_per_bin applies to first_fit, best_fit and best_fit_wrap, "
+                   "not 'wrap' (which never pads)")
+        if isinstance(max_sequences_per_bin, bool) or not isinstance(max_sequences_per_bin, int) \
+                or not 1 <= max_sequences_per_bin < 2**32:
+            refuse(f"max_sequences_per_bin must be an int >= 1, got {max_sequences_per_bin!r}")
+        op["max_sequences_per_bin"] = max_sequences_per_bin

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/batching/flush_regroup.h"
 #include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
@@ -63,7 +64,7 @@ GroupStream::GroupStream(std::shared_ptr<const WorkSource> source, LaneOptions o
 absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
     const ResolvedPipeline& resolved,
     std::vector<std::shared_ptr<const Dataset>> datasets, std::vector<uint32_t> owned_lanes,
-    const std::vector<proto::LaneProgress>* restore) {
+    const std::vector<proto::LaneProgress>* restore, uint64_t saved_flush_every_k_chunks) {
   const LaneOptions& options = resolved.lanes;
   if (owned_lanes.empty()) return absl::InvalidArgumentError("owned_lanes is empty");
   for (size_t i = 1; i < owned_lanes.size(); ++i) {
@@ -76,6 +77,10 @@ absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
   ASSIGN_OR_RETURN(std::unique_ptr<WorkSource> ws,
                    WorkSource::Create(resolved.spec.work_source(), std::move(datasets)));
   std::shared_ptr<const WorkSource> source(std::move(ws));
+  if (restore != nullptr && saved_flush_every_k_chunks != 0) {
+    ASSIGN_OR_RETURN(progress, RegroupLaneStarts(source, options, saved_flush_every_k_chunks,
+                                                 std::move(progress)));
+  }
   std::vector<std::unique_ptr<LaneStream>> lanes;
   for (size_t i = 0; i < owned_lanes.size(); ++i) {
     const proto::LaneProgress& p = progress[i];

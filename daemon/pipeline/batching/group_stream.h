@@ -52,10 +52,15 @@ class GroupStream {
   // Errors: INVALID_ARGUMENT from spec / work source / lane validation; naming the lane
   // when `restore` lacks an owned lane, lists a lane twice or names a lane >= C, or
   // holds a position that is not one of that lane (LaneStream::Create).
+  // `saved_flush_every_k_chunks` (0 = the spec's own): the flush_every_k_chunks the
+  // `restore` positions were taken under, when a resume changed it; they are regrouped
+  // to the spec's value first (flush_regroup.h: FAILED_PRECONDITION naming the lane
+  // where that is not safe).
   static absl::StatusOr<std::unique_ptr<GroupStream>> Create(
       const ResolvedPipeline& resolved,
       std::vector<std::shared_ptr<const Dataset>> datasets, std::vector<uint32_t> owned_lanes,
-      const std::vector<proto::LaneProgress>* restore = nullptr);
+      const std::vector<proto::LaneProgress>* restore = nullptr,
+      uint64_t saved_flush_every_k_chunks = 0);
 
   // The next batch in least-progress order, or nullopt when every owned lane is
   // exhausted (and forever after). Errors: those of Materialize.

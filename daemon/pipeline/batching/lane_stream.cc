@@ -18,6 +18,44 @@ struct SampleIdHash {
   }
 };
 
+// The packing knobs (packers.h) into *o, whose algorithm is set; unset = off.
+absl::Status PackKnobsFromSpec(const proto::PackFlatSpec& pack, int index, PackOptions* o) {
+  const std::string op = absl::StrCat("operators[", index, "] pack_flat");
+  const char* name = PackAlgorithmName(o->algorithm);
+  const bool bins =
+      o->algorithm == PackAlgorithm::kFirstFit || o->algorithm == PackAlgorithm::kBestFit;
+  auto refuse = [&](const char* field, const char* takers) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ".", field, " applies to ", takers,
+                                                   " only, not algorithm '", name,
+                                                   "': remove it"));
+  };
+  if (pack.min_sequence_length() != 0) {
+    if (!bins) return refuse("min_sequence_length", "first_fit and best_fit");
+    if (pack.min_sequence_length() > pack.max_length()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ".min_sequence_length must be in [1, max_length=", pack.max_length(), "], got ",
+          pack.min_sequence_length()));
+    }
+    o->min_sequence_length = pack.min_sequence_length();
+  }
+  if (!pack.flush_strategy().empty()) {
+    if (!bins) return refuse("flush_strategy", "first_fit and best_fit");
+    absl::StatusOr<bool> fullest = ParseFlushFullest(pack.flush_strategy());
+    if (!fullest.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("operators[", index, "] ", fullest.status().message()));
+    }
+    o->flush_fullest = *fullest;
+  }
+  if (pack.max_sequences_per_bin() != 0) {
+    if (!o->pads()) {
+      return refuse("max_sequences_per_bin", "first_fit, best_fit and best_fit_wrap");
+    }
+    o->max_sequences_per_bin = pack.max_sequences_per_bin();
+  }
+  return absl::OkStatus();
+}
+
 // pack_flat's algorithm and the fields it takes (packers.h); `index` names the operator.
 absl::StatusOr<PackOptions> PackOptionsFromSpec(const proto::PackFlatSpec& pack, int index) {
   const std::string op = absl::StrCat("operators[", index, "] pack_flat");
@@ -80,6 +118,7 @@ absl::StatusOr<PackOptions> PackOptionsFromSpec(const proto::PackFlatSpec& pack,
     if (pack.candidate_pool_size() != 0) return refuse("candidate_pool_size", "best_fit_wrap");
     if (pack.max_candidate_age() != 0) return refuse("max_candidate_age", "best_fit_wrap");
   }
+  RETURN_IF_ERROR(PackKnobsFromSpec(pack, index, &o));
   return o;
 }
 
@@ -171,6 +210,13 @@ std::string LaneOptions::Describe() const {
       break;
   }
   if (pack.pads()) absl::StrAppend(&algorithm, ", pad_token_id=", pack.pad_token_id);
+  if (pack.min_sequence_length > 0) {
+    absl::StrAppend(&algorithm, ", min_sequence_length=", pack.min_sequence_length);
+  }
+  if (pack.flush_fullest) absl::StrAppend(&algorithm, ", flush_strategy=fullest");
+  if (pack.max_sequences_per_bin > 0) {
+    absl::StrAppend(&algorithm, ", max_sequences_per_bin=", pack.max_sequences_per_bin);
+  }
   return absl::StrCat(s, "pack_flat(max_length=", max_length, ", ", algorithm, ") -> batch(",
                       microbatch_size, ", drop_last=", drop_last ? "true" : "false",
                       "); flush every ", flush_every_k_chunks, " lane chunks");

@@ -398,5 +398,40 @@ TEST(LaneOptionsTest, PackingOptionsAreValidatedNamingTheOperator) {
   expect_error(pool, "drop_oversized applies to first_fit and best_fit only");
 }
 
+
+TEST(LaneOptionsTest, PackingKnobsAreValidatedAndDescribed) {
+  auto expect_error = [](const proto::PipelineSpec& spec, const std::string& needle) {
+    auto s = LaneOptions::FromSpec(spec);
+    ASSERT_FALSE(s.ok()) << needle;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(needle), std::string::npos) << s.status();
+  };
+  auto knobs = BestFitSpec(6, 2);
+  auto* pack = knobs.mutable_operators(0)->mutable_pack_flat();
+  pack->set_min_sequence_length(3);
+  pack->set_flush_strategy("fullest");
+  pack->set_max_sequences_per_bin(4);
+  const LaneOptions o = LaneOptions::FromSpec(knobs).value();
+  EXPECT_EQ(o.pack.min_sequence_length, 3u);
+  EXPECT_TRUE(o.pack.flush_fullest);
+  EXPECT_EQ(o.pack.max_sequences_per_bin, 4u);
+  EXPECT_NE(o.Describe().find("min_sequence_length=3, flush_strategy=fullest, "
+                              "max_sequences_per_bin=4"),
+            std::string::npos) << o.Describe();
+  auto bad = knobs;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_flush_strategy("lifo");
+  expect_error(bad, "operators[0] pack_flat.flush_strategy 'lifo' unknown (fifo, fullest)");
+  bad = knobs;
+  bad.mutable_operators(0)->mutable_pack_flat()->set_min_sequence_length(7);
+  expect_error(bad, "min_sequence_length must be in [1, max_length=6], got 7");
+  auto wrap = LaneSpec(5, 1, 4, 2, true);
+  wrap.mutable_operators(0)->mutable_pack_flat()->set_max_sequences_per_bin(2);
+  expect_error(wrap, "max_sequences_per_bin applies to first_fit, best_fit and best_fit_wrap "
+                     "only, not algorithm 'wrap'");
+  wrap = LaneSpec(5, 1, 4, 2, true);
+  wrap.mutable_operators(0)->mutable_pack_flat()->set_flush_strategy("fifo");
+  expect_error(wrap, "flush_strategy applies to first_fit and best_fit only");
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

@@ -80,6 +80,8 @@ class BinPacker final : public Packer {
   void Place(const Segment& piece, std::deque<PackedRecord>* out) {
     const uint64_t max_length = options_.max_length;
     size_t chosen = open_.size();
+    // Bins at max_sequences_per_bin were emitted when they reached it: all open bins
+    // take one more segment.
     for (size_t i = 0; i < open_.size(); ++i) {
       const uint64_t room = max_length - open_[i].used;
       if (room < piece.count) continue;
@@ -90,9 +92,10 @@ class BinPacker final : public Packer {
       if (chosen == open_.size() || room < max_length - open_[chosen].used) chosen = i;
     }
     if (chosen == open_.size()) {
-      if (open_.size() >= options_.num_bins) {  // The bin limit: the oldest goes out.
-        Emit(std::move(open_.front().segments), open_.front().used, out);
-        open_.erase(open_.begin());
+      if (open_.size() >= options_.num_bins) {  // The bin limit: one goes out.
+        const size_t leaving = Leaving();
+        Emit(std::move(open_[leaving].segments), open_[leaving].used, out);
+        open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(leaving));
       }
       open_.emplace_back();
       chosen = open_.size() - 1;
@@ -100,10 +103,30 @@ class BinPacker final : public Packer {
     Bin& bin = open_[chosen];
     bin.segments.push_back(piece);
     bin.used += piece.count;
-    if (bin.used == max_length) {
+    if (bin.used == max_length || Closes(bin)) {
       Emit(std::move(bin.segments), bin.used, out);
       open_.erase(open_.begin() + static_cast<std::ptrdiff_t>(chosen));
     }
+  }
+
+  // The bin emitted at the num_bins limit (flush_strategy).
+  size_t Leaving() const {
+    if (!options_.flush_fullest) return 0;
+    size_t fullest = 0;
+    for (size_t i = 1; i < open_.size(); ++i) {
+      if (open_[i].used > open_[fullest].used) fullest = i;
+    }
+    return fullest;
+  }
+
+  // Whether a knob closes `bin` before it is full.
+  bool Closes(const Bin& bin) const {
+    if (options_.max_sequences_per_bin > 0 &&
+        bin.segments.size() >= options_.max_sequences_per_bin) {
+      return true;
+    }
+    return options_.min_sequence_length > 0 &&
+           options_.max_length - bin.used < options_.min_sequence_length;
   }
 
   std::vector<Bin> open_;  // Opening order.
@@ -166,8 +189,12 @@ class BestFitWrapPacker final : public Packer {
     std::vector<Segment> segments;
     uint64_t room = options_.max_length;
     bool cut = false;
+    const auto capped = [&] {
+      return options_.max_sequences_per_bin > 0 &&
+             segments.size() >= options_.max_sequences_per_bin;
+    };
     // Samples pooled too long go first, oldest first.
-    while (room > 0 && !pool_.empty()) {
+    while (room > 0 && !pool_.empty() && !capped()) {
       const uint64_t seq = pool_.begin()->first;  // Copied: Take may erase the entry.
       const uint64_t length = pool_.begin()->second.length;
       if (arrivals_ - 1 - seq < options_.max_candidate_age) break;
@@ -179,14 +206,14 @@ class BestFitWrapPacker final : public Packer {
       Take(seq, n, &segments);
       room -= n;
     }
-    while (room > 0) {
+    while (room > 0 && !capped()) {
       auto it = LargestUpTo(room);
       if (it == by_length_.end()) break;
       const uint64_t n = it->first;
       Take(it->second, n, &segments);
       room -= n;
     }
-    if (room > 0 && !cut && !by_length_.empty()) {
+    if (room > 0 && !cut && !by_length_.empty() && !capped()) {
       auto largest = LargestUpTo(std::numeric_limits<uint64_t>::max());
       Take(largest->second, room, &segments);  // Every pooled sample is longer than room.
       room = 0;
@@ -209,6 +236,13 @@ absl::StatusOr<PackAlgorithm> ParsePackAlgorithm(absl::string_view name) {
   if (name == "best_fit_wrap") return PackAlgorithm::kBestFitWrap;
   return absl::InvalidArgumentError(absl::StrCat(
       "pack_flat.algorithm '", name, "' unknown (wrap, first_fit, best_fit, best_fit_wrap)"));
+}
+
+absl::StatusOr<bool> ParseFlushFullest(absl::string_view name) {
+  if (name.empty() || name == "fifo") return false;
+  if (name == "fullest") return true;
+  return absl::InvalidArgumentError(
+      absl::StrCat("pack_flat.flush_strategy '", name, "' unknown (fifo, fullest)"));
 }
 
 const char* PackAlgorithmName(PackAlgorithm algorithm) {

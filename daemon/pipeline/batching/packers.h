@@ -27,6 +27,15 @@
 //                 the largest pooled sample (one cut per record; its rest stays
 //                 pooled). So every record before Flush is full; Flush packs the pool
 //                 the same way and pads the last record.
+// Knobs (all off by default, leaving the above unchanged):
+//   min_sequence_length   first_fit/best_fit: a bin whose room falls below it after a
+//                         placement is emitted at once.
+//   flush_strategy        first_fit/best_fit: the bin emitted at the num_bins limit is
+//                         the oldest ("fifo") or the most filled ("fullest", the oldest
+//                         among equals).
+//   max_sequences_per_bin first_fit/best_fit/best_fit_wrap: a record holds at most this
+//                         many segments; a bin reaching it is emitted, and best_fit_wrap
+//                         closes the record it fills (padding the rest).
 // Every emitted record is max_length cells: the samples' pieces, then one padding
 // segment when the algorithm pads and the record is short. Empty samples are ignored.
 // Deterministic: the records are a function of the options and the added sequence.
@@ -53,6 +62,9 @@ enum class PackAlgorithm { kWrap, kFirstFit, kBestFit, kBestFitWrap };
 absl::StatusOr<PackAlgorithm> ParsePackAlgorithm(absl::string_view name);
 const char* PackAlgorithmName(PackAlgorithm algorithm);
 
+// flush_strategy: "" or "fifo" -> false, "fullest" -> true; INVALID_ARGUMENT otherwise.
+absl::StatusOr<bool> ParseFlushFullest(absl::string_view name);
+
 // Limits on the per-lane state (bounded memory whatever the spec says).
 inline constexpr uint32_t kMaxNumBins = 4096;
 inline constexpr uint64_t kMaxCandidatePoolSize = uint64_t{1} << 20;
@@ -67,6 +79,9 @@ struct PackOptions {
   uint64_t candidate_pool_size = 0;      // best_fit_wrap
   uint64_t max_candidate_age = 0;        // best_fit_wrap
   int32_t pad_token_id = 0;              // every algorithm but wrap
+  uint64_t min_sequence_length = 0;      // first_fit, best_fit; 0 = off
+  bool flush_fullest = false;            // first_fit, best_fit; false = "fifo"
+  uint32_t max_sequences_per_bin = 0;    // all but wrap; 0 = no cap
 
   bool pads() const { return algorithm != PackAlgorithm::kWrap; }
 };

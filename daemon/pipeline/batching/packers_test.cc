@@ -161,5 +161,58 @@ TEST(PackersTest, RandomLengthsKeepEveryInvariant) {
   }
 }
 
+
+// Issue 16's packing knobs (upstream's names): each changes exactly the decision it
+// names; unset they change nothing (the tests above).
+TEST(PackersTest, MinSequenceLengthEmitsABinOnceItsRoomFallsBelowIt) {
+  PackOptions o = Options(PackAlgorithm::kFirstFit, 10);
+  // 7 leaves room 3 < 4: emitted at once, so 3 opens a bin of its own.
+  o.min_sequence_length = 4;
+  auto p = Packer::Create(o);
+  EXPECT_EQ(Pack(p.get(), {7, 3, 2}),
+            (Records{{{0, 0, 7}, {-1, 0, 3}}, {{1, 0, 3}, {2, 0, 2}, {-1, 0, 5}}}));
+  auto off = Packer::Create(Options(PackAlgorithm::kFirstFit, 10));
+  EXPECT_EQ(Pack(off.get(), {7, 3, 2}),
+            (Records{{{0, 0, 7}, {1, 0, 3}}, {{2, 0, 2}, {-1, 0, 8}}}));
+}
+
+TEST(PackersTest, FlushStrategyFullestEmitsTheMostFilledBinAtTheLimit) {
+  // Bins of 2 and 9 are open (num_bins 2); the next 9 fits neither: fifo emits the
+  // oldest (the 2), fullest the 9. The flush emits the rest in opening order.
+  for (PackAlgorithm algorithm : {PackAlgorithm::kFirstFit, PackAlgorithm::kBestFit}) {
+    PackOptions o = Options(algorithm, 10);
+    auto fifo = Packer::Create(o);
+    EXPECT_EQ(Pack(fifo.get(), {2, 9, 9}),
+              (Records{{{0, 0, 2}, {-1, 0, 8}}, {{1, 0, 9}, {-1, 0, 1}},
+                       {{2, 0, 9}, {-1, 0, 1}}}));
+    o.flush_fullest = true;
+    auto fullest = Packer::Create(o);
+    EXPECT_EQ(Pack(fullest.get(), {2, 9, 9}),
+              (Records{{{1, 0, 9}, {-1, 0, 1}}, {{0, 0, 2}, {-1, 0, 8}},
+                       {{2, 0, 9}, {-1, 0, 1}}}));
+  }
+  EXPECT_TRUE(ParseFlushFullest("fullest").value());
+  EXPECT_FALSE(ParseFlushFullest("").value());
+  EXPECT_FALSE(ParseFlushFullest("lifo").ok());
+}
+
+TEST(PackersTest, MaxSequencesPerBinCapsTheSegmentsOfARecord) {
+  PackOptions o = Options(PackAlgorithm::kFirstFit, 10);
+  o.max_sequences_per_bin = 2;
+  auto bins = Packer::Create(o);
+  EXPECT_EQ(Pack(bins.get(), {1, 1, 1, 1, 1}),
+            (Records{{{0, 0, 1}, {1, 0, 1}, {-1, 0, 8}}, {{2, 0, 1}, {3, 0, 1}, {-1, 0, 8}},
+                     {{4, 0, 1}, {-1, 0, 9}}}));
+  o = Options(PackAlgorithm::kBestFitWrap, 10);
+  o.candidate_pool_size = 1;
+  o.max_sequences_per_bin = 2;
+  auto pool = Packer::Create(o);
+  for (const auto& record : Pack(pool.get(), {3, 3, 3, 3, 5})) {
+    size_t samples = 0;
+    for (const Piece& piece : record) samples += std::get<0>(piece) >= 0;
+    EXPECT_LE(samples, 2u);
+  }
+}
+
 }  // namespace
 }  // namespace zephon::pipeline
