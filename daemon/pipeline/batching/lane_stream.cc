@@ -254,7 +254,6 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
   }
   // The figures count what this stream returns and drops from `start` on.
   s->ResetStats();
-  if (s->packer_ != nullptr) s->synced_ = s->packer_->counts();
   // Skipping ran out of the group (or the lane) early: not a position of this lane.
   if (!(s->position() == start)) {
     return absl::InvalidArgumentError(absl::StrCat(

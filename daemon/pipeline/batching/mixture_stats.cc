@@ -1,6 +1,10 @@
 #include "daemon/pipeline/batching/mixture_stats.h"
 
+#include <cmath>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace zephon::pipeline {
 
@@ -29,6 +33,53 @@ double AchievedShare(const MixtureFigures& f, size_t dataset) {
   const DatasetMixFigures& d = f.datasets[dataset];
   return static_cast<double>(f.weight_by_tokens ? d.tokens : d.samples) /
          static_cast<double>(total);
+}
+
+double MaxDeviation(const MixtureFigures& f) {
+  double worst = 0;
+  for (size_t k = 0; k < f.datasets.size(); ++k) {
+    worst = std::max(worst, std::fabs(AchievedShare(f, k) - f.datasets[k].target_share));
+  }
+  return worst;
+}
+
+namespace {
+
+constexpr size_t kMixtureLinesPerLane = 8;
+
+void AppendMixtureLine(const std::string& what, const MixtureFigures& f,
+                       const std::vector<std::string>& names, std::string* out) {
+  absl::StrAppend(out, "    mixture ", what, " (emitted so far, by ",
+                  f.weight_by_tokens ? "tokens" : "samples", "):");
+  for (size_t k = 0; k < f.datasets.size(); ++k) {
+    const DatasetMixFigures& d = f.datasets[k];
+    absl::StrAppend(out, k == 0 ? " " : ", ", k < names.size() ? names[k] : "?", " ",
+                    absl::StrFormat("%.4f/%.4f", AchievedShare(f, k), d.target_share),
+                    " samples=", d.samples, " tokens=", d.tokens);
+    if (d.dropped_samples > 0) absl::StrAppend(out, " dropped_samples=", d.dropped_samples);
+  }
+  if (f.groups_over_tolerance > 0) {
+    absl::StrAppend(out, "; groups over warn_tolerance=", f.groups_over_tolerance);
+  }
+  absl::StrAppend(out, "\n");
+}
+
+}  // namespace
+
+void AppendMixtureLines(const std::vector<MixtureFigures>& lanes,
+                        const std::vector<std::string>& names, std::string* out) {
+  if (lanes.size() <= kMixtureLinesPerLane) {
+    for (const MixtureFigures& f : lanes) {
+      AppendMixtureLine(absl::StrCat("lane ", f.lane), f, names, out);
+    }
+    return;
+  }
+  const MixtureFigures* worst = &lanes[0];
+  for (const MixtureFigures& f : lanes) {
+    if (MaxDeviation(f) > MaxDeviation(*worst)) worst = &f;
+  }
+  AppendMixtureLine(absl::StrCat(lanes.size(), " lanes"), SumMixtureFigures(lanes), names, out);
+  AppendMixtureLine(absl::StrCat("farthest lane ", worst->lane), *worst, names, out);
 }
 
 MixtureStats::MixtureStats(std::vector<double> target_shares, bool weight_by_tokens)

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "daemon/pipeline/ordering/ensure_mixture.h"
@@ -36,6 +37,16 @@ struct MixtureFigures {
 MixtureFigures SumMixtureFigures(const std::vector<MixtureFigures>& lanes);
 // A dataset's achieved share of the emitted units (samples or tokens); 0 when none.
 double AchievedShare(const MixtureFigures& f, size_t dataset);
+
+// Largest |achieved - target share| over the datasets (0 when nothing was emitted).
+double MaxDeviation(const MixtureFigures& f);
+
+// Explain's lines, "    mixture lane <l> (emitted so far, by samples|tokens):
+// <dataset> <achieved>/<target> samples=.. tokens=.. [dropped_samples=..], ...": one
+// per lane up to 8 lanes; beyond, the lanes' total and the lane farthest from target.
+// `names[k]` names dataset k.
+void AppendMixtureLines(const std::vector<MixtureFigures>& lanes,
+                        const std::vector<std::string>& names, std::string* out);
 
 class MixtureStats {
  public:

@@ -39,7 +39,9 @@ class Mixer {
 
   // Emits while the dataset needed next is buffered.
   void EmitNeeded() {
-    for (size_t k = Pick(false); !queues_[k].empty(); k = Pick(false)) Emit(k);
+    for (size_t k = Pick(false); k < queues_.size() && !queues_[k].empty(); k = Pick(false)) {
+      Emit(k);
+    }
   }
 
   // Emits the highest-scoring buffered dataset until at most `size` remain.
@@ -96,6 +98,11 @@ class Mixer {
         best = k;
         best_score = score;
       }
+    }
+    // Every weight rounded to 0 (shares below 2^-32): the lowest buffered index, so a
+    // drain always makes progress.
+    for (size_t k = 0; buffered_only && best == queues_.size() && k < queues_.size(); ++k) {
+      if (!queues_[k].empty()) best = k;
     }
     return best;
   }
