@@ -148,6 +148,13 @@ def test_chain_positions_are_checked_before_attach(corpus, build, needle):
         build(zephon.Pipeline(work_source(corpus)))
 
 
+def test_ensure_mixture_weighs_tokens_over_a_token_weighted_source(corpus):
+    ws = work_source(corpus, weight_by="tokens")
+    with pytest.raises(errors.InvalidOptionError, match="use weight_by='tokens'"):
+        zephon.Pipeline(ws).ensure_mixture()
+    zephon.Pipeline(ws).ensure_mixture(weight_by="tokens")
+
+
 def test_zephond_refuses_ensure_mixture_after_pack_flat(corpus, daemon):
     # Past the Python checks (a hand-written operator): zephond's own refusal.
     pipe = zephon.Pipeline(work_source(corpus)).pack_flat(65).batch(2)

@@ -319,6 +319,9 @@ class Pipeline:
         op["obsolete_drain_rate"] = share("obsolete_drain_rate", obsolete_drain_rate)
         if weight_by not in ("samples", "tokens"):
             refuse(f"weight_by={weight_by!r} is not one of samples, tokens")
+        if weight_by == "samples" and getattr(self._work_source, "weight_by", "samples") == "tokens":
+            refuse("weight_by='samples' with a work source weighing tokens (its weights are "
+                   "token shares): use weight_by='tokens'")
         op["weight_by"] = weight_by
         if warn_tolerance is not None:
             op["warn_tolerance"] = share("warn_tolerance", warn_tolerance)
