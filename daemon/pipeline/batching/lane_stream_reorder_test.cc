@@ -178,6 +178,20 @@ TEST(LaneStreamReorderTest, EnsureMixtureTracksTheTargetAndCountsExactModeDrops)
   EXPECT_EQ(MakeLane(ResolveSpec(Spec({}, {}), 1).value(), ds, 0)->mixture_stats(), nullptr);
 }
 
+TEST(LaneStreamReorderTest, GroupsBeyondWarnToleranceAreCounted) {
+  const auto ds = Corpus();
+  auto with_tolerance = [&](double tolerance) {
+    proto::OperatorSpec mix = Mixture(4);
+    mix.mutable_ensure_mixture()->set_warn_tolerance(tolerance);
+    auto lane = MakeLane(ResolveSpec(Spec({mix}, {}), 1).value(), ds, 0);
+    Drain(lane.get());
+    return lane->mixture_stats()->Snapshot(0).groups_over_tolerance;
+  };
+  // A group of a few dozen samples cannot hit 3:1 to within 1e-6, nor stray by 100%.
+  EXPECT_GT(with_tolerance(1e-6), 0u);
+  EXPECT_EQ(with_tolerance(1.0), 0u);
+}
+
 TEST(LaneStreamReorderTest, ChainPositionsAreValidatedWithClearErrors) {
   auto expect_error = [](const proto::PipelineSpec& spec, const std::string& needle) {
     auto s = ResolveSpec(spec, 1);
