@@ -64,6 +64,34 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schem
 // for groups owning hundreds of lanes (status and /metrics keep every lane).
 constexpr size_t kPackingLinesPerLane = 8;
 
+std::vector<std::string> DatasetNames(const proto::PipelineSpec& spec) {
+  std::vector<std::string> names;
+  for (const auto& d : spec.work_source().datasets()) names.push_back(d.name());
+  return names;
+}
+
+// InstanceStatus.mixture from the lanes' ensure_mixture figures.
+void AddMixtureStatus(const std::vector<pipeline::MixtureFigures>& lanes,
+                      const std::vector<std::string>& names, proto::InstanceStatus* s) {
+  for (const pipeline::MixtureFigures& f : lanes) {
+    proto::LaneMixtureStatus* m = s->add_mixture();
+    m->set_lane(f.lane);
+    m->set_weight_by(f.weight_by_tokens ? "tokens" : "samples");
+    m->set_groups_over_tolerance(f.groups_over_tolerance);
+    for (size_t k = 0; k < f.datasets.size(); ++k) {
+      const pipeline::DatasetMixFigures& d = f.datasets[k];
+      proto::DatasetMixtureStatus* out = m->add_datasets();
+      out->set_dataset(k < names.size() ? names[k] : "");
+      out->set_target_share(d.target_share);
+      out->set_achieved_share(pipeline::AchievedShare(f, k));
+      out->set_samples(d.samples);
+      out->set_tokens(d.tokens);
+      out->set_dropped_samples(d.dropped_samples);
+      out->set_dropped_tokens(d.dropped_tokens);
+    }
+  }
+}
+
 void AppendPackingLine(const std::string& what, const pipeline::PackFigures& f,
                        std::string* stages) {
   const uint64_t cells = f.tokens + f.padding_cells;
@@ -432,6 +460,7 @@ proto::InstanceStatus PipelineInstance::Status() const {
     out->set_tokenize_seconds(t.tokenize_seconds);
   }
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
+  AddMixtureStatus(batches_->Mixture(), DatasetNames(config_.spec), &s);
   for (const pipeline::PackFigures& f : batches_->Packing()) {
     proto::LanePackingStatus* p = s.add_packing();
     p->set_lane(f.lane);
@@ -500,6 +529,7 @@ std::string PipelineInstance::Explain() const {
     }
   }
   AppendPackingLines(batches_->Packing(), &stages);
+  pipeline::AppendMixtureLines(batches_->Mixture(), DatasetNames(config_.spec), &stages);
   const uint32_t parallelism = batches_->parallelism();
   return absl::StrCat(
       "instance ", config_.instance_id, "\n",

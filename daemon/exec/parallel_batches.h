@@ -71,6 +71,8 @@ class ParallelBatches {
   const pipeline::GroupStream& stream() const { return *stream_; }
   // GroupStream::Packing (thread-safe: atomic counters fixed at the stream's creation).
   std::vector<pipeline::PackFigures> Packing() const { return stream_->Packing(); }
+  // GroupStream::Mixture (likewise thread-safe).
+  std::vector<pipeline::MixtureFigures> Mixture() const { return stream_->Mixture(); }
 
  private:
   ParallelBatches(std::unique_ptr<pipeline::GroupStream> stream,

@@ -99,8 +99,32 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   MetricFamily pack_split_samples = Family("zephon_pack_split_samples_total", "counter",
                                            "Samples placed in more than one record "
                                            "(first_fit, best_fit, best_fit_wrap).");
+  // ensure_mixture, per lane and dataset of an instance (samples entering pack_flat).
+  MetricFamily mix_samples = Family("zephon_mixture_samples_total", "counter",
+                                    "Samples ensure_mixture emitted into pack_flat.");
+  MetricFamily mix_tokens = Family("zephon_mixture_tokens_total", "counter",
+                                   "Tokens of the samples ensure_mixture emitted.");
+  MetricFamily mix_dropped = Family("zephon_mixture_dropped_samples_total", "counter",
+                                    "Samples ensure_mixture's exact mode dropped "
+                                    "(max_buffer_size=None: the surplus at group ends).");
+  MetricFamily mix_target = Family("zephon_mixture_target_share", "gauge",
+                                   "The dataset's target share (in weight_by units).");
+  MetricFamily mix_achieved = Family("zephon_mixture_achieved_share", "gauge",
+                                     "The dataset's share of what the lane emitted so far.");
   for (const proto::InstanceStatus& s : status.instances()) {
     const Labels labels = InstanceLabels(s);
+    for (const proto::LaneMixtureStatus& m : s.mixture()) {
+      for (const proto::DatasetMixtureStatus& d : m.datasets()) {
+        Labels lane = labels;
+        lane.emplace_back("lane", std::to_string(m.lane()));
+        lane.emplace_back("dataset", d.dataset());
+        mix_samples.Add(lane, static_cast<double>(d.samples()));
+        mix_tokens.Add(lane, static_cast<double>(d.tokens()));
+        mix_dropped.Add(lane, static_cast<double>(d.dropped_samples()));
+        mix_target.Add(lane, d.target_share());
+        mix_achieved.Add(lane, d.achieved_share());
+      }
+    }
     for (const proto::LanePackingStatus& p : s.packing()) {
       Labels lane = labels;
       lane.emplace_back("lane", std::to_string(p.lane()));
@@ -145,6 +169,9 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                    text_invalid, text_skipped, text_null,
                                    pack_tokens,  pack_padding, pack_fill, pack_dropped_tokens,
                                    pack_dropped_samples, pack_split_samples};
+  for (MetricFamily* mix : {&mix_samples, &mix_tokens, &mix_dropped, &mix_target, &mix_achieved}) {
+    out.push_back(std::move(*mix));
+  }
 
   out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")
                     .Add({}, status.instances_size()));

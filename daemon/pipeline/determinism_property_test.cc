@@ -3,7 +3,8 @@
 // For ~40 specs drawn from a fixed seed (random corpora, weights, chunk sizes, every
 // shuffle, repeat policy with occasional max_repeats, C in {2,3,4,6,8}, both routings
 // and mappings, random operators, every pack_flat algorithm with random bins, pools
-// and oversized policy), and every D dividing C: each step (C batches in
+// and oversized policy, every shuffle algorithm, ensure_mixture and the shuffle of
+// rows), and every D dividing C: each step (C batches in
 // total, C/D from each group) holds the same multiset of (lane, lane_batch_index,
 // tokens, positions, sample ids) as with D = 1, and two independent runs produce
 // byte-identical output.
@@ -50,6 +51,41 @@ struct Case {
   std::vector<Shape> shapes;
   std::string label;
 };
+
+// The reordering operators of the chain grammar (chain_spec.h), drawn from their own
+// stream so the rest of each case is what it was before they existed: the shuffle's
+// algorithm, ensure_mixture before pack_flat (bounded or exact, either side of the
+// shuffle), a shuffle of rows between pack_flat and batch.
+void AddReorderOperators(int index, proto::PipelineSpec* spec) {
+  Rng rng(Combine(kSeed ^ 0xC4A1, index));
+  auto* ops = spec->mutable_operators();
+  const bool has_shuffle = ops->Get(0).has_shuffle();
+  if (has_shuffle) {
+    static const char* kAlgorithms[] = {"", "streaming", "block", "block_warmup"};
+    ops->Mutable(0)->mutable_shuffle()->set_algorithm(kAlgorithms[rng.Below(4)]);
+  }
+  if (rng.Below(3) == 0) {
+    proto::OperatorSpec mix;
+    mix.mutable_ensure_mixture()->set_max_buffer_size(rng.Below(3) == 0 ? 0 : rng.Range(1, 12));
+    mix.mutable_ensure_mixture()->set_drain_target_ratio(
+        static_cast<double>(rng.Below(10)) / 10);
+    if (rng.Coin()) mix.mutable_ensure_mixture()->set_weight_by("tokens");
+    const int at = has_shuffle && rng.Coin() ? 1 : 0;
+    ops->Add();
+    for (int k = ops->size() - 1; k > at; --k) ops->SwapElements(k, k - 1);
+    *ops->Mutable(at) = mix;
+  }
+  if (rng.Below(3) == 0) {
+    proto::OperatorSpec rows;
+    rows.mutable_shuffle()->set_buffer_size(rng.Range(1, 6));
+    rows.mutable_shuffle()->set_seed(rng.Below(1000));
+    static const char* kAlgorithms[] = {"streaming", "block", "block_warmup"};
+    rows.mutable_shuffle()->set_algorithm(kAlgorithms[rng.Below(3)]);
+    ops->Add();
+    ops->SwapElements(ops->size() - 1, ops->size() - 2);  // Before batch.
+    *ops->Mutable(ops->size() - 2) = rows;
+  }
+}
 
 Case RandomCase(int index) {
   Rng rng(Combine(kSeed, index));
@@ -109,6 +145,7 @@ Case RandomCase(int index) {
       break;
   }
   if (index % 4 != 0) pack->set_pad_token_id(static_cast<int32_t>(rng.Below(100)));
+  AddReorderOperators(index, &c.spec);
   auto resolved = ResolveSpec(c.spec, 1);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   c.spec = *resolved;

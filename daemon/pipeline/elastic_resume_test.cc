@@ -301,6 +301,45 @@ TEST(ElasticResumeTest, TokenWeightedMixtureResumesOnAnyDivisor) {
   }
 }
 
+// The reordering operators keep their state inside a flush group too (the shuffle's
+// buffer or blocks, ensure_mixture's buffer, the group's packed rows for a shuffle of
+// rows), so a restored lane replays one group to the same order.
+TEST(ElasticResumeTest, EveryReorderChainResumesOnAnyDivisor) {
+  struct Chain {
+    const char* label;
+    const char* algorithm;  // The shuffle of samples' (operators[0]).
+    int mixture_buffer;     // -1: no ensure_mixture; 0: exact mode.
+    const char* rows;       // The shuffle of rows' algorithm; nullptr: none.
+    const char* pack;
+  };
+  const Chain chains[] = {
+      {"block_warmup + rows streaming", "block_warmup", -1, "streaming", "wrap"},
+      {"ensure_mixture(4) + block", "block", 4, nullptr, "wrap"},
+      {"exact ensure_mixture + best_fit + rows block", "", 0, "block", "best_fit"},
+  };
+  for (const Chain& chain : chains) {
+    proto::PipelineSpec spec = Spec(6, "interleaved", "samples", chain.pack);
+    auto* ops = spec.mutable_operators();
+    ops->Mutable(0)->mutable_shuffle()->set_algorithm(chain.algorithm);
+    if (chain.rows != nullptr) {
+      proto::OperatorSpec rows;
+      rows.mutable_shuffle()->set_buffer_size(4);
+      rows.mutable_shuffle()->set_seed(8);
+      rows.mutable_shuffle()->set_algorithm(chain.rows);
+      *ops->Add() = ops->Get(2);  // batch moves to 3.
+      *ops->Mutable(2) = rows;
+    }
+    if (chain.mixture_buffer >= 0) {
+      proto::OperatorSpec mix;
+      mix.mutable_ensure_mixture()->set_max_buffer_size(chain.mixture_buffer);
+      ops->Add();
+      for (int k = ops->size() - 1; k > 1; --k) ops->SwapElements(k, k - 1);
+      *ops->Mutable(1) = mix;
+    }
+    ExpectElasticResume(ResolveSpec(spec, 1).value(), chain.label);
+  }
+}
+
 TEST(ElasticResumeTest, CheckpointAtTheEndOfDataRestoresToNothing) {
   for (uint32_t lanes : {4u, 6u, 8u}) {
     const auto spec = Spec(lanes, "contiguous");

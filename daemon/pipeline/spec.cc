@@ -11,6 +11,7 @@
 #include "common/mix.h"
 #include "common/run_limits.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/batching/chain_spec.h"
 #include "daemon/pipeline/ordering/block_shuffle.h"
 #include "daemon/pipeline/formats/jsonl_reader.h"
 #include "daemon/pipeline/formats/record_formats.h"
@@ -192,6 +193,7 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
       op.mutable_pack_flat()->set_emit_positions(true);
     }
     if (op.has_pack_flat()) ResolvePackFlatDefaults(op.mutable_pack_flat());
+    ResolveReorderDefaults(&op);
     // The guide's default: never a short batch.
     if (op.has_batch() && !op.batch().has_drop_last()) op.mutable_batch()->set_drop_last(true);
   }

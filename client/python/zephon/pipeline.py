@@ -220,11 +220,113 @@ class Pipeline:
         p._operators.append(op)
         return p
 
-    def shuffle(self, buffer_size: int = 8192, seed: int = 0) -> "Pipeline":
-        """Per-lane deterministic buffer shuffle of samples."""
+    def shuffle(self, buffer_size: int = 8192, seed: int = 0, *, algorithm: str = "streaming",
+                warmup_growth: float | None = None) -> "Pipeline":
+        """Per-lane deterministic shuffle, emptied at every flush group's end. Before
+        ``pack_flat`` it shuffles samples; between ``pack_flat`` and ``batch`` it shuffles
+        packed rows (the flush group is packed, then its rows reordered). At most one
+        shuffle in each position.
+
+        ``algorithm``:
+
+        - ``"streaming"`` (default; the shuffle of every pipeline before algorithms
+          existed, same batches and spec hash): a reservoir of ``buffer_size`` items; once
+          full, each arrival evicts a random one.
+        - ``"block"``: tumbling blocks of ``buffer_size`` items, each permuted.
+        - ``"block_warmup"``: blocks of ``max(1, min(128, buffer_size // 16))`` items
+          first, each next one ``warmup_growth`` (default 1.5, in (1, 1024]) times larger
+          up to ``buffer_size``: output starts sooner after a flush.
+
+        Bad values raise InvalidOptionError (a ValueError) naming the argument."""
+        def refuse(message: str):
+            raise errors.InvalidOptionError(f"Pipeline.shuffle: {message}",
+                                            errors.INVALID_ARGUMENT)
+
+        names = [next(iter(op)) for op in self._operators]
+        if "batch" in names:
+            refuse("shuffle after batch would reorder whole batches; call it between "
+                   "pack_flat() and batch() to shuffle packed rows")
+        position = names[names.index("pack_flat") + 1:] if "pack_flat" in names else names
+        if "shuffle" in position:
+            where = "between pack_flat and batch" if "pack_flat" in names else "before pack_flat"
+            refuse(f"this Pipeline already shuffles {where}: one shuffle per position")
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
+            refuse(f"buffer_size must be an int >= 1, got {buffer_size!r}")
+        algorithms = ("streaming", "block", "block_warmup")
+        if algorithm not in algorithms:
+            refuse(f"algorithm={algorithm!r} is not one of {', '.join(algorithms)}")
+        op: dict[str, Any] = {"buffer_size": str(int(buffer_size)), "seed": str(int(seed))}
+        if algorithm != "streaming":
+            op["algorithm"] = algorithm
+        if warmup_growth is not None:
+            if algorithm != "block_warmup":
+                refuse(f"warmup_growth applies to algorithm 'block_warmup', not {algorithm!r}")
+            if isinstance(warmup_growth, bool) or not isinstance(warmup_growth, (int, float)) \
+                    or not 1 < warmup_growth <= 1024:
+                refuse(f"warmup_growth must be a number in (1, 1024], got {warmup_growth!r}")
+            op["warmup_growth"] = float(warmup_growth)
         p = self._with()
-        p._operators.append({"shuffle": {"buffer_size": str(int(buffer_size)),
-                                         "seed": str(int(seed))}})
+        p._operators.append({"shuffle": op})
+        return p
+
+    def ensure_mixture(self, *, max_buffer_size: int | None = 1000,
+                       drain_target_ratio: float = 0.8, obsolete_drain_rate: float = 0.1,
+                       weight_by: str = "samples",
+                       warn_tolerance: float | None = None) -> "Pipeline":
+        """Reorders each lane's samples toward the work source's target mixture (its
+        weights) with a bounded buffer and smooth weighted round robin: a sample of the
+        dataset furthest behind its share leaves as soon as one is buffered; a full buffer
+        drains to ``drain_target_ratio`` x ``max_buffer_size``; everything buffered leaves
+        at each flush group's end. ``max_buffer_size=None`` is exact mode: the surplus
+        over the target is dropped at each flush group's end (counted). ``weight_by``:
+        "samples" or "tokens" (sample lengths; required when the work source weighs
+        tokens). ``obsolete_drain_rate``: the output share of buffered datasets whose
+        target weight is 0. ``warn_tolerance``: zephond logs a flush group whose achieved
+        share is further than this from the target. Before ``pack_flat`` (after or before
+        ``shuffle``), once. The achieved mixture is in ``explain()``, the daemon status
+        and ``zephon_mixture_*`` metrics. It corrects drift within a flush group, not a
+        structural imbalance (use token weights in the work source for that)."""
+        def refuse(message: str):
+            raise errors.InvalidOptionError(f"Pipeline.ensure_mixture: {message}",
+                                            errors.INVALID_ARGUMENT)
+
+        names = [next(iter(op)) for op in self._operators]
+        if "pack_flat" in names or "batch" in names:
+            refuse("call ensure_mixture() before pack_flat(): a packed row already mixes "
+                   "datasets' tokens, and reordering rows cannot change the mixture")
+        if "ensure_mixture" in names:
+            refuse("this Pipeline already has ensure_mixture(); call it once")
+        op: dict[str, Any] = {}
+        if max_buffer_size is None:
+            op["max_buffer_size"] = "0"
+        elif isinstance(max_buffer_size, bool) or not isinstance(max_buffer_size, int) \
+                or not 1 <= max_buffer_size <= 1 << 24:
+            refuse(f"max_buffer_size must be an int in [1, 2**24] or None (exact mode), got "
+                   f"{max_buffer_size!r}")
+        else:
+            op["max_buffer_size"] = str(max_buffer_size)
+
+        def share(name, value):  # a number in (0, 1]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value <= 1:
+                refuse(f"{name} must be a number in (0, 1], got {value!r}")
+            return float(value)
+
+        if not isinstance(drain_target_ratio, (int, float)) or isinstance(drain_target_ratio, bool) \
+                or not 0 <= drain_target_ratio < 1:
+            refuse(f"drain_target_ratio must be a number in [0, 1), got {drain_target_ratio!r}")
+        op["drain_target_ratio"] = float(drain_target_ratio)
+        op["obsolete_drain_rate"] = share("obsolete_drain_rate", obsolete_drain_rate)
+        if weight_by not in ("samples", "tokens"):
+            refuse(f"weight_by={weight_by!r} is not one of samples, tokens")
+        if weight_by == "samples" and getattr(self._work_source, "weight_by", "samples") == "tokens":
+            refuse("weight_by='samples' with a work source weighing tokens (its weights are "
+                   "token shares): use weight_by='tokens'")
+        op["weight_by"] = weight_by
+        if warn_tolerance is not None:
+            op["warn_tolerance"] = share("warn_tolerance", warn_tolerance)
+        p = self._with()
+        p._operators.append({"ensure_mixture": op})
         return p
 
     def pack_flat(self, max_length: int, algorithm: str = "wrap",

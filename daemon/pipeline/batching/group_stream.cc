@@ -59,6 +59,9 @@ GroupStream::GroupStream(std::shared_ptr<const WorkSource> source, LaneOptions o
       exhausted_(lanes_.size(), false),
       progress_(std::move(progress)) {
   for (const auto& lane : lanes_) pack_stats_.push_back(lane->stats());
+  for (const auto& lane : lanes_) {
+    if (lane->mixture_stats() != nullptr) mixture_stats_.push_back(lane->mixture_stats());
+  }
 }
 
 absl::StatusOr<std::unique_ptr<GroupStream>> GroupStream::Create(
@@ -142,6 +145,14 @@ std::vector<PackFigures> GroupStream::Packing() const {
 }
 
 PackFigures GroupStream::PackingTotal() const { return SumPackFigures(Packing()); }
+
+std::vector<MixtureFigures> GroupStream::Mixture() const {
+  std::vector<MixtureFigures> out;
+  for (size_t i = 0; i < mixture_stats_.size(); ++i) {
+    out.push_back(mixture_stats_[i]->Snapshot(owned_lanes_[i]));
+  }
+  return out;
+}
 
 std::string GroupStream::Explain() const {
   return absl::StrCat("work source: ", source_->Describe(), "\n",

@@ -94,6 +94,9 @@ class GroupStream {
   std::vector<PackFigures> Packing() const;
   // Packing() summed over the owned lanes (lane = 0).
   PackFigures PackingTotal() const;
+  // Each owned lane's ensure_mixture figures since Create (ascending lanes); empty when
+  // the chain has no ensure_mixture. Thread-safe like Packing().
+  std::vector<MixtureFigures> Mixture() const;
   // Multi-line description: work source, lanes, operators, chunk size.
   std::string Explain() const;
 
@@ -111,6 +114,7 @@ class GroupStream {
   std::vector<proto::LaneProgress> progress_;          // Parallel to owned_lanes_.
   // Parallel to owned_lanes_; fixed at construction, counters atomic.
   std::vector<std::shared_ptr<const PackStats>> pack_stats_;
+  std::vector<std::shared_ptr<const MixtureStats>> mixture_stats_;  // Empty: none.
   const std::atomic<bool>* cancelled_ = nullptr;       // set by another thread
 };
 

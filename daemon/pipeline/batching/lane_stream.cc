@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/batching/chain_spec.h"
 #include "daemon/pipeline/ordering/shuffle_buffer.h"
 #include "daemon/pipeline/spec_string_form.h"
 
@@ -122,7 +123,29 @@ absl::StatusOr<PackOptions> PackOptionsFromSpec(const proto::PackFlatSpec& pack,
   return o;
 }
 
+// "shuffle(buffer_size=.., seed=..)" as before algorithms existed, with the algorithm
+// when it is not streaming.
+std::string DescribeShuffle(const ShuffleOptions& o) {
+  std::string s = absl::StrCat("shuffle(buffer_size=", o.buffer_size, ", seed=", o.seed);
+  if (o.algorithm != ShuffleAlgorithm::kStreaming) {
+    absl::StrAppend(&s, ", algorithm=", ShuffleAlgorithmName(o.algorithm));
+  }
+  if (o.algorithm == ShuffleAlgorithm::kBlockWarmup) {
+    absl::StrAppend(&s, ", warmup_growth=", o.warmup_growth);
+  }
+  return s + ")";
+}
+
 }  // namespace
+
+ShuffleOptions LaneOptions::sample_shuffle() const {
+  ShuffleOptions o;
+  o.buffer_size = shuffle_buffer_size;
+  o.seed = shuffle_seed;
+  o.algorithm = shuffle_algorithm;
+  o.warmup_growth = shuffle_warmup_growth;
+  return o;
+}
 
 absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spec) {
   LaneOptions o;
@@ -145,22 +168,20 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   for (int k = i; k < ops.size(); ++k) {
     if (ops[k].has_tokenize()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "operators[", k, "]: tokenize must be the first operator (operators are "
-          "[tokenize], [shuffle], pack_flat, batch)"));
+          "operators[", k, "]: tokenize must be the first operator (", kChainGrammar, ")"));
     }
   }
-  if (i < ops.size() && ops[i].has_shuffle()) {
-    o.shuffle_buffer_size = ops[i].shuffle().buffer_size();
-    o.shuffle_seed = ops[i].shuffle().seed();
-    if (o.shuffle_buffer_size < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("operators[", i, "] shuffle.buffer_size must be >= 1, got 0"));
-    }
-    ++i;
-  }
+  ReorderStages stages;
+  RETURN_IF_ERROR(ParsePrePackStages(spec, &i, &stages));
+  o.shuffle_buffer_size = stages.sample_shuffle.buffer_size;
+  o.shuffle_seed = stages.sample_shuffle.seed;
+  o.shuffle_algorithm = stages.sample_shuffle.algorithm;
+  o.shuffle_warmup_growth = stages.sample_shuffle.warmup_growth;
+  o.mixture = stages.mixture;
+  o.mixture_before_shuffle = stages.mixture_before_shuffle;
   if (i >= ops.size() || !ops[i].has_pack_flat()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "]: expected pack_flat (operators are [tokenize], [shuffle], pack_flat, batch)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("operators[", i, "]: expected pack_flat (", kChainGrammar, ")"));
   }
   const auto& pack = ops[i].pack_flat();
   if (pack.max_length() < 2) {
@@ -172,9 +193,11 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   ASSIGN_OR_RETURN(o.pack, PackOptionsFromSpec(pack, i));
   o.emit_positions = !pack.has_emit_positions() || pack.emit_positions();
   ++i;
+  RETURN_IF_ERROR(ParseRowShuffle(spec, &i, &stages));
+  o.row_shuffle = stages.row_shuffle;
   if (i >= ops.size() || !ops[i].has_batch()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "]: expected batch (operators are [tokenize], [shuffle], pack_flat, batch)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("operators[", i, "]: expected batch (", kChainGrammar, ")"));
   }
   if (ops[i].batch().microbatch_size() < 1) {
     return absl::InvalidArgumentError(
@@ -183,18 +206,18 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   o.microbatch_size = ops[i].batch().microbatch_size();
   o.drop_last = ops[i].batch().drop_last();
   ++i;
-  if (i < ops.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "]: nothing may follow batch (operators are [tokenize], [shuffle], pack_flat, batch)"));
-  }
+  if (i < ops.size()) return AfterBatchError(spec, i);
   return o;
 }
 
 std::string LaneOptions::Describe() const {
   std::string s;
   if (shuffle_buffer_size > 0) {
-    s = absl::StrCat("shuffle(buffer_size=", shuffle_buffer_size, ", seed=", shuffle_seed,
-                     ") -> ");
+    s = absl::StrCat(DescribeShuffle(sample_shuffle()), " -> ");
+  }
+  if (mixture.enabled) {
+    s = mixture_before_shuffle ? absl::StrCat(mixture.Describe(), " -> ", s)
+                               : absl::StrCat(s, mixture.Describe(), " -> ");
   }
   std::string algorithm = PackAlgorithmName(pack.algorithm);
   switch (pack.algorithm) {
@@ -217,7 +240,12 @@ std::string LaneOptions::Describe() const {
   if (pack.max_sequences_per_bin > 0) {
     absl::StrAppend(&algorithm, ", max_sequences_per_bin=", pack.max_sequences_per_bin);
   }
-  return absl::StrCat(s, "pack_flat(max_length=", max_length, ", ", algorithm, ") -> batch(",
+  if (row_shuffle.enabled()) {
+    absl::StrAppend(&algorithm, ") -> ", DescribeShuffle(row_shuffle), " of rows");
+  } else {
+    absl::StrAppend(&algorithm, ")");
+  }
+  return absl::StrCat(s, "pack_flat(max_length=", max_length, ", ", algorithm, " -> batch(",
                       microbatch_size, ", drop_last=", drop_last ? "true" : "false",
                       "); flush every ", flush_every_k_chunks, " lane chunks");
 }
@@ -271,8 +299,7 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
     if (!s->NextRecord(&skipped)) break;
   }
   // The figures count what this stream returns and drops from `start` on.
-  s->stats_ = std::make_shared<PackStats>();
-  if (s->packer_ != nullptr) s->synced_ = s->packer_->counts();
+  s->ResetStats();
   // Skipping ran out of the group (or the lane) early: not a position of this lane.
   if (!(s->position() == start)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -295,10 +322,7 @@ bool LaneStream::LoadGroup() {
     group_samples_.insert(group_samples_.end(), chunk.begin(), chunk.end());
   }
   if (group_samples_.empty()) return false;
-  if (options_.shuffle_buffer_size > 0) {
-    BufferShuffle(options_.shuffle_buffer_size,
-                  ShuffleKey(options_.shuffle_seed, lane_, group_chunk_), &group_samples_);
-  }
+  ReorderGroupSamples();
   sample_cursor_ = 0;
   group_flushed_ = false;
   packer_ = Packer::Create(options_.pack);
@@ -306,6 +330,7 @@ bool LaneStream::LoadGroup() {
   ready_.clear();
   records_in_group_ = 0;
   group_loaded_ = true;
+  if (options_.row_shuffle.enabled()) PackAndShuffleRows();
   return true;
 }
 
@@ -341,8 +366,7 @@ bool LaneStream::NextRecord(Record* record) {
     }
     if (sample_cursor_ < group_samples_.size()) {
       const SampleId id = group_samples_[sample_cursor_++];
-      packer_->Add(id, source_->datasets()[id.dataset]->SampleLength(id.shard, id.index),
-                   &ready_);
+      FeedSample(id);
     } else if (!group_flushed_) {
       packer_->Flush(&ready_);  // Every open bin is emitted at the group's end.
       group_flushed_ = true;

@@ -6,8 +6,10 @@
 //   * Flush groups: lane chunks [f, f + flush_every_k_chunks) with f a multiple of
 //     flush_every_k_chunks. All operator state (shuffle buffer, pack leftovers) is reset
 //     at every flush-group boundary.
-//   * Per flush group: its sample ids in chunk order -> optional BufferShuffle
-//     (shuffle_buffer.h) -> pack_flat (packers.h: a fresh Packer per group, flushed at
+//   * Per flush group: its sample ids in chunk order -> the optional shuffle and
+//     ensure_mixture in the spec's order (shuffle_buffer.h, ensure_mixture.h; the
+//     mixture's target is WorkSource::TargetWeights averaged over the group's chunks)
+//     -> pack_flat (packers.h: a fresh Packer per group, flushed at
 //     the group's end, so every open bin is emitted, padded, there). "wrap": the
 //     samples' tokens as one FIFO stream cut into records of exactly max_length tokens,
 //     documents split across records; tokens left at the group end that do not fill a
@@ -15,6 +17,11 @@
 //     a record's padding cells (pad_token_id) follow its samples. Positions count
 //     0, 1, ... from the start of each piece of a document inside a record, and from
 //     the start of the padding. Empty samples contribute nothing.
+//   * Optional shuffle of rows (between pack_flat and batch): the group is packed
+//     whole when loaded (lengths only), its records reordered by ShuffleOrder with
+//     RowShuffleKey, then served in that order; LanePosition.records_into_group counts
+//     records in the shuffled order, so a restore replays (packs, permutes, skips)
+//     one flush group, as without it.
 //   * batch: consecutive records, microbatch_size per batch; batches may span flush
 //     groups. At lane end a short batch is dropped if drop_last, else emitted.
 //     NOTE: proto3 has no presence for BatchSpec.drop_last, so an unset field means
@@ -39,9 +46,12 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/batching/batch.h"
+#include "daemon/pipeline/batching/mixture_stats.h"
 #include "daemon/pipeline/batching/packers.h"
 #include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/ordering/ensure_mixture.h"
 #include "daemon/pipeline/ordering/lanes.h"
+#include "daemon/pipeline/ordering/shuffle_buffer.h"
 #include "daemon/pipeline/ordering/work_source.h"
 #include "proto/spec.pb.h"
 
@@ -64,11 +74,24 @@ struct LaneOptions {
   bool drop_last = false;
   // pack_flat.emit_positions (unset = true): whether batches publish "positions".
   bool emit_positions = true;
+  // The shuffle before pack_flat: its algorithm (buffer_size and seed above).
+  ShuffleAlgorithm shuffle_algorithm = ShuffleAlgorithm::kStreaming;
+  double shuffle_warmup_growth = kDefaultWarmupGrowth;
+  // ensure_mixture (before pack_flat; enabled = in the chain) and whether it precedes
+  // the shuffle there.
+  EnsureMixtureOptions mixture;
+  bool mixture_before_shuffle = false;
+  // The shuffle between pack_flat and batch, of packed rows (buffer_size 0 = none).
+  ShuffleOptions row_shuffle;
+
+  // The shuffle before pack_flat as ShuffleOptions (buffer_size 0 = none).
+  ShuffleOptions sample_shuffle() const;
 
   // The only reader of the operator list. REQUIRES a resolved spec (ResolvePipeline
   // calls this after filling the defaults; others use ResolvedPipeline::lanes).
-  // Operators must be [tokenize?, shuffle?, pack_flat,
-  // batch] (tokenize is not read here); INVALID_ARGUMENT naming the operator index and value otherwise (also:
+  // Operators must follow the chain grammar of chain_spec.h ([tokenize], {shuffle,
+  // ensure_mixture}, pack_flat, [shuffle], batch; tokenize is not read here);
+  // INVALID_ARGUMENT naming the operator index and value otherwise (also:
   // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, a known algorithm with
   // its fields (pad_token_id >= 0 required by all but wrap; num_bins 1..kMaxNumBins
   // for first_fit/best_fit; candidate_pool_size 1..kMaxCandidatePoolSize and
@@ -139,6 +162,9 @@ class LaneStream {
   // way), since Create (a restored stream starts from zero). Thread-safe: the
   // counters may be read by any thread while the owner plans.
   std::shared_ptr<const PackStats> stats() const { return stats_; }
+  // The mixture ensure_mixture achieved on this lane (mixture_stats.h); null when the
+  // chain has no ensure_mixture. Thread-safe like stats().
+  std::shared_ptr<const MixtureStats> mixture_stats() const { return mixture_stats_; }
 
  private:
   struct Record {
@@ -153,6 +179,16 @@ class LaneStream {
   bool LoadGroup();
   // Adds the packer's new drop counts to stats_.
   void SyncDropCounts();
+  // The reordering operators before pack_flat, on group_samples_, in the spec's order.
+  void ReorderGroupSamples();
+  // Runs ensure_mixture on group_samples_ and counts what it dropped.
+  void MixGroupSamples();
+  // Hands one sample to the packer (and counts it in the mixture figures).
+  void FeedSample(const SampleId& id);
+  // Packs the whole group now and reorders its records (the shuffle of rows).
+  void PackAndShuffleRows();
+  // Fresh figures (Create, after replaying to `start`).
+  void ResetStats();
   // Fills *record with the next full record; false at lane end.
   bool NextRecord(Record* record);
 
@@ -172,6 +208,7 @@ class LaneStream {
   uint64_t records_in_group_ = 0;
   uint64_t next_batch_index_ = 0;
   std::shared_ptr<PackStats> stats_ = std::make_shared<PackStats>();
+  std::shared_ptr<MixtureStats> mixture_stats_;  // Null without ensure_mixture.
 };
 
 // Reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch

@@ -213,4 +213,13 @@ std::string WorkSource::Describe() const {
                       num_chunks_ ? absl::StrCat(*num_chunks_) : std::string("inf"));
 }
 
+std::vector<double> WorkSource::TargetWeights(uint64_t /*g*/) const {
+  if (!token_shares_.empty()) return token_shares_;
+  std::vector<double> shares;
+  for (uint64_t w : schedule_.weights()) {
+    shares.push_back(static_cast<double>(w) / static_cast<double>(kWeightOne));
+  }
+  return shares;
+}
+
 }  // namespace zephon::pipeline

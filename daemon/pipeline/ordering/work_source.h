@@ -68,6 +68,11 @@ class WorkSource {
   const std::vector<uint64_t>& block_sizes() const { return block_sizes_; }
   // weight_by TOKENS: each dataset's EstimateTokensPerSample; empty otherwise.
   const std::vector<double>& tokens_per_sample() const { return tokens_per_sample_; }
+  // The target mixture of global chunk g's samples, one share per dataset summing to
+  // 1, for ensure_mixture: the token shares asked for under weight_by TOKENS, else the
+  // normalized sample weights. Static sources give every chunk the same weights; a
+  // scheduled source supplies per-chunk ones here.
+  std::vector<double> TargetWeights(uint64_t g) const;
   // One-line description (datasets, weights, block sizes and max_repeats when set,
   // chunk size, policy, length; for weight_by TOKENS each dataset's token share,
   // tokens per sample and the sample weight they give).
