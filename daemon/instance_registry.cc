@@ -19,6 +19,7 @@
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/dataset_content.h"
+#include "daemon/checkpoint/schedule_resume.h"
 #include "daemon/pipeline/spec.h"
 #include "daemon/storage/open_store.h"
 #include "shm/ring_layout.h"
@@ -47,14 +48,29 @@ std::string InstanceKey(const std::string& run_key, const RankIdentity& identity
 
 // Stage 3's check when resuming: the files and the spec hash must be those the
 // checkpoint was taken with. Before the hash: it cannot see bytes rewritten at the same
-// size, and a mismatch here names the file and the property that changed.
-absl::Status CheckResumedData(const proto::CheckpointState& resume,
+// size, and a mismatch here names the file and the property that changed. The one
+// exception to equal hashes: a curriculum whose schedule's future changed
+// (schedule_resume.h); its schedule history goes into *resume.
+absl::Status CheckResumedData(proto::CheckpointState* resume_state,
                               const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
                               const proto::PipelineSpec& spec, const std::string& spec_hash) {
+  const proto::CheckpointState& resume = *resume_state;
   if (resume.datasets_size() > 0) {
     ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
                      checkpoint::DescribeDatasets(datasets, spec.work_source().weight_by()));
     RETURN_IF_ERROR(checkpoint::CompareDatasets(resume.datasets(), contents));
+  }
+  std::vector<proto::ScheduleRevision> history;
+  ASSIGN_OR_RETURN(const bool accepted,
+                   checkpoint::AcceptSchedule(
+                       resume, spec, spec_hash,
+                       [&datasets](const proto::PipelineSpec& s) {
+                         return pipeline::SpecHash(s, datasets);
+                       },
+                       &history));
+  if (accepted) {
+    *resume_state->mutable_schedule_history() = {history.begin(), history.end()};
+    return absl::OkStatus();
   }
   if (resume.spec_hash() != spec_hash) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -149,7 +165,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
                    DatasetsFor(attach.identity, attach.pipeline.spec, text ? &*text : nullptr));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
   if (resume) {
-    RETURN_IF_ERROR(CheckResumedData(resume->state, opened.datasets, attach.pipeline.spec,
+    RETURN_IF_ERROR(CheckResumedData(&resume->state, opened.datasets, attach.pipeline.spec,
                                      opened.spec_hash));
   }
   // 4. Join or create.
@@ -400,6 +416,10 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.restore_key = resume != nullptr ? resume->key : "";
   config.run_key = run_key;
   config.next_round = resume != nullptr ? resume->state.round() + 1 : 0;
+  if (resume != nullptr) {
+    config.schedule_history.assign(resume->state.schedule_history().begin(),
+                                   resume->state.schedule_history().end());
+  }
   config.explain_stream = stream->Explain();
   config.materialize.parallelism = attach.limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism

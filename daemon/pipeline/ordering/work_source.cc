@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
@@ -186,6 +187,30 @@ void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {
     out->push_back(orders_[best]->Draw(base[best] + used[best]));
     ++used[best];
   }
+}
+
+std::string WorkSource::DescribeProgress(uint64_t g) const {
+  std::vector<uint64_t> draws;
+  schedule_->Cumulative(g, &draws);
+  std::vector<std::string> passes;
+  for (size_t k = 0; k < datasets_.size(); ++k) {
+    passes.push_back(absl::StrFormat(
+        "%s %.3f (%s)", datasets_[k]->name(),
+        static_cast<double>(draws[k]) / static_cast<double>(datasets_[k]->NumSamples()),
+        DescribeRepetition(repetition_[k])));
+  }
+  std::string out = absl::StrCat("mixture at chunk ", g, ": passes ", absl::StrJoin(passes, ", "));
+  if (phase_schedule_ == nullptr) return out;
+  const size_t phase = phase_schedule_->PhaseOf(g);
+  const std::vector<double> weights = phase_schedule_->WeightsAt(g);
+  std::vector<std::string> named;
+  for (size_t k = 0; k < datasets_.size(); ++k) {
+    named.push_back(absl::StrFormat("%s %.4g", datasets_[k]->name(), weights[k]));
+  }
+  return absl::StrCat("curriculum: phase ", phase, " of ", phase_schedule_->phases().size(),
+                      " (from chunk ", phase_schedule_->phases()[phase].start_chunk, ", ",
+                      phase_schedule_->linear() ? "linear" : "step", "), weights ",
+                      absl::StrJoin(named, ", "), " at chunk ", g, "\n", out);
 }
 
 std::string WorkSource::Describe() const {

@@ -85,6 +85,10 @@ class WorkSource {
   const std::vector<uint64_t>& block_sizes() const { return block_sizes_; }
   // weight_by TOKENS: each dataset's EstimateTokensPerSample; empty otherwise.
   const std::vector<double>& tokens_per_sample() const { return tokens_per_sample_; }
+  // Where the mixture stands at global chunk g (the furthest chunk a lane started):
+  // each dataset's passes so far (draws / samples) and policy; for a curriculum also
+  // "curriculum: phase i of P (from chunk s), weights ... at chunk g". One line each.
+  std::string DescribeProgress(uint64_t g) const;
   // One-line description (datasets, weights, block sizes and max_repeats when set,
   // chunk size, policy, length; for weight_by TOKENS each dataset's token share,
   // tokens per sample and the sample weight they give).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "daemon/pipeline/formats/testing_corpus.h"
 
@@ -234,6 +235,57 @@ TEST(WorkSourceTest, ReshuffleOnRepeatFalseReplaysTheFirstPass) {
   spec.clear_reshuffle_on_repeat();
   spec.mutable_datasets(0)->set_reshuffle_on_repeat(false);
   EXPECT_EQ(draws(spec), replayed);
+}
+
+// ScheduledMixtureWorkSource: any chunk from a fresh source equals the chunk read in
+// sequence (restore needs no replay, mid-phase or across a boundary), a phase's
+// weight-0 dataset draws nothing, and a chunk far out is computed at once.
+TEST(WorkSourceTest, ScheduledChunksAreRandomAccessAndFollowThePhases) {
+  auto spec = Spec({"web", "code"}, 16);
+  spec.set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
+  spec.set_shuffle_shards(true);
+  spec.set_shuffle_within_shard(true);
+  for (auto [start, w0, w1] : {std::tuple<uint64_t, double, double>{0, 1, 0}, {7, 1, 3},
+                               {19, 0, 1}}) {
+    auto* e = spec.add_schedule();
+    e->set_start_chunk(start);
+    e->add_weights(w0);
+    e->add_weights(w1);
+  }
+  auto ds = {MakeSyntheticDataset("web", 1, 3, 20, 5), MakeSyntheticDataset("code", 2, 2, 9, 5)};
+  for (auto interp : {proto::WorkSourceSpec::STEP, proto::WorkSourceSpec::LINEAR}) {
+    spec.set_interpolate(interp);
+    auto seq = Make(spec, ds);
+    ASSERT_NE(seq->phase_schedule(), nullptr);
+    EXPECT_NE(seq->Describe().find("ScheduledMixture["), std::string::npos) << seq->Describe();
+    std::vector<std::vector<SampleId>> chunks(30);
+    std::map<uint32_t, uint64_t> per_dataset_after_19;
+    for (uint64_t g = 0; g < chunks.size(); ++g) {
+      seq->Chunk(g, &chunks[g]);
+      EXPECT_GE(chunks[g].size(), 15u);
+      EXPECT_LE(chunks[g].size(), 17u);
+      for (const auto& id : chunks[g]) {
+        if (g < 7 && interp == proto::WorkSourceSpec::STEP) EXPECT_EQ(id.dataset, 0u) << g;
+        if (g >= 19) ++per_dataset_after_19[id.dataset];
+      }
+    }
+    EXPECT_EQ(per_dataset_after_19[0], 0u);
+    // Restore anywhere (mid-phase 3, 12; at and across boundaries 7, 19, 20).
+    auto fresh = Make(spec, ds);
+    std::vector<SampleId> got;
+    for (uint64_t g : {20, 7, 12, 19, 3, 29, 0}) {
+      fresh->Chunk(g, &got);
+      EXPECT_EQ(got, chunks[g]) << "chunk " << g;
+    }
+    // Draws are numbered globally: chunks hold consecutive, distinct draws per pass.
+    std::vector<uint64_t> before, after;
+    seq->DrawsBefore(19, &before);
+    seq->DrawsBefore(29, &after);
+    EXPECT_EQ(after[0], before[0]);
+    EXPECT_EQ(after[1] - before[1] + after[0] - before[0], 160u);
+    fresh->Chunk(uint64_t{1} << 50, &got);  // O(phases): no replay of 2^50 chunks.
+    EXPECT_EQ(got.size(), 16u);
+  }
 }
 
 TEST(WorkSourceTest, ChecksWhatNeedsTheOpenedDataAndRefusesAnUnresolvedSpec) {
