@@ -14,15 +14,15 @@ import argparse
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import zephon
 from zephon.corpus import synthetic_documents
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repro import start_daemon  # noqa: E402
 
 C = 4            # canonical_replicas (lanes): a global step is one batch of every lane.
 CHUNK = 16       # samples per chunk
@@ -116,20 +116,6 @@ def main(socket: str, work: str) -> int:
     except zephon.ZephonError as e:
         print(f"past change refused: {e}")
     return 0 if ok else 1
-
-
-def start_daemon(work: str):
-    from zephon import _native
-    sock, log = os.path.join(work, "zephond.sock"), os.path.join(work, "zephond.log")
-    proc = subprocess.Popen([_native.zephond_path(), "--socket", sock, "--shm-prefix",
-                             f"zc{uuid.uuid4().hex[:10]}", "--log-file", log],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 15
-    while not (os.path.exists(log) and "listening on" in open(log).read()):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"zephond did not start (see {log})")
-        time.sleep(0.05)
-    return proc, sock
 
 
 if __name__ == "__main__":

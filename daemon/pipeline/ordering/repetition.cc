@@ -33,6 +33,12 @@ std::optional<uint64_t> Repetition::AllowedPasses() const {
   }
 }
 
+std::optional<uint64_t> Repetition::DrawLimit(uint64_t num_samples) const {
+  const std::optional<uint64_t> passes = AllowedPasses();
+  if (!passes) return std::nullopt;
+  return SaturatingMul(*passes, num_samples);
+}
+
 absl::StatusOr<std::vector<Repetition>> ResolveRepetition(const proto::WorkSourceSpec& ws) {
   std::vector<Repetition> out;
   const bool default_reshuffle = !ws.has_reshuffle_on_repeat() || ws.reshuffle_on_repeat();
@@ -89,9 +95,9 @@ std::optional<uint64_t> StreamEnd(
   std::optional<uint64_t> floor_end;  // Max over STOP_AFTER_PASSES datasets.
   std::optional<uint64_t> cap;  // Min over STOP and bounded REPEAT datasets.
   for (size_t k = 0; k < reps.size(); ++k) {
-    const std::optional<uint64_t> passes = reps[k].AllowedPasses();
-    if (!passes) continue;
-    const std::optional<uint64_t> n = last_chunk(k, SaturatingMul(*passes, num_samples[k]));
+    const std::optional<uint64_t> limit = reps[k].DrawLimit(num_samples[k]);
+    if (!limit) continue;
+    const std::optional<uint64_t> n = last_chunk(k, *limit);
     if (reps[k].policy == proto::WorkSourceSpec::STOP_AFTER_PASSES) {
       // A dataset never drawn again before finishing its passes does not hold the
       // stream open.

@@ -48,6 +48,9 @@ struct Repetition {
   // Passes the dataset may be drawn for before the stream must end, or nullopt when
   // it never ends the stream (unbounded REPEAT).
   std::optional<uint64_t> AllowedPasses() const;
+  // AllowedPasses() x num_samples (saturating): the draws of the dataset the stream may
+  // hold, or nullopt.
+  std::optional<uint64_t> DrawLimit(uint64_t num_samples) const;
 };
 
 // The effective repetition of each dataset of `ws` (see above). REQUIRES: the work

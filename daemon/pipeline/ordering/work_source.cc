@@ -14,15 +14,6 @@
 #include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
-namespace {
-
-uint64_t SaturatingMul(uint64_t a, uint64_t b) {
-  const unsigned __int128 p = static_cast<unsigned __int128>(a) * b;
-  return p > std::numeric_limits<uint64_t>::max() ? std::numeric_limits<uint64_t>::max()
-                                                  : static_cast<uint64_t>(p);
-}
-
-}  // namespace
 
 WorkSource::WorkSource(std::vector<std::shared_ptr<const Dataset>> datasets,
                        std::shared_ptr<const Apportionment> schedule,
@@ -145,7 +136,7 @@ absl::Status WorkSource::NoChunkError() const {
     const std::optional<uint64_t> allowed_passes = repetition_[k].AllowedPasses();
     if (!allowed_passes) continue;
     any_repeat |= repetition_[k].policy == proto::WorkSourceSpec::REPEAT;
-    const uint64_t limit = SaturatingMul(*allowed_passes, datasets_[k]->NumSamples());
+    const uint64_t limit = *repetition_[k].DrawLimit(datasets_[k]->NumSamples());
     if (schedule_->LastChunk(k, limit) != uint64_t{0}) continue;
     short_datasets.push_back(absl::StrCat(
         "dataset '", datasets_[k]->name(), "' has ", datasets_[k]->NumSamples(), " samples",
