@@ -19,6 +19,7 @@
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/dataset_content.h"
+#include "daemon/checkpoint/schedule_resume.h"
 #include "daemon/pipeline/spec.h"
 #include "daemon/storage/open_store.h"
 #include "shm/ring_layout.h"
@@ -46,17 +47,34 @@ std::string InstanceKey(const std::string& run_key, const RankIdentity& identity
 }
 
 // Stage 3's check when resuming: the files and the spec must be those the checkpoint
-// was taken with, except what a restore may change (checkpoint/spec_change.h). The
-// files first: the hash cannot see bytes rewritten at the same size, and a mismatch
-// there names the file and the property that changed.
+// was taken with, except what a restore may change: the batch operator and
+// flush_every_k_chunks (checkpoint/spec_change.h), or a curriculum's future
+// (schedule_resume.h; its schedule history then goes into *resume_state). The files
+// first: the hash cannot see bytes rewritten at the same size, and a mismatch there
+// names the file and the property that changed. A schedule change together with a
+// batch or flush change is refused (naming the schedule): resume with one, then the
+// other.
 absl::StatusOr<checkpoint::ResumedSpecChanges> CheckResumedData(
-    const proto::CheckpointState& resume,
+    proto::CheckpointState* resume_state,
     const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
     const proto::PipelineSpec& spec, const std::string& spec_hash) {
+  const proto::CheckpointState& resume = *resume_state;
   if (resume.datasets_size() > 0) {
     ASSIGN_OR_RETURN(std::vector<proto::DatasetContent> contents,
                      checkpoint::DescribeDatasets(datasets, spec.work_source().weight_by()));
     RETURN_IF_ERROR(checkpoint::CompareDatasets(resume.datasets(), contents));
+  }
+  std::vector<proto::ScheduleRevision> history;
+  ASSIGN_OR_RETURN(const bool accepted,
+                   checkpoint::AcceptSchedule(
+                       resume, spec, spec_hash,
+                       [&datasets](const proto::PipelineSpec& s) {
+                         return pipeline::SpecHash(s, datasets);
+                       },
+                       &history));
+  if (accepted) {
+    *resume_state->mutable_schedule_history() = {history.begin(), history.end()};
+    return checkpoint::ResumedSpecChanges{};
   }
   return checkpoint::CheckResumedSpec(resume, spec, spec_hash, datasets);
 }
@@ -145,7 +163,7 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
                    DatasetsFor(attach.identity, attach.pipeline.spec, text ? &*text : nullptr));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
   if (resume) {
-    ASSIGN_OR_RETURN(resume->changes, CheckResumedData(resume->state, opened.datasets,
+    ASSIGN_OR_RETURN(resume->changes, CheckResumedData(&resume->state, opened.datasets,
                                                        attach.pipeline.spec, opened.spec_hash));
     if (resume->changes.batch || resume->changes.saved_flush_every_k_chunks != 0) {
       Log()->info("resuming run '{}' from checkpoint round {} with {}{}", resume->state.run_id(),
@@ -409,6 +427,10 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.restore_key = resume != nullptr ? resume->key : "";
   config.run_key = run_key;
   config.next_round = resume != nullptr ? resume->state.round() + 1 : 0;
+  if (resume != nullptr) {
+    config.schedule_history.assign(resume->state.schedule_history().begin(),
+                                   resume->state.schedule_history().end());
+  }
   config.explain_stream = stream->Explain();
   config.materialize.parallelism = attach.limits.parallelism;
   config.materialize.queue_capacity = 0;  // 2 x effective parallelism

@@ -502,6 +502,21 @@ proto::InstanceStatus PipelineInstance::Status() const {
   return s;
 }
 
+void PipelineInstance::AppendMixtureLines(std::string* stages) const {
+  // Where the furthest of this instance's lanes stands (at what its readers released):
+  // its flush group's first lane chunk c is in global chunks [c C, (c + 1) C).
+  const uint64_t released = std::min(writer_->MinGatingConsumed(), progress_->recorded());
+  absl::StatusOr<std::vector<proto::LaneProgress>> lanes = progress_->ProgressAfter(released);
+  if (!lanes.ok()) return;
+  uint64_t furthest = 0;
+  for (const auto& lane : *lanes) furthest = std::max(furthest, lane.flush_group_chunk());
+  const uint64_t g = furthest * config_.identity.canonical_replicas;
+  for (absl::string_view line :
+       absl::StrSplit(batches_->stream().source()->DescribeProgress(g), '\n')) {
+    absl::StrAppend(stages, "    ", line, "\n");
+  }
+}
+
 std::string PipelineInstance::Explain() const {
   std::string stages;
   const proto::WorkSourceSpec& ws = config_.spec.work_source();
@@ -528,6 +543,7 @@ std::string PipelineInstance::Explain() const {
                       ws.shuffle_block_size().empty() ? "off" : ws.shuffle_block_size(), "\n");
     }
   }
+  AppendMixtureLines(&stages);
   AppendPackingLines(batches_->Packing(), &stages);
   pipeline::AppendMixtureLines(batches_->Mixture(), DatasetNames(config_.spec), &stages);
   const uint32_t parallelism = batches_->parallelism();

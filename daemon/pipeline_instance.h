@@ -71,6 +71,9 @@ struct InstanceConfig {
   std::string restore_key;
   // The round a rank's next checkpoint() is (restored round + 1, or 0).
   uint64_t next_round = 0;
+  // A curriculum's schedule revisions (CheckpointState.schedule_history), carried into
+  // this instance's checkpoints.
+  std::vector<proto::ScheduleRevision> schedule_history;
   std::string explain_stream;  // the engine's own description
   // Requested materialize parallelism and reorder window (capped by the pool).
   exec::OrderedStageOptions materialize;
@@ -122,6 +125,8 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   void Tick(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   const InstanceConfig& config() const { return config_; }
+  // Explain's lines on the mixture's progress (WorkSource::DescribeProgress).
+  void AppendMixtureLines(std::string* stages) const;
   proto::InstanceStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
   // Multi-line: identity, then the stages (work source, lanes, operators, materialize,
   // ring) and this instance's threads. First line "instance <id>".

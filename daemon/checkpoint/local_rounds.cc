@@ -62,6 +62,8 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
     report.set_spec_hash(instance.spec_hash);
     report.set_seed(instance.spec.work_source().seed());
     *report.mutable_spec() = instance.spec;
+    *report.mutable_schedule_history() = {instance.schedule_history.begin(),
+                                          instance.schedule_history.end()};
     if (report.datasets_size() == 0) {
       // Every instance of the run has the same spec hash, hence the same files: one
       // description serves the report (cached per dataset after the first round).

@@ -72,6 +72,7 @@ struct RoundInstance {
   std::string instance_id;  // groups the calls of one instance's readers
   std::string spec_hash;
   proto::PipelineSpec spec;  // resolved
+  std::vector<proto::ScheduleRevision> schedule_history;  // CheckpointState field 15
   std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
   uint32_t world_size = 1;
   uint32_t canonical_replicas = 1;

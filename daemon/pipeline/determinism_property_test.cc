@@ -4,7 +4,8 @@
 // shuffle, repeat policy with occasional max_repeats, C in {2,3,4,6,8}, both routings
 // and mappings, random operators, every pack_flat algorithm with random bins, pools
 // and oversized policy, every shuffle algorithm, ensure_mixture and the shuffle of
-// rows), and every D dividing C: each step (C batches in
+// rows, curricula with per-dataset repetition), and every D dividing C: each step (C
+// batches in
 // total, C/D from each group) holds the same multiset of (lane, lane_batch_index,
 // tokens, positions, sample ids) as with D = 1, and two independent runs produce
 // byte-identical output.
@@ -145,6 +146,28 @@ Case RandomCase(int index) {
       break;
   }
   if (index % 4 != 0) pack->set_pad_token_id(static_cast<int32_t>(rng.Below(100)));
+  // Drawn after everything above: every third case becomes a curriculum (step or
+  // linear, weights 0 included) with per-dataset repetition, the others stay as they were.
+  if (index % 3 == 2) {
+    ws->clear_weights();
+    ws->set_interpolate(rng.Coin() ? proto::WorkSourceSpec::LINEAR : proto::WorkSourceSpec::STEP);
+    uint64_t start = 0;
+    const int entries = static_cast<int>(rng.Range(2, 3));
+    for (int e = 0; e < entries; ++e) {
+      auto* entry = ws->add_schedule();
+      entry->set_start_chunk(start);
+      start += rng.Range(1, 3 * c.spec.canonical_replicas());
+      const size_t positive = rng.Below(static_cast<uint64_t>(num_datasets));
+      for (int k = 0; k < num_datasets; ++k) {
+        entry->add_weights(static_cast<size_t>(k) == positive || rng.Coin()
+                               ? 0.1 + static_cast<double>(rng.Range(0, 29)) / 10
+                               : 0.0);
+      }
+    }
+    for (auto& d : *ws->mutable_datasets()) {
+      if (rng.Coin()) d.set_reshuffle_on_repeat(false);
+    }
+  }
   AddReorderOperators(index, &c.spec);
   auto resolved = ResolveSpec(c.spec, 1);
   EXPECT_TRUE(resolved.ok()) << resolved.status();

@@ -18,6 +18,8 @@
 #include "daemon/pipeline/batching/lane_stream.h"
 #include "daemon/pipeline/batching/packers.h"
 #include "daemon/pipeline/ordering/lanes.h"
+#include "daemon/pipeline/ordering/phase_schedule.h"
+#include "daemon/pipeline/ordering/repetition.h"
 #include "daemon/pipeline/ordering/work_source.h"
 #include "daemon/pipeline/spec_string_form.h"
 #include "daemon/pipeline/tokenize_spec.h"
@@ -68,16 +70,14 @@ absl::Status ValidateDatasets(const proto::WorkSourceSpec& ws) {
           "work_source.datasets[", k, "] ('", d.name(), "').on_null is set, but format '",
           d.format(), "' has no null records; on_null applies to record formats"));
     }
-    if (d.has_max_repeats() && ws.exhausted_policy() != proto::WorkSourceSpec::REPEAT) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "work_source.datasets[", k, "] ('", d.name(), "').max_repeats = ", d.max_repeats(),
-          " needs exhausted_policy 'repeat', got '", OptionName(ws.exhausted_policy()), "'"));
-    }
     if (!d.dtype().empty() && d.dtype() != "uint16" && d.dtype() != "uint32") {
       return absl::InvalidArgumentError(absl::StrCat("work_source.datasets[", k, "].dtype '",
                                                      d.dtype(), "' unknown (uint16, uint32)"));
     }
   }
+  // Per-dataset policies, stop_after_passes, max_repeats (repetition.h refuses the
+  // combinations upstream refuses, naming the dataset).
+  RETURN_IF_ERROR(ResolveRepetition(ws).status());
   RETURN_IF_ERROR(ValidateBlockShuffle(ws.shuffle_block_size()));
   if (ws.weights_size() != 0 && ws.weights_size() != ws.datasets_size()) {
     return absl::InvalidArgumentError(absl::StrCat("work_source.weights has ", ws.weights_size(),
@@ -181,6 +181,14 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
     if (d.format() == "jsonl" && d.jsonl_field().empty()) d.set_jsonl_field(kDefaultJsonlField);
   }
   RETURN_IF_ERROR(ValidateDatasets(*ws));
+  if (ws->schedule_size() > 0) {
+    // A curriculum (ScheduledMixtureWorkSource): checked here, before any I/O. A spec
+    // without a schedule leaves interpolate unset, so its hash is unchanged.
+    if (ws->interpolate() == proto::WorkSourceSpec::INTERPOLATE_UNSPECIFIED) {
+      ws->set_interpolate(proto::WorkSourceSpec::STEP);
+    }
+    RETURN_IF_ERROR(PhaseSchedule::Create(*ws).status());
+  }
   if (proto::TokenizeSpec* tokenize = FindMutableTokenize(&spec)) {
     RETURN_IF_ERROR(ResolveTokenize(0, tokenize));
     RETURN_IF_ERROR(CheckTextDatasets(*ws));

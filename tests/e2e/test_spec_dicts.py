@@ -166,6 +166,24 @@ def work_sources() -> list[zephon.StaticMixtureWorkSource]:
     out.append(zephon.StaticMixtureWorkSource(ds[:2], mixture=[1, 2.5], max_repeats=4))
     for weight_by in _spec_enums.CHOICES["weight_by"]:
         out.append(zephon.StaticMixtureWorkSource(ds, weight_by=weight_by))
+    out.extend(mixture_control_work_sources(ds))
+    return out
+
+
+def mixture_control_work_sources(ds) -> list[zephon.StaticMixtureWorkSource]:
+    """Per-dataset repetition maps and curricula (ScheduledMixtureWorkSource)."""
+    names = [d.name for d in ds]
+    out = [zephon.StaticMixtureWorkSource(
+        ds, exhausted_policy={names[0]: "repeat", names[1]: "stop"},
+        stop_after_passes={names[2]: 3}, max_repeats={names[0]: 2},
+        reshuffle_on_repeat={names[0]: False})]
+    out.append(zephon.StaticMixtureWorkSource(ds, exhausted_policy="repeat",
+                                              reshuffle_on_repeat=False))
+    for interpolate, unit in itertools.product(_spec_enums.CHOICES["interpolate"],
+                                               ["samples", "chunks"]):
+        out.append(zephon.ScheduledMixtureWorkSource(
+            ds, schedule=[(0, {names[0]: 3, names[1]: 1}), (4096, [1] * len(ds))],
+            interpolate=interpolate, unit=unit, chunk_size=64))
     return out
 
 

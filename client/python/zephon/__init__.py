@@ -20,12 +20,12 @@ from .errors import (DaemonUnavailableError, InvalidOptionError, NotFoundError, 
                      PipelineError, ResourceExhaustedError, SpecMismatchError, ZephonError,
                      ZephonTimeoutError)
 from .pipeline import Pipeline, daemon_status
-from .sources import Dataset, StaticMixtureWorkSource
+from .sources import Dataset, ScheduledMixtureWorkSource, StaticMixtureWorkSource
 from .tokenizer import Tokenizer
 
 __all__ = [
     "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "NotFoundError",
     "PeerLostError", "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId",
-    "SpecMismatchError", "StaticMixtureWorkSource", "Tokenizer", "ZephonError",
-    "ZephonTimeoutError", "daemon_status", "inspect_checkpoint", "write_megatron_dataset",
+    "ScheduledMixtureWorkSource", "SpecMismatchError", "StaticMixtureWorkSource", "Tokenizer",
+    "ZephonError", "ZephonTimeoutError", "daemon_status", "inspect_checkpoint", "write_megatron_dataset",
 ]

@@ -13,6 +13,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "lane_routing": ("permute", "modulo"),
     "exhausted_policy": ("stop_after_passes", "repeat", "stop"),
     "weight_by": ("samples", "tokens"),
+    # ScheduledMixtureWorkSource's (WorkSourceSpec.interpolate).
+    "interpolate": ("step", "linear"),
     # Pipeline.tokenize's (TokenizeSpec's).
     "special_tokens": ("bos_eos", "bos", "eos", "none", "tokenizer_default"),
     "on_missing": ("error", "skip"),

@@ -78,6 +78,25 @@ def _spec_summary(spec: dict, state: dict) -> dict:
     return summary
 
 
+def _schedule_history(raw: dict) -> list[dict]:
+    """A curriculum's schedule revisions (CheckpointState.schedule_history): each
+    ``from_chunk``, ``round`` (the restore that adopted it; 0 for the original),
+    ``interpolate`` and ``schedule`` (``[(start, weights), ...]``, start as given: in
+    samples or chunks, named by ``unit``)."""
+    out = []
+    for rev in raw.get("schedule_history", []):
+        entries = []
+        for e in rev.get("schedule", []):
+            unit = "chunks" if "start_chunk" in e else "samples"
+            entries.append({"start": int(e.get("start_chunk", e.get("start_sample", 0))),
+                            "unit": unit, "weights": list(e.get("weights", []))})
+        out.append({"from_chunk": int(rev.get("from_chunk", 0)),
+                    "round": int(rev.get("round", 0)),
+                    "interpolate": str(rev.get("interpolate", "STEP")).lower(),
+                    "schedule": entries})
+    return out
+
+
 def inspect_checkpoint(state: bytes) -> dict:
     """Decodes the bytes :meth:`Pipeline.checkpoint` returned into a plain dict, without a
     daemon, checking them as a restore would (magic, format version, length, CRC-32).
@@ -90,7 +109,9 @@ def inspect_checkpoint(state: bytes) -> dict:
     when the lanes stand at unequal batch counts); ``spec``: a summary of the pipeline
     (``datasets`` with name, path, format and weight, ``operators`` in order with their
     parameters, ``seed``, ``canonical_replicas``, ``chunk_size``, ...); ``dataset_files``:
-    per dataset, the shard count, samples and bytes recorded for restore's checks.
+    per dataset, the shard count, samples and bytes recorded for restore's checks;
+    ``schedule_history``: a curriculum's schedule revisions (empty until a resume changed
+    its future), each ``from_chunk``, ``round``, ``interpolate`` and ``schedule``.
 
     Raises ValueError naming the problem for bytes that are not a Zephon checkpoint (or
     a damaged one, or one of a newer format than this package reads), TypeError for
@@ -120,6 +141,7 @@ def inspect_checkpoint(state: bytes) -> dict:
         "total_batches": raw.get("total_batches", 0),
         "mid_window": len(counts) > 1,
         "spec": _spec_summary(raw.get("spec", {}), raw),
+        "schedule_history": _schedule_history(raw),
         "dataset_files": [{"name": d.get("name", ""),
                            "shards": len(d.get("shards", [])),
                            "samples": sum(s.get("samples", 0) for s in d.get("shards", [])),

@@ -112,6 +112,31 @@ class Dataset:
         return f"Dataset({self.name!r}, {self.path!r}, fmt={self.fmt!r})"
 
 
+def _check_policy(key: str, value) -> str:
+    try:
+        return _spec_enums.check("exhausted_policy", value)
+    except ValueError as e:
+        raise ValueError(str(e).replace("exhausted_policy=", f"{key}=", 1)) from None
+
+
+def _check_bool(key: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{key} must be a bool, got {type(value).__name__} ({value!r})")
+    return value
+
+
+def _per_dataset(option: str, value, names: list[str], check, plain: type) -> dict:
+    """``{dataset_name: checked value}`` when ``value`` is a mapping, {} otherwise.
+
+    A mapping naming a dataset the work source does not have is refused, naming it."""
+    if not isinstance(value, Mapping):
+        return {}
+    unknown = sorted(set(value) - set(names))
+    if unknown:
+        raise ValueError(f"{option} names unknown datasets {unknown}; datasets are {names}")
+    return {name: check(f"{option}[{name!r}]", v) for name, v in value.items()}
+
+
 class StaticMixtureWorkSource:
     """A fixed set of datasets mixed at fixed weights, cut into chunks of sample pointers.
 
@@ -129,15 +154,29 @@ class StaticMixtureWorkSource:
     ``explain()`` shows them. Without ``mixture``, ``"tokens"`` weighs each dataset by its
     estimated total tokens, which draws exactly as ``"samples"`` does. A dataset whose
     measured samples hold no token is refused.
+
+    Repetition (upstream semantics): ``exhausted_policy`` (``"stop_after_passes"``,
+    ``"repeat"``, ``"stop"``), ``stop_after_passes``, ``max_repeats`` and
+    ``reshuffle_on_repeat`` each take one value or a ``{dataset_name: value}`` map; a
+    dataset a map leaves out keeps the plain default. A dataset given its own
+    ``stop_after_passes`` uses that policy. The stream ends at the earliest end any
+    ``"stop"`` or bounded ``"repeat"`` dataset imposes, and otherwise once every
+    ``"stop_after_passes"`` dataset finished its passes; ``"repeat"`` datasets without
+    ``max_repeats`` are fillers that never end it. ``stop_after_passes`` with ``"stop"``
+    or with ``max_repeats`` on one dataset is refused by zephond, naming it.
+    ``reshuffle_on_repeat=False`` replays the first pass's order in every pass
+    (default True: each pass reshuffles).
     """
 
     def __init__(self, datasets: Sequence[Dataset], mixture: Mapping[str, float] |
                  Sequence[float] | None = None, seed: int = 0, chunk_size: int = 1024,
                  shuffle_shards: bool = True, shuffle_within_shard: bool = False,
                  shuffle_block_size: int | str | None = None,
-                 exhausted_policy: str = "stop_after_passes", stop_after_passes: int = 1,
+                 exhausted_policy: str | Mapping[str, str] = "stop_after_passes",
+                 stop_after_passes: int | Mapping[str, int] = 1,
                  max_repeats: int | Mapping[str, int] | None = None,
-                 weight_by: str = "samples"):
+                 weight_by: str = "samples",
+                 reshuffle_on_repeat: bool | Mapping[str, bool] = True):
         datasets = list(datasets)
         if not datasets or not all(isinstance(d, Dataset) for d in datasets):
             raise TypeError("StaticMixtureWorkSource needs a non-empty list of zephon.Dataset")
@@ -164,6 +203,21 @@ class StaticMixtureWorkSource:
             if not (math.isfinite(w) and w > 0):
                 raise ValueError(f"mixture weight of dataset {name!r} is {w}: weights must be "
                                  "finite numbers > 0")
+        # Per-dataset maps ({dataset_name: value}) of the repetition options; a plain
+        # value is the work source's default (daemon/pipeline/ordering/repetition.h).
+        self.dataset_policies = _per_dataset("exhausted_policy", exhausted_policy, names,
+                                             _check_policy, str)
+        if isinstance(exhausted_policy, Mapping):
+            exhausted_policy = "stop_after_passes"
+        self.dataset_passes = _per_dataset(
+            "stop_after_passes", stop_after_passes, names,
+            lambda key, v: _require_int(key, v, 1), int)
+        if isinstance(stop_after_passes, Mapping):
+            stop_after_passes = 1
+        self.dataset_reshuffle = _per_dataset("reshuffle_on_repeat", reshuffle_on_repeat, names,
+                                              _check_bool, bool)
+        self.reshuffle_on_repeat = (True if isinstance(reshuffle_on_repeat, Mapping)
+                                    else _check_bool("reshuffle_on_repeat", reshuffle_on_repeat))
         _spec_enums.check("exhausted_policy", exhausted_policy)
         _spec_enums.check("weight_by", weight_by)
         self.datasets = datasets
@@ -193,11 +247,24 @@ class StaticMixtureWorkSource:
             self.max_repeats = {name: _require_int(f"max_repeats[{name!r}]", value, 0)
                                 for name, value in per_dataset.items()}
 
+    def _dataset_spec(self, d: Dataset) -> dict:
+        spec = d.to_spec()
+        if d.name in self.max_repeats:
+            spec["max_repeats"] = self.max_repeats[d.name]
+        # Only what a map named: an unnamed dataset inherits, and a spec without maps
+        # hashes as before they existed.
+        if d.name in self.dataset_policies:
+            spec["exhausted_policy"] = _spec_enums.to_proto("exhausted_policy",
+                                                            self.dataset_policies[d.name])
+        if d.name in self.dataset_passes:
+            spec["stop_after_passes"] = self.dataset_passes[d.name]
+        if d.name in self.dataset_reshuffle:
+            spec["reshuffle_on_repeat"] = self.dataset_reshuffle[d.name]
+        return spec
+
     def to_spec(self) -> dict:
         spec = {
-            "datasets": [dict(d.to_spec(), **({"max_repeats": self.max_repeats[d.name]}
-                                              if d.name in self.max_repeats else {}))
-                         for d in self.datasets],
+            "datasets": [self._dataset_spec(d) for d in self.datasets],
             "weights": self.weights,
             "seed": str(self.seed),
             "chunk_size": str(self.chunk_size),
@@ -212,4 +279,97 @@ class StaticMixtureWorkSource:
         # leaves it out is the spec every earlier client sent.
         if self.weight_by != "samples":
             spec["weight_by"] = _spec_enums.to_proto("weight_by", self.weight_by)
+        if not self.reshuffle_on_repeat:
+            spec["reshuffle_on_repeat"] = False
+        return spec
+
+
+class ScheduledMixtureWorkSource(StaticMixtureWorkSource):
+    """A data curriculum: the mixture weights change with training progress.
+
+    ``schedule``: ``[(0, w0), (b1, w1), ...]``, each ``w`` a ``{dataset_name: weight}`` map
+    (a dataset it leaves out gets weight 0: it draws nothing in that phase) or a list of
+    weights in dataset order; weights are relative, >= 0, at least one > 0 per entry.
+    Boundaries ``b`` are in samples (``unit="samples"``, the default) or global chunks
+    (``unit="chunks"``), the first 0, strictly increasing. zephond makes the weights a pure
+    function of the global chunk index g, so every rank, every ``dp_degree`` and every
+    resume sees the same curriculum: a boundary of ``b`` samples becomes chunk
+    ``ceil(b / chunk_size)`` (the phase starts at most ``chunk_size - 1`` samples late,
+    never early; it is exact in chunks). To start a phase at training step S with a
+    global batch of B rows: without packing each row is one sample, so ``b = S * B``;
+    with ``pack_flat`` a row holds ``max_length`` tokens of several samples, so
+    ``b ~= S * B * max_length / mean_tokens_per_sample`` is approximate (give chunks for
+    an exact chunk boundary).
+
+    ``interpolate="step"``: each entry's weights hold until the next entry;
+    ``"linear"``: chunk by chunk linearly from one entry's weights to the next's
+    (constant after the last). Every other argument is StaticMixtureWorkSource's
+    (``weight_by="samples"`` only). A scheduled chunk holds ``chunk_size`` samples give
+    or take (number of datasets - 1): the per-dataset counts are floors of the exact
+    cumulative shares, which is what makes any chunk computable without replay.
+
+    On resume from a checkpoint the schedule's future (entries starting after the
+    chunks the checkpoint had already started) may change: the change is recorded in
+    the checkpoint's ``schedule_history``; changing its past is refused, naming the entry.
+    """
+
+    def __init__(self, datasets: Sequence[Dataset], schedule: Sequence[tuple],
+                 interpolate: str = "step", unit: str = "samples", **options):
+        for name in ("mixture", "weight_by"):
+            if name in options and not (name == "weight_by" and options[name] == "samples"):
+                raise ValueError(f"ScheduledMixtureWorkSource takes no {name}=: its weights "
+                                 "are the schedule's entries (sample shares)")
+        super().__init__(datasets, **options)
+        _spec_enums.check("interpolate", interpolate)
+        if unit not in ("samples", "chunks"):
+            raise ValueError(f"unit={unit!r} is not supported; use 'samples' or 'chunks'")
+        names = [d.name for d in self.datasets]
+        entries = list(schedule)
+        if not entries:
+            raise ValueError("schedule is empty: give at least [(0, weights)]")
+        self.schedule: list[tuple[int, list[float]]] = []
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+                raise TypeError(f"schedule[{i}] must be a (boundary, weights) pair, got "
+                                f"{entry!r}")
+            boundary = _require_int(f"schedule[{i}] boundary", entry[0])
+            if i == 0 and boundary != 0:
+                raise ValueError(f"schedule[0] starts at {boundary}: the first entry must "
+                                 "start at 0")
+            if i > 0 and boundary <= self.schedule[-1][0]:
+                raise ValueError(f"schedule[{i}] starts at {boundary}, not after "
+                                 f"schedule[{i - 1}]'s {self.schedule[-1][0]}: boundaries "
+                                 "must strictly increase")
+            self.schedule.append((boundary, self._entry_weights(i, entry[1], names)))
+        self.interpolate = interpolate
+        self.unit = unit
+
+    @staticmethod
+    def _entry_weights(i: int, weights, names: list[str]) -> list[float]:
+        if isinstance(weights, Mapping):
+            unknown = sorted(set(weights) - set(names))
+            if unknown:
+                raise ValueError(f"schedule[{i}] names unknown datasets {unknown}; datasets "
+                                 f"are {names}")
+            out = [float(weights.get(n, 0.0)) for n in names]
+        else:
+            out = [float(w) for w in weights]
+            if len(out) != len(names):
+                raise ValueError(f"schedule[{i}] has {len(out)} weights for {len(names)} "
+                                 "datasets")
+        for name, w in zip(names, out):
+            if not (math.isfinite(w) and w >= 0):
+                raise ValueError(f"schedule[{i}] weight of dataset {name!r} is {w}: weights "
+                                 "must be finite numbers >= 0")
+        if not any(w > 0 for w in out):
+            raise ValueError(f"schedule[{i}] gives every dataset weight 0: at least one "
+                             "must be > 0")
+        return out
+
+    def to_spec(self) -> dict:
+        spec = super().to_spec()
+        del spec["weights"]
+        key = "start_sample" if self.unit == "samples" else "start_chunk"
+        spec["schedule"] = [{key: str(b), "weights": w} for b, w in self.schedule]
+        spec["interpolate"] = _spec_enums.to_proto("interpolate", self.interpolate)
         return spec

@@ -10,13 +10,15 @@ namespace zephon::pipeline {
 
 DatasetOrder::DatasetOrder(const Dataset* dataset, uint32_t dataset_index,
                            uint64_t dataset_seed, bool shuffle_shards,
-                           bool shuffle_within_shard, uint64_t block_size)
+                           bool shuffle_within_shard, uint64_t block_size,
+                           bool reshuffle_on_repeat)
     : dataset_(dataset),
       dataset_index_(dataset_index),
       dataset_seed_(dataset_seed),
       shuffle_shards_(shuffle_shards),
       shuffle_within_shard_(shuffle_within_shard),
-      block_size_(block_size) {}
+      block_size_(block_size),
+      reshuffle_on_repeat_(reshuffle_on_repeat) {}
 
 std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) const {
   {
@@ -49,7 +51,8 @@ std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) cons
 
 SampleId DatasetOrder::Draw(uint64_t j) const {
   const uint64_t n = dataset_->NumSamples();
-  const uint64_t e = j / n;
+  // The pass whose order draw j takes: its own, or the first's when passes replay.
+  const uint64_t e = reshuffle_on_repeat_ ? j / n : 0;
   uint64_t p = j % n;
   if (block_size_ > 0) p = BlockShufflePosition(p, n, block_size_, Combine(dataset_seed_, e));
   const auto pass = GetPass(e);

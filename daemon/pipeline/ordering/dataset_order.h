@@ -9,7 +9,9 @@
 //   2. Prefix sums of shard sizes in that order locate p in (shard s, offset o).
 //   3. index = Permutation(size_s, Combine(pass_seed, s)).Permute(o) if
 //      shuffle_within_shard, else o.
-// So every pass visits each sample exactly once and later passes reshuffle.
+// So every pass visits each sample exactly once and later passes reshuffle. With
+// reshuffle_on_repeat false, e is taken as 0 in every pass_seed above: each pass
+// replays the first pass's order.
 // The per-pass shard order and prefix sums are cached for the kCachedPasses most
 // recently used passes. Thread-safe (the cache is mutex-protected).
 #ifndef ZEPHON_DAEMON_PIPELINE_ORDERING_DATASET_ORDER_H_
@@ -34,7 +36,8 @@ class DatasetOrder {
   // `dataset_index` is stored in the returned SampleIds. `dataset` must outlive this.
   // block_size 0 = no block shuffle.
   DatasetOrder(const Dataset* dataset, uint32_t dataset_index, uint64_t dataset_seed,
-               bool shuffle_shards, bool shuffle_within_shard, uint64_t block_size = 0);
+               bool shuffle_shards, bool shuffle_within_shard, uint64_t block_size = 0,
+               bool reshuffle_on_repeat = true);
   DatasetOrder(const DatasetOrder&) = delete;
   DatasetOrder& operator=(const DatasetOrder&) = delete;
 
@@ -55,6 +58,7 @@ class DatasetOrder {
   const bool shuffle_shards_;
   const bool shuffle_within_shard_;
   const uint64_t block_size_;
+  const bool reshuffle_on_repeat_;
   mutable absl::Mutex mu_;
   mutable std::list<std::shared_ptr<const Pass>> cache_ ABSL_GUARDED_BY(mu_);  // MRU first.
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -81,6 +82,16 @@ void MixtureSchedule::Quotas(uint64_t n, std::vector<uint64_t>* out) const {
   Cumulative(n, &before);
   Cumulative(n + 1, out);
   for (size_t k = 0; k < out->size(); ++k) (*out)[k] -= before[k];
+}
+
+std::optional<uint64_t> MixtureSchedule::LastChunk(size_t k, uint64_t limit) const {
+  // A_k(n) >= floor(w_k * cs * n / 2^32), so n = (limit + 1) * 2^32 / (w_k * cs) + 1
+  // already exceeds it: search below that, and below the n where chunk_size * n would
+  // overflow.
+  const u128 bound = ((u128{limit} + 1) << 32) / (u128{weights_[k]} * chunk_size_) + 1;
+  const uint64_t overflow_cap = std::numeric_limits<uint64_t>::max() / chunk_size_ - 1;
+  const uint64_t max_n = bound > overflow_cap ? overflow_cap : static_cast<uint64_t>(bound);
+  return LastChunkWithin(k, limit, max_n);
 }
 
 uint64_t MixtureSchedule::LastChunkWithin(size_t k, uint64_t limit, uint64_t max_n) const {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/pipeline/ordering/apportionment.h"
 
 namespace zephon::pipeline {
 
@@ -35,16 +36,19 @@ inline constexpr uint64_t kWeightOne = uint64_t{1} << 32;
 // non-positive weight, or one too small to survive normalization.
 absl::StatusOr<std::vector<uint64_t>> NormalizeWeights(const std::vector<double>& weights);
 
-class MixtureSchedule {
+class MixtureSchedule : public Apportionment {
  public:
   // REQUIRES: weights from NormalizeWeights, chunk_size >= 1.
   MixtureSchedule(std::vector<uint64_t> weights, uint64_t chunk_size);
 
-  size_t NumComponents() const { return weights_.size(); }
-  uint64_t chunk_size() const { return chunk_size_; }
+  size_t NumComponents() const override { return weights_.size(); }
+  uint64_t chunk_size() const override { return chunk_size_; }
   const std::vector<uint64_t>& weights() const { return weights_; }
   // A_k(n) for all k. REQUIRES: chunk_size * n fits in uint64.
-  void Cumulative(uint64_t n, std::vector<uint64_t>* out) const;
+  void Cumulative(uint64_t n, std::vector<uint64_t>* out) const override;
+  // LastChunkWithin below n_max = the n past which A_k surely exceeds limit (every
+  // weight is > 0, so it always does).
+  std::optional<uint64_t> LastChunk(size_t k, uint64_t limit) const override;
   // Samples of each component in chunk n: A_k(n + 1) - A_k(n).
   void Quotas(uint64_t n, std::vector<uint64_t>* out) const;
   // Largest n <= max_n with A_k(n) <= limit (binary search; A_k is monotone).

@@ -4,49 +4,30 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/ordering/block_shuffle.h"
+#include "daemon/pipeline/ordering/phase_schedule.h"
 #include "daemon/pipeline/ordering/token_estimate.h"
 #include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
-namespace {
-
-using u128 = unsigned __int128;
-
-uint64_t SaturatingMul(uint64_t a, uint64_t b) {
-  const u128 p = u128{a} * b;
-  return p > std::numeric_limits<uint64_t>::max() ? std::numeric_limits<uint64_t>::max()
-                                                  : static_cast<uint64_t>(p);
-}
-
-// Largest n with A_k(n) <= limit. A_k(n) >= floor(w_k * cs * n / 2^32), so
-// n = (limit + 1) * 2^32 / (w_k * cs) + 1 already exceeds it: search below that,
-// and below the n where chunk_size * n would overflow.
-uint64_t LastChunk(const MixtureSchedule& s, size_t k, uint64_t limit) {
-  const u128 bound = ((u128{limit} + 1) << 32) / (u128{s.weights()[k]} * s.chunk_size()) + 1;
-  const uint64_t overflow_cap = std::numeric_limits<uint64_t>::max() / s.chunk_size() - 1;
-  const uint64_t max_n = bound > overflow_cap ? overflow_cap : static_cast<uint64_t>(bound);
-  return s.LastChunkWithin(k, limit, max_n);
-}
-
-}  // namespace
 
 WorkSource::WorkSource(std::vector<std::shared_ptr<const Dataset>> datasets,
-                       MixtureSchedule schedule, const proto::WorkSourceSpec& spec,
-                       std::vector<uint64_t> block_sizes)
+                       std::shared_ptr<const Apportionment> schedule,
+                       const proto::WorkSourceSpec& spec, std::vector<uint64_t> block_sizes,
+                       std::vector<Repetition> repetition)
     : datasets_(std::move(datasets)),
       schedule_(std::move(schedule)),
-      block_sizes_(std::move(block_sizes)) {
+      block_sizes_(std::move(block_sizes)),
+      repetition_(std::move(repetition)) {
   for (size_t k = 0; k < datasets_.size(); ++k) {
-    const auto& d = spec.datasets(static_cast<int>(k));
-    max_repeats_.push_back(d.has_max_repeats() ? std::optional<uint32_t>(d.max_repeats())
-                                               : std::nullopt);
     orders_.push_back(std::make_unique<DatasetOrder>(
         datasets_[k].get(), static_cast<uint32_t>(k), Combine(spec.seed(), k),
-        spec.shuffle_shards(), spec.shuffle_within_shard(), block_sizes_[k]));
+        spec.shuffle_shards(), spec.shuffle_within_shard(), block_sizes_[k],
+        repetition_[k].reshuffle));
   }
 }
 
@@ -76,6 +57,7 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
   if (spec.weight_by() != proto::WorkSourceSpec::WEIGHT_BY_UNSPECIFIED) {
     RETURN_IF_ERROR(CheckResolved(spec.weight_by()));
   }
+  if (spec.schedule_size() > 0) return CreateScheduled(spec, std::move(datasets));
   std::vector<double> tokens_per_sample;
   if (spec.weight_by() == proto::WorkSourceSpec::TOKENS) {
     for (const auto& d : datasets) tokens_per_sample.push_back(EstimateTokensPerSample(*d));
@@ -89,13 +71,15 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
         absl::StrCat("work_source.", normalized.status().message()));
   }
   const uint64_t chunk_size = spec.chunk_size();
-  const proto::WorkSourceSpec::ExhaustedPolicy policy = spec.exhausted_policy();
+  ASSIGN_OR_RETURN(std::vector<Repetition> repetition, ResolveRepetition(spec));
   ASSIGN_OR_RETURN(std::vector<uint64_t> block_sizes,
                    ResolveBlockSizes(spec.shuffle_block_size(), datasets));
-  MixtureSchedule schedule(*std::move(normalized), chunk_size);
-  std::unique_ptr<WorkSource> ws(
-      new WorkSource(std::move(datasets), schedule, spec, std::move(block_sizes)));
-  ws->policy_ = policy;
+  auto schedule = std::make_shared<const MixtureSchedule>(*normalized, chunk_size);
+  std::unique_ptr<WorkSource> ws(new WorkSource(std::move(datasets), std::move(schedule), spec,
+                                                std::move(block_sizes), std::move(repetition)));
+  ws->static_weights_ = *std::move(normalized);
+  ws->policy_ = spec.exhausted_policy();
+  ws->default_passes_ = spec.stop_after_passes();
   ws->tokens_per_sample_ = std::move(tokens_per_sample);
   if (!ws->tokens_per_sample_.empty()) {
     // What the user asked for, shown beside the sample weights it became.
@@ -110,73 +94,79 @@ absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::Create(
     for (double w : asked) total += w;
     for (double w : asked) ws->token_shares_.push_back(w / total);
   }
-  const uint64_t passes = spec.stop_after_passes();
-  if (policy == proto::WorkSourceSpec::STOP_AFTER_PASSES) {
-    uint64_t n_end = 0;
-    for (size_t k = 0; k < ws->datasets_.size(); ++k) {
-      const uint64_t limit = SaturatingMul(passes, ws->datasets_[k]->NumSamples());
-      n_end = std::max(n_end, LastChunk(ws->schedule_, k, limit));
-    }
-    ws->num_chunks_ = n_end;
-  } else if (policy == proto::WorkSourceSpec::STOP) {
-    uint64_t n_end = std::numeric_limits<uint64_t>::max();
-    for (size_t k = 0; k < ws->datasets_.size(); ++k) {
-      n_end = std::min(n_end, LastChunk(ws->schedule_, k, ws->datasets_[k]->NumSamples()));
-    }
-    ws->num_chunks_ = n_end;
-  } else {  // REPEAT
-    for (size_t k = 0; k < ws->datasets_.size(); ++k) {
-      if (!ws->max_repeats_[k]) continue;
-      const uint64_t passes_k = uint64_t{1} + *ws->max_repeats_[k];
-      const uint64_t limit = SaturatingMul(passes_k, ws->datasets_[k]->NumSamples());
-      const uint64_t n_k = LastChunk(ws->schedule_, k, limit);
-      ws->num_chunks_ = ws->num_chunks_ ? std::min(*ws->num_chunks_, n_k) : n_k;
-    }
-  }
-  if (ws->num_chunks_ == uint64_t{0}) return ws->NoChunkError(spec, passes);
+  RETURN_IF_ERROR(ws->SetLength());
   return ws;
 }
 
-absl::Status WorkSource::NoChunkError(const proto::WorkSourceSpec& spec, uint64_t passes) const {
-  // Name every dataset that cannot fill its share of the first chunk under the policy:
-  // for "stop_after_passes" that is all of them, for "stop" and bounded "repeat" those
-  // whose own limit is 0 chunks.
+absl::StatusOr<std::unique_ptr<WorkSource>> WorkSource::CreateScheduled(
+    const proto::WorkSourceSpec& spec, std::vector<std::shared_ptr<const Dataset>> datasets) {
+  ASSIGN_OR_RETURN(PhaseSchedule phases, PhaseSchedule::Create(spec));
+  auto schedule = std::make_shared<const PhaseSchedule>(std::move(phases));
+  ASSIGN_OR_RETURN(std::vector<Repetition> repetition, ResolveRepetition(spec));
+  ASSIGN_OR_RETURN(std::vector<uint64_t> block_sizes,
+                   ResolveBlockSizes(spec.shuffle_block_size(), datasets));
+  std::unique_ptr<WorkSource> ws(new WorkSource(std::move(datasets), schedule, spec,
+                                                std::move(block_sizes), std::move(repetition)));
+  ws->phase_schedule_ = schedule;
+  ws->schedule_description_ = schedule->Describe();
+  ws->policy_ = spec.exhausted_policy();
+  ws->default_passes_ = spec.stop_after_passes();
+  RETURN_IF_ERROR(ws->SetLength());
+  return ws;
+}
+
+absl::Status WorkSource::SetLength() {
+  std::vector<uint64_t> num_samples;
+  for (const auto& d : datasets_) num_samples.push_back(d->NumSamples());
+  num_chunks_ = StreamEnd(repetition_, num_samples, [this](size_t k, uint64_t limit) {
+    return schedule_->LastChunk(k, limit);
+  });
+  if (num_chunks_ == uint64_t{0}) return NoChunkError();
+  return absl::OkStatus();
+}
+
+absl::Status WorkSource::NoChunkError() const {
+  // Name every dataset that cannot fill its share of the first chunk under its policy:
+  // those whose own limit is 0 chunks (an unbounded "repeat" dataset never is).
   std::vector<std::string> short_datasets;
   std::vector<uint64_t> first_quotas;
-  schedule_.Quotas(0, &first_quotas);
+  schedule_->ChunkQuotas(0, &first_quotas);
+  bool any_repeat = false;
   for (size_t k = 0; k < datasets_.size(); ++k) {
-    uint64_t allowed_passes = 1;
-    if (policy_ == proto::WorkSourceSpec::STOP_AFTER_PASSES) allowed_passes = passes;
-    if (policy_ == proto::WorkSourceSpec::REPEAT) {
-      if (!max_repeats_[k]) continue;
-      allowed_passes = uint64_t{1} + *max_repeats_[k];
-    }
-    const uint64_t limit = SaturatingMul(allowed_passes, datasets_[k]->NumSamples());
-    if (LastChunk(schedule_, k, limit) != 0) continue;
+    const std::optional<uint64_t> allowed_passes = repetition_[k].AllowedPasses();
+    if (!allowed_passes) continue;
+    any_repeat |= repetition_[k].policy == proto::WorkSourceSpec::REPEAT;
+    const uint64_t limit = *repetition_[k].DrawLimit(datasets_[k]->NumSamples());
+    if (schedule_->LastChunk(k, limit) != uint64_t{0}) continue;
     short_datasets.push_back(absl::StrCat(
         "dataset '", datasets_[k]->name(), "' has ", datasets_[k]->NumSamples(), " samples",
-        allowed_passes > 1 ? absl::StrCat(" (", allowed_passes, " passes allowed)") : "",
-        ", fewer than its share of one chunk (",
-        first_quotas[k], " of chunk_size=", schedule_.chunk_size(), ")"));
+        *allowed_passes > 1 ? absl::StrCat(" (", *allowed_passes, " passes allowed)") : "",
+        ", fewer than its share of one chunk (", first_quotas[k],
+        " of chunk_size=", schedule_->chunk_size(), ")"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "work_source yields no chunk, so no batch (exhausted_policy '", OptionName(policy_),
-      "'): ",
-      absl::StrJoin(short_datasets, "; "),
-      ". Lower work_source.chunk_size or add data", policy_ == proto::WorkSourceSpec::REPEAT
-          ? " (or raise max_repeats)" : ""));
+      "'): ", absl::StrJoin(short_datasets, "; "), ". Lower work_source.chunk_size or add data",
+      any_repeat ? " (or raise max_repeats)" : ""));
 }
 
 void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {
   const size_t num = datasets_.size();
-  std::vector<uint64_t> base, quota;
-  schedule_.Cumulative(g, &base);
-  schedule_.Quotas(g, &quota);
+  std::vector<uint64_t> base, end;
+  schedule_->Cumulative(g, &base);
+  schedule_->Cumulative(g + 1, &end);
+  std::vector<uint64_t> quota(num);
+  uint64_t chunk_total = 0;
+  for (size_t k = 0; k < num; ++k) {
+    quota[k] = end[k] - base[k];
+    chunk_total += quota[k];
+  }
   out->clear();
-  out->reserve(schedule_.chunk_size());
+  out->reserve(chunk_total);
   std::vector<int64_t> score(num, 0);
   std::vector<uint64_t> used(num, 0);
-  const int64_t total = static_cast<int64_t>(schedule_.chunk_size());
+  // chunk_size for a static mixture; a schedule's chunk may differ by < K (phase_schedule.h).
+  const int64_t total = static_cast<int64_t>(chunk_total);
   for (int64_t step = 0; step < total; ++step) {
     size_t best = num;
     for (size_t k = 0; k < num; ++k) {
@@ -190,6 +180,30 @@ void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {
   }
 }
 
+std::string WorkSource::DescribeProgress(uint64_t g) const {
+  std::vector<uint64_t> draws;
+  schedule_->Cumulative(g, &draws);
+  std::vector<std::string> passes;
+  for (size_t k = 0; k < datasets_.size(); ++k) {
+    passes.push_back(absl::StrFormat(
+        "%s %.3f (%s)", datasets_[k]->name(),
+        static_cast<double>(draws[k]) / static_cast<double>(datasets_[k]->NumSamples()),
+        DescribeRepetition(repetition_[k])));
+  }
+  std::string out = absl::StrCat("mixture at chunk ", g, ": passes ", absl::StrJoin(passes, ", "));
+  if (phase_schedule_ == nullptr) return out;
+  const size_t phase = phase_schedule_->PhaseOf(g);
+  const std::vector<double> weights = phase_schedule_->WeightsAt(g);
+  std::vector<std::string> named;
+  for (size_t k = 0; k < datasets_.size(); ++k) {
+    named.push_back(absl::StrFormat("%s %.4g", datasets_[k]->name(), weights[k]));
+  }
+  return absl::StrCat("curriculum: phase ", phase, " of ", phase_schedule_->phases().size(),
+                      " (from chunk ", phase_schedule_->phases()[phase].start_chunk, ", ",
+                      phase_schedule_->linear() ? "linear" : "step", "), weights ",
+                      absl::StrJoin(named, ", "), " at chunk ", g, "\n", out);
+}
+
 std::string WorkSource::Describe() const {
   std::vector<std::string> parts;
   for (size_t k = 0; k < datasets_.size(); ++k) {
@@ -198,25 +212,38 @@ std::string WorkSource::Describe() const {
             ? ""
             : absl::StrCat("token share ", token_shares_[k], ", tokens/sample ",
                            tokens_per_sample_[k], ", sample ");
-    parts.push_back(absl::StrCat(datasets_[k]->name(), "(", datasets_[k]->format(), ", ",
-                                 datasets_[k]->NumShards(), " shards, ",
-                                 datasets_[k]->NumSamples(), " samples, ", tokens, "weight ",
-                                 static_cast<double>(schedule_.weights()[k]) / kWeightOne,
-                                 block_sizes_[k] ? absl::StrCat(", block ", block_sizes_[k]) : "",
-                                 max_repeats_[k] ? absl::StrCat(", max_repeats ", *max_repeats_[k])
-                                     : "",
-                                 ")"));
+    const std::string weight =
+        static_weights_.empty()
+            ? ""
+            : absl::StrCat(", ", tokens, "weight ",
+                           static_cast<double>(static_weights_[k]) / kWeightOne);
+    // The dataset's own policy only when it is not the work source's plain default.
+    const Repetition& rep = repetition_[k];
+    const bool own_policy = rep.policy != policy_ || !rep.reshuffle ||
+                            (rep.policy == proto::WorkSourceSpec::STOP_AFTER_PASSES &&
+                             rep.passes != default_passes_);
+    parts.push_back(absl::StrCat(
+        datasets_[k]->name(), "(", datasets_[k]->format(), ", ", datasets_[k]->NumShards(),
+        " shards, ", datasets_[k]->NumSamples(), " samples", weight,
+        block_sizes_[k] ? absl::StrCat(", block ", block_sizes_[k]) : "",
+        own_policy ? absl::StrCat(", policy ", DescribeRepetition(rep))
+        : rep.max_repeats ? absl::StrCat(", max_repeats ", *rep.max_repeats)
+                          : "",
+        ")"));
   }
-  return absl::StrCat("StaticMixture[", absl::StrJoin(parts, ", "), "] chunk_size=",
-                      schedule_.chunk_size(), " policy=", OptionName(policy_),
+  return absl::StrCat(schedule_description_.empty() ? "StaticMixture" : "ScheduledMixture", "[",
+                      absl::StrJoin(parts, ", "), "]", schedule_description_,
+                      " chunk_size=", schedule_->chunk_size(), " policy=", OptionName(policy_),
                       tokens_per_sample_.empty() ? "" : " weight_by=tokens", " chunks=",
                       num_chunks_ ? absl::StrCat(*num_chunks_) : std::string("inf"));
 }
 
-std::vector<double> WorkSource::TargetWeights(uint64_t /*g*/) const {
+std::vector<double> WorkSource::TargetWeights(uint64_t g) const {
   if (!token_shares_.empty()) return token_shares_;
+  // A curriculum's weights in force at chunk g (W_k(g) / 2^32, summing to 1).
+  if (phase_schedule_ != nullptr) return phase_schedule_->WeightsAt(g);
   std::vector<double> shares;
-  for (uint64_t w : schedule_.weights()) {
+  for (uint64_t w : static_weights_) {
     shares.push_back(static_cast<double>(w) / static_cast<double>(kWeightOne));
   }
   return shares;

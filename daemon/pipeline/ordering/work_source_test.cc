@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "daemon/pipeline/formats/testing_corpus.h"
 
@@ -157,6 +158,133 @@ TEST(WorkSourceTest, MaxRepeatsEndsTheStreamBeforeAnExtraPass) {
     if (id.dataset == 0) {
       EXPECT_LE(n, 2) << id;
     }
+  }
+}
+
+// Per-dataset policies (repetition.h): one dataset repeats forever as filler while
+// another stops the stream when it runs out.
+TEST(WorkSourceTest, PerDatasetPolicyFillerRepeatsWhileTheOtherStops) {
+  auto small = MakeSyntheticDataset("s", 1, 1, 10, 3);
+  auto large = MakeSyntheticDataset("l", 2, 2, 50, 3);
+  auto spec = Spec({"s", "l"}, 4);
+  spec.add_weights(1);
+  spec.add_weights(1);  // 2 + 2 per chunk: s (10) passes every 5 chunks, l (100) every 50.
+  // With s the filler ("repeat") and l "stop", the stream ends when l runs out, and s
+  // repeats 10 times meanwhile.
+  spec.mutable_datasets(0)->set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
+  spec.mutable_datasets(1)->set_exhausted_policy(proto::WorkSourceSpec::STOP);
+  auto ws = Make(spec, {small, large});
+  ASSERT_EQ(ws->NumChunks(), std::optional<uint64_t>(50));
+  std::map<SampleId, int> uses;
+  std::vector<SampleId> chunk;
+  for (uint64_t g = 0; g < 50; ++g) {
+    ws->Chunk(g, &chunk);
+    for (const auto& id : chunk) ++uses[id];
+  }
+  EXPECT_EQ(uses.size(), 110u);
+  for (const auto& [id, n] : uses) EXPECT_EQ(n, id.dataset == 0 ? 10 : 1) << id;
+  EXPECT_NE(ws->Describe().find("policy repeat"), std::string::npos) << ws->Describe();
+  EXPECT_NE(ws->Describe().find("policy stop)"), std::string::npos) << ws->Describe();
+  // The roles swapped: the large dataset is the filler, the small one stops at once.
+  spec.mutable_datasets(0)->set_exhausted_policy(proto::WorkSourceSpec::STOP);
+  spec.mutable_datasets(1)->set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(5));
+  // Both fillers: infinite.
+  spec.mutable_datasets(0)->set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::nullopt);
+  // Per-dataset stop_after_passes: s must finish 12 passes (60 chunks) while l, the
+  // filler, repeats; the floor is the max over stop_after_passes datasets.
+  spec.mutable_datasets(0)->clear_exhausted_policy();
+  spec.mutable_datasets(0)->set_stop_after_passes(12);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(60));
+  // ...capped by a stopping dataset: min(floor, cap).
+  spec.mutable_datasets(1)->set_exhausted_policy(proto::WorkSourceSpec::STOP);
+  EXPECT_EQ(Make(spec, {small, large})->NumChunks(), std::optional<uint64_t>(50));
+}
+
+TEST(WorkSourceTest, ReshuffleOnRepeatFalseReplaysTheFirstPass) {
+  auto ds = MakeSyntheticDataset("a", 3, 3, 7, 5);  // 21 samples.
+  auto spec = Spec({"a"}, 7);
+  spec.set_shuffle_shards(true);
+  spec.set_shuffle_within_shard(true);
+  spec.set_shuffle_block_size("5");
+  spec.set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
+  auto draws = [&](const proto::WorkSourceSpec& s) {
+    auto ws = Make(s, {ds});
+    std::vector<SampleId> all, chunk;
+    for (uint64_t g = 0; g < 9; ++g) {  // Three passes.
+      ws->Chunk(g, &chunk);
+      all.insert(all.end(), chunk.begin(), chunk.end());
+    }
+    return all;
+  };
+  const std::vector<SampleId> reshuffled = draws(spec);
+  const std::vector<SampleId> first(reshuffled.begin(), reshuffled.begin() + 21);
+  // Default (true, today's behaviour): pass 1 is another order.
+  EXPECT_NE(std::vector<SampleId>(reshuffled.begin() + 21, reshuffled.begin() + 42), first);
+  spec.set_reshuffle_on_repeat(false);
+  const std::vector<SampleId> replayed = draws(spec);
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ(std::vector<SampleId>(replayed.begin() + 21 * e, replayed.begin() + 21 * (e + 1)),
+              first)
+        << "pass " << e;
+  }
+  // The dataset's own field overrides the work source's default.
+  spec.mutable_datasets(0)->set_reshuffle_on_repeat(true);
+  EXPECT_EQ(draws(spec), reshuffled);
+  spec.clear_reshuffle_on_repeat();
+  spec.mutable_datasets(0)->set_reshuffle_on_repeat(false);
+  EXPECT_EQ(draws(spec), replayed);
+}
+
+// ScheduledMixtureWorkSource: any chunk from a fresh source equals the chunk read in
+// sequence (restore needs no replay, mid-phase or across a boundary), a phase's
+// weight-0 dataset draws nothing, and a chunk far out is computed at once.
+TEST(WorkSourceTest, ScheduledChunksAreRandomAccessAndFollowThePhases) {
+  auto spec = Spec({"web", "code"}, 16);
+  spec.set_exhausted_policy(proto::WorkSourceSpec::REPEAT);
+  spec.set_shuffle_shards(true);
+  spec.set_shuffle_within_shard(true);
+  for (auto [start, w0, w1] : {std::tuple<uint64_t, double, double>{0, 1, 0}, {7, 1, 3},
+                               {19, 0, 1}}) {
+    auto* e = spec.add_schedule();
+    e->set_start_chunk(start);
+    e->add_weights(w0);
+    e->add_weights(w1);
+  }
+  auto ds = {MakeSyntheticDataset("web", 1, 3, 20, 5), MakeSyntheticDataset("code", 2, 2, 9, 5)};
+  for (auto interp : {proto::WorkSourceSpec::STEP, proto::WorkSourceSpec::LINEAR}) {
+    spec.set_interpolate(interp);
+    auto seq = Make(spec, ds);
+    ASSERT_NE(seq->phase_schedule(), nullptr);
+    EXPECT_NE(seq->Describe().find("ScheduledMixture["), std::string::npos) << seq->Describe();
+    std::vector<std::vector<SampleId>> chunks(30);
+    std::map<uint32_t, uint64_t> per_dataset_after_19;
+    for (uint64_t g = 0; g < chunks.size(); ++g) {
+      seq->Chunk(g, &chunks[g]);
+      EXPECT_GE(chunks[g].size(), 15u);
+      EXPECT_LE(chunks[g].size(), 17u);
+      for (const auto& id : chunks[g]) {
+        if (g < 7 && interp == proto::WorkSourceSpec::STEP) EXPECT_EQ(id.dataset, 0u) << g;
+        if (g >= 19) ++per_dataset_after_19[id.dataset];
+      }
+    }
+    EXPECT_EQ(per_dataset_after_19[0], 0u);
+    // Restore anywhere (mid-phase 3, 12; at and across boundaries 7, 19, 20).
+    auto fresh = Make(spec, ds);
+    std::vector<SampleId> got;
+    for (uint64_t g : {20, 7, 12, 19, 3, 29, 0}) {
+      fresh->Chunk(g, &got);
+      EXPECT_EQ(got, chunks[g]) << "chunk " << g;
+    }
+    // Draws are numbered globally: chunks hold consecutive, distinct draws per pass.
+    std::vector<uint64_t> before, after;
+    seq->DrawsBefore(19, &before);
+    seq->DrawsBefore(29, &after);
+    EXPECT_EQ(after[0], before[0]);
+    EXPECT_EQ(after[1] - before[1] + after[0] - before[0], 160u);
+    fresh->Chunk(uint64_t{1} << 50, &got);  // O(phases): no replay of 2^50 chunks.
+    EXPECT_EQ(got.size(), 16u);
   }
 }
 
