@@ -76,6 +76,42 @@ absl::StatusOr<std::string> DetectFormat(const std::string& path,
   return std::string("flat");
 }
 
+// The spec's loss mask source (none when loss_mask_field is unset).
+LossMaskSource LossMaskSourceOf(const proto::DatasetSpec& spec) {
+  LossMaskSource source;
+  source.field = spec.loss_mask_field();
+  source.format = spec.loss_mask_format() == proto::DatasetSpec::SPANS ? LossMaskFormat::kSpans
+                                                                      : LossMaskFormat::kValues;
+  return source;
+}
+
+// loss_mask_field and loss_mask_format apply to token-id JSONL datasets.
+absl::Status CheckLossMaskSource(const proto::DatasetSpec& spec, const std::string& format,
+                                 bool record, bool text) {
+  const std::string what =
+      absl::StrCat("dataset '", spec.name(), "' (path ", spec.path(), ", format '", format, "')");
+  if (spec.loss_mask_field().empty()) {
+    if (spec.loss_mask_format() != proto::DatasetSpec::LOSS_MASK_FORMAT_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": loss_mask_format without loss_mask_field; name the mask's field too"));
+    }
+    return absl::OkStatus();
+  }
+  if (text) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": loss_mask_field reads a mask aligned with token ids, but tokenize reads "
+              "this dataset as text; mask text records with tokenize(loss_on=[...]) "
+              "instead, or drop loss_mask_field"));
+  }
+  (void)record;
+  if (format != "jsonl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": loss_mask_field applies to JSONL datasets of token ids, whose records "
+              "hold a mask; drop it (megatron and flat shards hold tokens only)"));
+  }
+  return absl::OkStatus();
+}
+
 std::string TokenCacheDir(const OpenOptions& options) {
   return options.token_cache != nullptr ? options.token_cache->dir()
          : options.cache_dir.empty()    ? zephon::DefaultCacheDir()
@@ -150,6 +186,7 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
   shard_options.max_line_bytes = options.max_jsonl_line_bytes;
   shard_options.text = text;
   shard_options.convert = options.text_convert;
+  shard_options.loss_mask = LossMaskSourceOf(spec);
   std::vector<std::string> paths;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
@@ -263,7 +300,10 @@ std::string KnownFormats() {
 Dataset::Dataset(std::string name, std::string format,
                  std::vector<std::unique_ptr<ShardReader>> shards)
     : name_(std::move(name)), format_(std::move(format)), shards_(std::move(shards)) {
-  for (const auto& s : shards_) num_samples_ += s->NumSamples();
+  for (const auto& s : shards_) {
+    num_samples_ += s->NumSamples();
+    has_loss_mask_ = has_loss_mask_ || s->HasLossMask();
+  }
   content_.resize(shards_.size());
 }
 
@@ -349,6 +389,13 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
         "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
         "': on_null applies to record formats (", RecordFormatList(),
         "), whose records can be null; drop it"));
+  }
+  RETURN_IF_ERROR(CheckLossMaskSource(spec, format, record != nullptr, text != nullptr));
+  if (text != nullptr && !text->fields.empty() && format != "jsonl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
+        "': tokenize fields (prompt/completion) reads several fields of JSONL records; "
+        "in this format tokenize one column with field=..."));
   }
   std::vector<TextShardStats> text_stats;
   std::vector<std::string> checksums;
