@@ -40,6 +40,9 @@ absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
     std::memcpy(dst.valid_tokens, batch.valid_tokens.data(),
                 batch.valid_tokens.size() * sizeof(int32_t));
   }
+  if (dst.loss_mask != nullptr) {
+    std::memcpy(dst.loss_mask, batch.loss_mask.data(), batch.loss_mask.size());
+  }
   slot->set_lane(batch.lane);
   slot->set_lane_batch_index(batch.lane_batch_index);
   return absl::OkStatus();
@@ -51,7 +54,8 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schem
                        shm::SlotWriter* slot) {
   ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, plan.rows, plan.sample_ids, slot));
   RETURN_IF_ERROR(
-      pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions, dst.valid_tokens));
+      pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions, dst.valid_tokens,
+                                dst.loss_mask));
   slot->set_lane(plan.lane);
   slot->set_lane_batch_index(plan.lane_batch_index);
   return absl::OkStatus();
