@@ -99,8 +99,26 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   MetricFamily pack_split_samples = Family("zephon_pack_split_samples_total", "counter",
                                            "Samples placed in more than one record "
                                            "(first_fit, best_fit, best_fit_wrap).");
+  // SFT loss masks, per lane of an instance (counted as batches are written).
+  MetricFamily mask_tokens = Family("zephon_loss_mask_tokens_total", "counter",
+                                    "Real (non-padding) tokens of the batches written by a "
+                                    "pipeline with loss masks.");
+  MetricFamily mask_masked = Family("zephon_loss_mask_masked_tokens_total", "counter",
+                                    "Those of them the loss mask masked (no loss).");
+  MetricFamily mask_ratio = Family("zephon_loss_mask_masked_ratio", "gauge",
+                                   "Masked / real tokens of the lane so far.");
   for (const proto::InstanceStatus& s : status.instances()) {
     const Labels labels = InstanceLabels(s);
+    for (const proto::LaneLossMaskStatus& m : s.loss_mask()) {
+      Labels lane = labels;
+      lane.emplace_back("lane", std::to_string(m.lane()));
+      mask_tokens.Add(lane, static_cast<double>(m.tokens()));
+      mask_masked.Add(lane, static_cast<double>(m.masked_tokens()));
+      if (m.tokens() > 0) {
+        mask_ratio.Add(lane, static_cast<double>(m.masked_tokens()) /
+                                 static_cast<double>(m.tokens()));
+      }
+    }
     for (const proto::LanePackingStatus& p : s.packing()) {
       Labels lane = labels;
       lane.emplace_back("lane", std::to_string(p.lane()));
@@ -145,6 +163,10 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                    text_invalid, text_skipped, text_null,
                                    pack_tokens,  pack_padding, pack_fill, pack_dropped_tokens,
                                    pack_dropped_samples, pack_split_samples};
+  // Only pipelines with loss masks report them: no empty families otherwise.
+  for (MetricFamily* f : {&mask_tokens, &mask_masked, &mask_ratio}) {
+    if (!f->samples.empty()) out.push_back(std::move(*f));
+  }
 
   out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")
                     .Add({}, status.instances_size()));

@@ -99,8 +99,53 @@ def test_jsonl_loss_mask_values_reach_the_batch_and_the_labels(daemon, tmp_path)
     ds = zephon.Dataset("sft", str(tmp_path / "sft.jsonl"), fmt="jsonl",
                         loss_mask_field="loss_mask")
     pipe = sft_pipeline([ds], daemon.socket)
-    assert check_batches(pipe, want) > 0
+    masked = check_batches(pipe, want)
+    assert masked > 0
+    text = pipe.explain()
+    status = zephon.daemon_status(daemon.socket)["instances"][0]
     pipe.close()
+    assert "loss mask: dataset 'sft': field 'loss_mask' (values), in the token cache" in text
+    line = re.search(r"loss mask lane 0 \(written so far\): tokens=(\d+) masked=(\d+) "
+                     r"\((\S+)%\)", text)
+    assert line, text
+    lane = status["loss_mask"][0]
+    tokens, masked_tokens = int(lane["tokens"]), int(lane["masked_tokens"])
+    assert 0 < masked_tokens < tokens
+    # The status counts real cells only: padding (0 in the mask) is not "masked".
+    packing = status["packing"][0]
+    assert tokens <= int(packing["tokens"])
+
+
+def test_loss_mask_figures_reach_metrics(tmp_path):
+    import urllib.request
+
+    from conftest import Daemon
+
+    want = write_sft(tmp_path / "sft.jsonl")
+    d = Daemon(tmp_path / "d", ["--metrics-address", "127.0.0.1:0"])
+    try:
+        ds = zephon.Dataset("sft", str(tmp_path / "sft.jsonl"), fmt="jsonl",
+                            loss_mask_field="loss_mask")
+        pipe = sft_pipeline([ds], d.socket).options(run_id="sft-run")
+        check_batches(pipe, want, steps=3)
+        address = zephon.daemon_status(d.socket)["metrics_address"]
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        samples = {}
+        for name in ("zephon_loss_mask_tokens_total", "zephon_loss_mask_masked_tokens_total",
+                     "zephon_loss_mask_masked_ratio"):
+            m = re.search(rf'^{name}{{[^}}]*run="sft-run"[^}}]*lane="0"[^}}]*}} (\S+)$', text,
+                          re.M)
+            assert m, f"no {name} for lane 0 in:\n{text}"
+            samples[name] = float(m.group(1))
+        tokens = samples["zephon_loss_mask_tokens_total"]
+        masked = samples["zephon_loss_mask_masked_tokens_total"]
+        assert 0 < masked < tokens
+        assert samples["zephon_loss_mask_masked_ratio"] == pytest.approx(masked / tokens)
+        pipe.close()
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log.read_text()
 
 
 def test_jsonl_loss_mask_spans(daemon, tmp_path):
@@ -125,7 +170,9 @@ def test_unmasked_datasets_of_a_masked_pipeline_are_all_ones(daemon, tmp_path):
                          zephon.Dataset("plain", str(tmp_path / "plain.jsonl"), fmt="jsonl")],
                         daemon.socket)
     check_batches(pipe, want, unmasked=plain)
+    text = pipe.explain()
     pipe.close()
+    assert "loss mask: dataset 'plain': none (every token trained on)" in text, text
 
 
 def test_a_pipeline_without_masks_has_no_loss_mask_tensor(daemon, tmp_path):
@@ -200,6 +247,8 @@ def test_prompt_completion_masks_the_prompt(daemon, tmp_path):
     text = pipe.explain()
     pipe.close()
     assert "fields=[prompt, completion]" in text and "loss_on=[completion]" in text, text
+    assert ("loss mask: dataset 'pc': tokenize loss_on=[completion] of "
+            "fields=[prompt, completion], in the token cache") in text, text
 
 
 def test_loss_on_must_name_fields_that_are_tokenized(tmp_path):
@@ -213,3 +262,42 @@ def test_loss_on_must_name_fields_that_are_tokenized(tmp_path):
     with pytest.raises(errors.InvalidOptionError, match="tokenizer_default"):
         zephon.Pipeline(ws).tokenize(str(tok), field=["a", "b"], loss_on=["b"],
                                      special_tokens="tokenizer_default")
+
+
+# ----- the SFT example and the README's SFT section ------------------------------------
+
+def test_sft_example_masks_prompts(daemon):
+    import subprocess
+    import sys
+
+    env = {"PYTHONPATH": str(ROOT / "client" / "python"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "sft.py"), "--socket",
+                          daemon.socket, "--records", "300", "--batches", "12"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert "SFT EXAMPLE PASSED" in lines
+    summary = json.loads(lines[-1])
+    assert summary["masks_ok"] and summary["batches"] == 12
+    assert 0 < summary["trained_labels"] < summary["labels"]
+    # The rows shown mark the masked prompt tokens in brackets.
+    assert any(line.startswith("  batch 0 row 0: [1]") for line in lines), out.stdout
+    assert any("loss mask lane 0 (written so far)" in line for line in lines), out.stdout
+
+
+def test_readme_sft_example_runs(tmp_path):
+    import subprocess
+
+    from zephond_process import autostart_env
+
+    readme = (ROOT / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S)
+              if "loss_mask_field" in b]
+    assert len(blocks) == 1, "README's SFT example is missing"
+    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
+    out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("0 ") and "trained labels of 256" in lines[0], out.stdout
+    assert "loss mask lane 0 (written so far)" in lines[-1], out.stdout
