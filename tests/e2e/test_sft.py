@@ -301,3 +301,78 @@ def test_readme_sft_example_runs(tmp_path):
     lines = out.stdout.splitlines()
     assert lines[0].startswith("0 ") and "trained labels of 256" in lines[0], out.stdout
     assert "loss mask lane 0 (written so far)" in lines[-1], out.stdout
+
+
+# ----- the C ABI (what C++ consumers read) ----------------------------------------------
+
+C_READER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "client/c_api.h"
+
+/* Attaches with the request JSON in argv[2], reads one batch and prints its
+ * "loss_mask" tensor found by name: dtype, shape, then every byte. */
+int main(int argc, char** argv) {
+  FILE* f = fopen(argv[2], "rb");
+  static char request[1 << 20];
+  size_t n = fread(request, 1, sizeof(request) - 1, f);
+  request[n] = 0;
+  fclose(f);
+  zephon_reader* reader = NULL;
+  char* reply = NULL;
+  char* error = NULL;
+  if (zephon_attach(argv[1], NULL, request, 60, &reader, &reply, &error) != 0) {
+    fprintf(stderr, "attach: %s\n", error);
+    return 1;
+  }
+  zephon_batch batch;
+  memset(&batch, 0, sizeof(batch));
+  batch.struct_size = sizeof(batch);
+  if (zephon_next(reader, 60, &batch, &error) != 0) {
+    fprintf(stderr, "next: %s\n", error);
+    return 1;
+  }
+  for (uint32_t t = 0; t < batch.num_tensors; ++t) {
+    const zephon_tensor* x = &batch.tensors[t];
+    if (strcmp(x->name, "loss_mask") != 0) continue;
+    printf("%d %d %llu %llu\n", x->dtype, x->ndim, (unsigned long long)x->shape[0],
+           (unsigned long long)x->shape[1]);
+    const unsigned char* bytes = (const unsigned char*)x->data;
+    for (uint64_t i = 0; i < x->nbytes; ++i) printf("%d", bytes[i]);
+    printf("\n");
+  }
+  zephon_release(reader, batch.seq, &error);
+  zephon_detach(reader);
+  return 0;
+}
+"""
+
+
+def test_c_abi_reads_the_loss_mask_tensor_by_name(daemon, tmp_path):
+    import subprocess
+
+    lib = Path(zephon._native.LIB._name)
+    write_sft(tmp_path / "sft.jsonl")
+    ds = zephon.Dataset("sft", str(tmp_path / "sft.jsonl"), fmt="jsonl",
+                        loss_mask_field="loss_mask")
+    pipe = sft_pipeline([ds], daemon.socket)
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps(pipe._request()))
+    batch = next(iter(pipe))
+    expected = np.array(batch["loss_mask"])
+    batch.close()
+    pipe.close()
+    src = tmp_path / "reader.c"
+    src.write_text(C_READER)
+    exe = tmp_path / "reader"
+    subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", f"-I{ROOT}", str(src), "-o",
+                    str(exe), str(lib), f"-Wl,-rpath,{lib.parent}"], check=True,
+                   capture_output=True, text=True)
+    out = subprocess.run([str(exe), daemon.socket, str(request)], capture_output=True,
+                         text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    header, cells = out.stdout.split("\n")[:2]
+    assert header == f"1 2 {B} {L}"  # shm::DType kUInt8 = 1, [rows, cols]
+    assert cells == "".join(str(v) for v in expected.reshape(-1)), "same first batch"
+    assert "0" in cells and "1" in cells
