@@ -163,51 +163,63 @@ std::vector<int32_t> Encode(std::string_view text, SpecialTokens mode) {
   return *ids;
 }
 
+// prompt (masked) + completion (trained), special tokens per `mode`.
+TextTokenization PromptCompletion(SpecialTokens mode) {
+  TextTokenization text;
+  text.tokenizer = Tiny();
+  text.special_tokens = mode;
+  text.fields = {"prompt", "completion"};
+  text.field = "prompt";
+  text.loss_on = {false, true};
+  return text;
+}
+
+absl::StatusOr<std::unique_ptr<JsonlShard>> OpenText(const std::string& path,
+                                                     const std::string& cache,
+                                                     const TextTokenization& text) {
+  JsonlShardOptions options;
+  options.cache_dir = cache;
+  options.text = &text;
+  return JsonlShard::Open(path, options);
+}
+
+// BOS + the prompt's ids, then the completion's + EOS; *prompt = the masked count.
+std::vector<int32_t> Concatenated(std::string_view prompt, std::string_view completion,
+                                  size_t* prompt_tokens) {
+  std::vector<int32_t> all = Encode(prompt, SpecialTokens::kBos);
+  *prompt_tokens = all.size();
+  const std::vector<int32_t> tail = Encode(completion, SpecialTokens::kEos);
+  all.insert(all.end(), tail.begin(), tail.end());
+  return all;
+}
+
 TEST_F(MaskedJsonlTest, PromptCompletionConcatenatesFieldsAndMasksThePrompt) {
   const std::string path =
       Write("pc.jsonl", "{\"prompt\":\"hello world\",\"completion\":\"hi there\"}\n"
                         "{\"completion\":\"a\",\"prompt\":\"b c\"}\n");
-  TextTokenization text;
-  text.tokenizer = Tiny();
-  text.special_tokens = SpecialTokens::kBosEos;
-  text.fields = {"prompt", "completion"};
-  text.field = "prompt";
-  text.loss_on = {false, true};
-  {
-    JsonlShardOptions options;
-    options.cache_dir = cache_;
-    options.text = &text;
-    auto shard = JsonlShard::Open(path, options);
-    ASSERT_TRUE(shard.ok()) << shard.status();
-    ASSERT_EQ((*shard)->NumSamples(), 2u);
-    const std::vector<std::pair<std::string, std::string>> records = {
-        {"hello world", "hi there"}, {"b c", "a"}};
-    for (uint64_t i = 0; i < 2; ++i) {
-      std::vector<int32_t> want = Encode(records[i].first, SpecialTokens::kBos);
-      const size_t prompt = want.size();
-      const std::vector<int32_t> completion = Encode(records[i].second, SpecialTokens::kEos);
-      want.insert(want.end(), completion.begin(), completion.end());
-      std::vector<int32_t> got;
-      ASSERT_TRUE((*shard)->AppendTokens(i, 0, (*shard)->SampleLength(i), &got).ok());
-      EXPECT_EQ(got, want) << "record " << i;
-      Mask mask = MaskOf(**shard, i, 0, got.size());
-      Mask expect(got.size(), 1);
-      std::fill(expect.begin(), expect.begin() + prompt, 0);
-      EXPECT_EQ(mask, expect) << "record " << i;
-    }
+  TextTokenization text = PromptCompletion(SpecialTokens::kBosEos);
+  auto shard = OpenText(path, cache_, text);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_EQ((*shard)->NumSamples(), 2u);
+  const std::vector<std::pair<std::string, std::string>> records = {
+      {"hello world", "hi there"}, {"b c", "a"}};
+  for (uint64_t i = 0; i < 2; ++i) {
+    size_t prompt = 0;
+    const std::vector<int32_t> want = Concatenated(records[i].first, records[i].second, &prompt);
+    std::vector<int32_t> got;
+    ASSERT_TRUE((*shard)->AppendTokens(i, 0, (*shard)->SampleLength(i), &got).ok());
+    EXPECT_EQ(got, want) << "record " << i;
+    Mask expect(got.size(), 1);
+    std::fill(expect.begin(), expect.begin() + prompt, 0);
+    EXPECT_EQ(MaskOf(**shard, i, 0, got.size()), expect) << "record " << i;
   }
-  // Truncation cuts the mask with the tokens; split children carry their piece.
+  size_t prompt = 0;
+  const std::vector<int32_t> all = Concatenated("hello world", "hi there", &prompt);
+  // split_long_samples: each child carries its piece of the mask.
   text.max_length = 3;
   text.long_samples = TextTokenization::LongSamples::kSplit;
-  JsonlShardOptions options;
-  options.cache_dir = cache_;
-  options.text = &text;
-  auto split = JsonlShard::Open(path, options);
+  auto split = OpenText(path, cache_, text);
   ASSERT_TRUE(split.ok()) << split.status();
-  std::vector<int32_t> all = Encode("hello world", SpecialTokens::kBos);
-  const size_t prompt = all.size();
-  const std::vector<int32_t> completion = Encode("hi there", SpecialTokens::kEos);
-  all.insert(all.end(), completion.begin(), completion.end());
   uint64_t at = 0;
   for (uint64_t i = 0; at < all.size(); ++i) {
     const uint64_t n = (*split)->SampleLength(i);
@@ -216,25 +228,26 @@ TEST_F(MaskedJsonlTest, PromptCompletionConcatenatesFieldsAndMasksThePrompt) {
     at += n;
   }
   EXPECT_EQ(at, all.size());
+  // truncation: the mask is cut with the tokens.
+  text.max_length = prompt + 1;
+  text.long_samples = TextTokenization::LongSamples::kTruncate;
+  auto cut = OpenText(path, cache_, text);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  ASSERT_EQ((*cut)->SampleLength(0), prompt + 1);
+  Mask expect(prompt + 1, 0);
+  expect.back() = 1;
+  EXPECT_EQ(MaskOf(**cut, 0, 0, prompt + 1), expect);
 }
 
 TEST_F(MaskedJsonlTest, PromptCompletionMissingFieldNamesIt) {
   const std::string path = Write("m.jsonl", "{\"prompt\":\"x\"}\n");
-  TextTokenization text;
-  text.tokenizer = Tiny();
-  text.special_tokens = SpecialTokens::kNone;
-  text.fields = {"prompt", "completion"};
-  text.field = "prompt";
-  text.loss_on = {false, true};
-  JsonlShardOptions options;
-  options.cache_dir = cache_;
-  options.text = &text;
-  auto shard = JsonlShard::Open(path, options);
+  TextTokenization text = PromptCompletion(SpecialTokens::kNone);
+  auto shard = OpenText(path, cache_, text);
   ASSERT_FALSE(shard.ok());
   EXPECT_NE(shard.status().message().find("\"completion\" is missing"), std::string::npos)
       << shard.status();
   text.skip_missing = true;
-  auto skipped = JsonlShard::Open(path, options);
+  auto skipped = OpenText(path, cache_, text);
   ASSERT_TRUE(skipped.ok()) << skipped.status();
   EXPECT_EQ((*skipped)->NumSamples(), 0u);
   EXPECT_EQ((*skipped)->text_stats()->skipped_missing, 1u);
