@@ -208,7 +208,7 @@ def test_loss_mask_options_are_checked_before_attach(tmp_path):
                        loss_mask_format="bits")
     with pytest.raises(errors.InvalidOptionError, match="needs loss_mask_field"):
         zephon.Dataset("d", str(tmp_path), fmt="jsonl", loss_mask_format="spans")
-    with pytest.raises(errors.InvalidOptionError, match="applies to JSONL"):
+    with pytest.raises(errors.InvalidOptionError, match="applies to JSONL, Parquet and MDS"):
         zephon.Dataset("d", str(tmp_path), fmt="megatron", loss_mask_field="m")
     spec = zephon.Dataset("d", str(tmp_path), fmt="jsonl").to_spec()
     assert "loss_mask_field" not in spec and "loss_mask_format" not in spec

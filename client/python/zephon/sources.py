@@ -42,9 +42,9 @@ def _check_loss_mask(name: str, fmt: str | None, field, fmt_name):
         if field is None:
             raise _invalid(f"Dataset {name!r}: loss_mask_format={fmt_name!r} needs "
                            "loss_mask_field (the field holding the mask)")
-    if field is not None and fmt not in (None, "jsonl"):
-        raise _invalid(f"Dataset {name!r}: loss_mask_field applies to JSONL datasets of "
-                       f"token ids, not fmt={fmt!r}; drop it")
+    if field is not None and fmt not in (None, "jsonl") + _RECORD_FORMATS:
+        raise _invalid(f"Dataset {name!r}: loss_mask_field applies to JSONL, Parquet and MDS "
+                       f"datasets of token ids, not fmt={fmt!r}; drop it")
     return field, fmt_name
 
 
@@ -69,10 +69,12 @@ class Dataset:
     node-wide shard cache). ``max_repeats`` bounds the passes over this dataset after the first
     one under ``exhausted_policy="repeat"``.
 
-    SFT loss masks (JSONL datasets of token ids): ``loss_mask_field`` names each record's
-    mask, either a list of 0/1 aligned with the token list (``loss_mask_format="values"``,
-    the default; its length must equal the tokens') or, with ``loss_mask_format="spans"``,
-    a list of ``[start, end)`` pairs of token indices that are trained on. Batches of a
+    SFT loss masks (JSONL, Parquet and MDS datasets of token ids): ``loss_mask_field``
+    names each record's mask field or column, either a list of 0/1 aligned with the token
+    list (``loss_mask_format="values"``, the default; its length must equal the tokens')
+    or, with ``loss_mask_format="spans"``, the ``[start, end)`` token ranges that are
+    trained on (JSONL: ``[[0, 3], [7, 9]]``; a Parquet/MDS integer list holds them flat,
+    ``[0, 3, 7, 9]``). Batches of a
     pipeline with a mask carry ``loss_mask`` (uint8 [B, L]) and
     :meth:`Batch.to_training` applies it to the labels. Text datasets are masked by
     field instead: ``Pipeline.tokenize(field=[...], loss_on=[...])``.

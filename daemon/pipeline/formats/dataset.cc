@@ -85,7 +85,11 @@ LossMaskSource LossMaskSourceOf(const proto::DatasetSpec& spec) {
   return source;
 }
 
-// loss_mask_field and loss_mask_format apply to token-id JSONL datasets.
+// loss_mask_field and loss_mask_format apply to token-id JSONL and record-format datasets
+// (a record format reads the mask column as a list of integers: 0/1 values, or spans as
+// flat [start, end) pairs).
+std::string RecordFormatList();  // below
+
 absl::Status CheckLossMaskSource(const proto::DatasetSpec& spec, const std::string& format,
                                  bool record, bool text) {
   const std::string what =
@@ -103,11 +107,11 @@ absl::Status CheckLossMaskSource(const proto::DatasetSpec& spec, const std::stri
               "this dataset as text; mask text records with tokenize(loss_on=[...]) "
               "instead, or drop loss_mask_field"));
   }
-  (void)record;
-  if (format != "jsonl") {
+  if (format != "jsonl" && !record) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": loss_mask_field applies to JSONL datasets of token ids, whose records "
-              "hold a mask; drop it (megatron and flat shards hold tokens only)"));
+        what, ": loss_mask_field applies to JSONL and record-format (", RecordFormatList(),
+        ") datasets of token ids, whose records hold a mask; drop it (megatron and flat "
+        "shards hold tokens only)"));
   }
   return absl::OkStatus();
 }
@@ -242,6 +246,7 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
   shard_options.cache_dir = TokenCacheDir(options);
   shard_options.token_cache = options.token_cache.get();
   shard_options.convert = options.text_convert;
+  shard_options.loss_mask = LossMaskSourceOf(spec);
   RecordField field;
   field.kind = text != nullptr ? RecordField::Kind::kText : RecordField::Kind::kTokens;
   field.name = text != nullptr ? text->field : shard_options.field;
@@ -260,16 +265,23 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
       const RecordShardRef& ref = refs[i];
       Prepared& p = prepared[i];
       DatasetFiles::Identity id;
-      std::unique_ptr<ShardFile> file;
+      std::unique_ptr<ShardFile> file, mask_file;
       {
         absl::MutexLock lock(&files_mu);
         ASSIGN_OR_RETURN(id, files.SourceIdentity(ref.path));
         ASSIGN_OR_RETURN(file, files.Open(ref.path));
+        // The mask column is read by a second reader of the same file, in lockstep.
+        if (shard_options.loss_mask.enabled()) {
+          ASSIGN_OR_RETURN(mask_file, files.Open(ref.path));
+        }
       }
       ASSIGN_OR_RETURN(p.checksum, format.checksum(*file, ref));
       const auto open = [&]() { return format.open(std::move(file), ref, field); };
+      const RecordField mask_field{RecordField::Kind::kTokens, shard_options.loss_mask.field};
+      const auto open_mask = [&]() { return format.open(std::move(mask_file), ref, mask_field); };
       ASSIGN_OR_RETURN(p.shard, RecordShard::Open(ref.path, id.size, id.bytes, p.checksum,
-                                                  shard_options, open, id.unchanged));
+                                                  shard_options, open, id.unchanged,
+                                                  open_mask));
       return absl::OkStatus();
     });
   }
