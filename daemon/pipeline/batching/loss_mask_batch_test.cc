@@ -163,5 +163,21 @@ TEST_F(LossMaskBatchTest, PipelinesWithoutMasksHaveNoMaskTensor) {
   EXPECT_TRUE(batch->loss_mask.empty());
 }
 
+TEST_F(LossMaskBatchTest, TheSpecHashCoversTheMaskFieldsOnlyWhenSet) {
+  proto::PipelineSpec unmasked = spec_;
+  unmasked.mutable_work_source()->mutable_datasets(0)->clear_loss_mask_field();
+  proto::PipelineSpec spans = spec_;
+  spans.mutable_work_source()->mutable_datasets(0)->set_loss_mask_format(
+      proto::DatasetSpec::SPANS);
+  const std::string masked_hash = SpecHash(ResolveSpec(spec_, 1).value(), datasets_);
+  const std::string unmasked_hash = SpecHash(ResolveSpec(unmasked, 1).value(), datasets_);
+  EXPECT_NE(masked_hash, unmasked_hash);
+  EXPECT_NE(SpecHash(ResolveSpec(spans, 1).value(), datasets_), masked_hash);
+  // Unset fields are not serialized: the unmasked spec hashes as one that never had them.
+  proto::PipelineSpec reset = spec_;
+  reset.mutable_work_source()->mutable_datasets(0)->set_loss_mask_field("");
+  EXPECT_EQ(SpecHash(ResolveSpec(reset, 1).value(), datasets_), unmasked_hash);
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

@@ -20,7 +20,8 @@
 //   <key>.msk  one byte (0 or 1) per token of .tok, committed before .off.
 // A line whose mask is missing, malformed or of another length than its tokens is
 // DATA_LOSS naming the file, the line and both lengths (loss_mask.h).
-// Text mode keys its caches in another domain: HashBytes("zephon-text-cache-v1\0"
+// Text mode with TextTokenization::loss_on adds <key>.msk (its key covers fields and
+// loss_on through TextOptionBytes). Text mode keys its caches in another domain: HashBytes("zephon-text-cache-v1\0"
 // source identity (as above: path "\0" size mtime, or "remote\0" URL "\0" size
 // version "\0") TextOptionBytes(*text)) (field, tokenizer fingerprint, special_tokens,
 // max_length, long_samples, skip_missing), and adds

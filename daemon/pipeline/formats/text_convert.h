@@ -8,6 +8,10 @@
 // either way the record is counted once in invalid_utf8_records. The field is read
 // with StringFieldScanner; a missing or non-string field is DATA_LOSS naming the file,
 // the 1-based line and the field (or, with skip_missing, a skipped, counted record).
+// Prompt/completion (TextTokenization::fields): each field is read so, the record's
+// fields are encoded one after another (BOS with the first, EOS with the last) and,
+// with loss_on, each token's mask byte is written beside it (<key>.msk); truncation and
+// splitting cut the mask with the ids.
 //
 // Parallel and ordered: the converting thread reads, parses and cuts the records into
 // blocks of about kTextBlockBytes of text; blocks are tokenized by tasks handed to
