@@ -23,6 +23,7 @@ constexpr char kTokens[] = "tokens";
 constexpr char kPositions[] = "positions";
 constexpr char kValidTokens[] = "valid_tokens";
 constexpr char kSampleIds[] = "sample_ids";
+constexpr char kLossMask[] = "loss_mask";
 
 }  // namespace
 
@@ -32,6 +33,7 @@ BatchSchema BatchSchema::Of(const pipeline::LaneOptions& lanes) {
   schema.cols = lanes.max_length;
   schema.emit_positions = lanes.emit_positions;
   schema.valid_tokens = lanes.pack.pads();
+  schema.loss_mask = lanes.loss_mask;
   return schema;
 }
 
@@ -40,6 +42,7 @@ std::vector<TensorSchema> BatchSchema::Tensors() const {
   tensors.push_back({kTokens, shm::DType::kInt32, {rows, cols}});
   if (emit_positions) tensors.push_back({kPositions, shm::DType::kInt32, {rows, cols}});
   if (valid_tokens) tensors.push_back({kValidTokens, shm::DType::kInt32, {rows}});
+  if (loss_mask) tensors.push_back({kLossMask, shm::DType::kUInt8, {rows, cols}});
   tensors.push_back({kSampleIds, shm::DType::kInt64, {SaturatingMul(rows, cols), 3}});
   return tensors;
 }
@@ -73,6 +76,10 @@ absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t r
   if (schema.valid_tokens) {
     ASSIGN_OR_RETURN(void* valid, slot->AddTensor(kValidTokens, shm::DType::kInt32, {rows}));
     cells.valid_tokens = static_cast<int32_t*>(valid);
+  }
+  if (schema.loss_mask) {
+    ASSIGN_OR_RETURN(void* mask, slot->AddTensor(kLossMask, shm::DType::kUInt8, shape));
+    cells.loss_mask = static_cast<uint8_t*>(mask);
   }
   ASSIGN_OR_RETURN(void* ids_raw,
                    slot->AddTensor(kSampleIds, shm::DType::kInt64,

@@ -8,6 +8,8 @@
 //   positions   int32 [rows, cols]   only when emit_positions
 //   valid_tokens int32 [rows]        only when the pack_flat algorithm pads: each row's
 //                                    cells that are not padding (they come first)
+//   loss_mask   uint8 [rows, cols]   only when a dataset carries a loss mask (SFT): 1 =
+//                                    trained on, 0 = masked (and every padding cell)
 //   sample_ids  int64 [n, 3]         (dataset, shard, index) of each contributing sample
 // with rows <= microbatch_size (a short last batch has fewer), cols = max_length and
 // n <= rows * cols (a batch lists each contributing sample once, and each contributed
@@ -40,6 +42,7 @@ struct BatchSchema {
   uint64_t cols = 0;  // pack_flat max_length
   bool emit_positions = true;
   bool valid_tokens = false;  // pack_flat pads (every algorithm but wrap)
+  bool loss_mask = false;     // a dataset carries a loss mask (LaneOptions::loss_mask)
 
   // The schema of the batches a lane with `lanes` options produces.
   static BatchSchema Of(const pipeline::LaneOptions& lanes);
@@ -57,6 +60,7 @@ struct BatchCells {
   int32_t* tokens = nullptr;
   int32_t* positions = nullptr;  // null unless the schema emits positions
   int32_t* valid_tokens = nullptr;  // [rows]; null unless the schema has valid_tokens
+  uint8_t* loss_mask = nullptr;     // [rows, cols]; null unless the schema has loss_mask
 };
 
 // Adds a batch's tensors to `slot` in schema order, at shape [rows, schema.cols], and

@@ -28,9 +28,10 @@ constexpr absl::Duration kRateWindow = absl::Seconds(10);
 // How long one Loan waits before re-checking for shutdown.
 constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
 
-// Copies an already materialized batch (parallel path) into `slot`.
+// Copies an already materialized batch (parallel path) into `slot`; adds its loss mask
+// to `masks` when it has one.
 absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
-                        shm::SlotWriter* slot) {
+                        shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
   ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, batch.rows, batch.sample_ids, slot));
   std::memcpy(dst.tokens, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
   if (dst.positions != nullptr) {
@@ -40,18 +41,29 @@ absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
     std::memcpy(dst.valid_tokens, batch.valid_tokens.data(),
                 batch.valid_tokens.size() * sizeof(int32_t));
   }
+  if (dst.loss_mask != nullptr) {
+    std::memcpy(dst.loss_mask, batch.loss_mask.data(), batch.loss_mask.size());
+    masks->Add(batch.lane, batch.loss_mask.data(), batch.loss_mask.size(),
+               pipeline::PaddingCells(batch));
+  }
   slot->set_lane(batch.lane);
   slot->set_lane_batch_index(batch.lane_batch_index);
   return absl::OkStatus();
 }
 
-// Materializes a plan straight into `slot` (inline path: no intermediate copy).
+// Materializes a plan straight into `slot` (inline path: no intermediate copy); adds its
+// loss mask to `masks` when it has one.
 absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schema,
                        const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
-                       shm::SlotWriter* slot) {
+                       shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
   ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, plan.rows, plan.sample_ids, slot));
   RETURN_IF_ERROR(
-      pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions, dst.valid_tokens));
+      pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions, dst.valid_tokens,
+                                dst.loss_mask));
+  if (dst.loss_mask != nullptr) {
+    masks->Add(plan.lane, dst.loss_mask, uint64_t{plan.rows} * plan.cols,
+               pipeline::PaddingCells(plan));
+  }
   slot->set_lane(plan.lane);
   slot->set_lane_batch_index(plan.lane_batch_index);
   return absl::OkStatus();
@@ -124,6 +136,47 @@ void AppendPackingLines(const std::vector<pipeline::PackFigures>& lanes, std::st
   AppendPackingLine(absl::StrCat(lanes.size(), " lanes"), pipeline::SumPackFigures(lanes),
                     stages);
   AppendPackingLine(absl::StrCat("least filled lane ", least->lane), *least, stages);
+}
+
+// Explain's loss-mask lines (SFT pipelines): each dataset's mask source, then each
+// lane's "loss mask lane <l> (written so far): tokens=T masked=M (x%)" (up to
+// kPackingLinesPerLane lanes, then their sum).
+void AppendLossMaskLines(const proto::PipelineSpec& spec,
+                         const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
+                         const std::vector<pipeline::LossMaskFigures>& lanes,
+                         std::string* stages) {
+  const proto::TokenizeSpec* tokenize = pipeline::FindTokenize(spec);
+  for (int i = 0; i < spec.work_source().datasets_size(); ++i) {
+    const proto::DatasetSpec& d = spec.work_source().datasets(i);
+    std::string source;
+    if (!d.loss_mask_field().empty()) {
+      source = absl::StrCat("field '", d.loss_mask_field(), "' (",
+                            d.loss_mask_format() == proto::DatasetSpec::SPANS ? "spans" : "values",
+                            ")");
+    } else if (tokenize != nullptr && tokenize->loss_on_size() > 0) {
+      source = absl::StrCat("tokenize loss_on=[", absl::StrJoin(tokenize->loss_on(), ", "),
+                            "] of fields=[", absl::StrJoin(tokenize->fields(), ", "), "]");
+    } else {
+      source = "none (every token trained on)";
+    }
+    const bool cached = i < static_cast<int>(datasets.size()) && datasets[i]->HasLossMask();
+    absl::StrAppend(stages, "    loss mask: dataset '", d.name(), "': ", source,
+                    cached ? ", in the token cache (.msk)" : "", "\n");
+  }
+  if (lanes.size() <= kPackingLinesPerLane) {
+    for (const pipeline::LossMaskFigures& f : lanes) {
+      absl::StrAppend(stages, "    loss mask lane ", f.lane, " (written so far): ", f.Describe(),
+                      "\n");
+    }
+    return;
+  }
+  pipeline::LossMaskFigures total;
+  for (const pipeline::LossMaskFigures& f : lanes) {
+    total.tokens += f.tokens;
+    total.masked += f.masked;
+  }
+  absl::StrAppend(stages, "    loss mask ", lanes.size(), " lanes (written so far): ",
+                  total.Describe(), "\n");
 }
 
 // Explain's line for a dataset converted into the token cache: "    <kind> dataset
@@ -271,8 +324,8 @@ void PipelineInstance::ProduceLoop() {
       return;
     }
     absl::Status written =
-        plan ? WritePlan(*plan, config_.schema, batches_->datasets(), &*slot)
-             : WriteBatch(*batch, config_.schema, &*slot);
+        plan ? WritePlan(*plan, config_.schema, batches_->datasets(), &*slot, &loss_masks_)
+             : WriteBatch(*batch, config_.schema, &*slot, &loss_masks_);
     if (!written.ok()) {
       RingLog()->error("{}: batch write failed: {}", Where(), written.ToString());
       counters_->CountError(metrics::ErrorKind::kRing);
@@ -471,6 +524,12 @@ proto::InstanceStatus PipelineInstance::Status() const {
     p->set_dropped_samples(f.dropped_samples);
     p->set_split_samples(f.split_samples);
   }
+  for (const pipeline::LossMaskFigures& f : loss_masks_.Snapshot()) {
+    proto::LaneLossMaskStatus* m = s.add_loss_mask();
+    m->set_lane(f.lane);
+    m->set_tokens(f.tokens);
+    m->set_masked_tokens(f.masked);
+  }
   const uint64_t produced = produced_.load();
   const uint64_t published = writer_->published();
   const uint64_t released = Released();
@@ -546,6 +605,9 @@ std::string PipelineInstance::Explain() const {
   AppendMixtureLines(&stages);
   AppendPackingLines(batches_->Packing(), &stages);
   pipeline::AppendMixtureLines(batches_->Mixture(), DatasetNames(config_.spec), &stages);
+  if (config_.schema.loss_mask) {
+    AppendLossMaskLines(config_.spec, config_.datasets, loss_masks_.Snapshot(), &stages);
+  }
   const uint32_t parallelism = batches_->parallelism();
   return absl::StrCat(
       "instance ", config_.instance_id, "\n",

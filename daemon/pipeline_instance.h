@@ -42,6 +42,7 @@
 #include "daemon/identity.h"
 #include "daemon/metrics/counters.h"
 #include "daemon/progress_log.h"
+#include "daemon/pipeline/batching/loss_mask_figures.h"
 #include "daemon/pipeline/batching/group_stream.h"
 #include "proto/zephon.pb.h"
 #include "shm/ring_writer.h"
@@ -166,6 +167,9 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   std::vector<uint32_t> ranks_ ABSL_GUARDED_BY(mu_);     // global rank per attached_
   // (tick time, Released()) over the last ~10 s, for released_per_s in Status.
   std::deque<std::pair<absl::Time, uint64_t>> released_samples_ ABSL_GUARDED_BY(mu_);
+
+  // SFT: the masked share of each lane's written tokens (loss_mask pipelines only).
+  pipeline::LossMaskTally loss_masks_;  // thread-safe itself
 
   // Written by the producer thread, read by status.
   std::atomic<uint64_t> produced_{0};

@@ -99,6 +99,14 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   MetricFamily pack_split_samples = Family("zephon_pack_split_samples_total", "counter",
                                            "Samples placed in more than one record "
                                            "(first_fit, best_fit, best_fit_wrap).");
+  // SFT loss masks, per lane of an instance (counted as batches are written).
+  MetricFamily mask_tokens = Family("zephon_loss_mask_tokens_total", "counter",
+                                    "Real (non-padding) tokens of the batches written by a "
+                                    "pipeline with loss masks.");
+  MetricFamily mask_masked = Family("zephon_loss_mask_masked_tokens_total", "counter",
+                                    "Those of them the loss mask masked (no loss).");
+  MetricFamily mask_ratio = Family("zephon_loss_mask_masked_ratio", "gauge",
+                                   "Masked / real tokens of the lane so far.");
   // ensure_mixture, per lane and dataset of an instance (samples entering pack_flat).
   MetricFamily mix_samples = Family("zephon_mixture_samples_total", "counter",
                                     "Samples ensure_mixture emitted into pack_flat.");
@@ -123,6 +131,16 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
         mix_dropped.Add(lane, static_cast<double>(d.dropped_samples()));
         mix_target.Add(lane, d.target_share());
         mix_achieved.Add(lane, d.achieved_share());
+      }
+    }
+    for (const proto::LaneLossMaskStatus& m : s.loss_mask()) {
+      Labels lane = labels;
+      lane.emplace_back("lane", std::to_string(m.lane()));
+      mask_tokens.Add(lane, static_cast<double>(m.tokens()));
+      mask_masked.Add(lane, static_cast<double>(m.masked_tokens()));
+      if (m.tokens() > 0) {
+        mask_ratio.Add(lane, static_cast<double>(m.masked_tokens()) /
+                                 static_cast<double>(m.tokens()));
       }
     }
     for (const proto::LanePackingStatus& p : s.packing()) {
@@ -171,6 +189,10 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                    pack_dropped_samples, pack_split_samples};
   for (MetricFamily* mix : {&mix_samples, &mix_tokens, &mix_dropped, &mix_target, &mix_achieved}) {
     out.push_back(std::move(*mix));
+  }
+  // Only pipelines with loss masks report them: no empty families otherwise.
+  for (MetricFamily* f : {&mask_tokens, &mask_masked, &mask_ratio}) {
+    if (!f->samples.empty()) out.push_back(std::move(*f));
   }
 
   out.push_back(Family("zephon_instances", "gauge", "Pipeline instances running now.")

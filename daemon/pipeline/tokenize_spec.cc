@@ -1,8 +1,11 @@
 #include "daemon/pipeline/tokenize_spec.h"
 
+#include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/spec_string_form.h"
 
@@ -30,6 +33,50 @@ tokenizer::SpecialTokens ModeOf(proto::TokenizeSpec::SpecialTokens value) {
   }
 }
 
+// `fields` (prompt/completion) and `loss_on`: a single field in `fields` without
+// loss_on is moved into `field` (one spelling, one spec hash).
+absl::Status ResolveFields(int index, proto::TokenizeSpec* t) {
+  if (t->fields_size() == 0) {
+    if (t->loss_on_size() > 0) {
+      return Invalid(index, "loss_on needs fields (the fields tokenized and concatenated, "
+                            "e.g. fields=[\"prompt\", \"completion\"], loss_on=[\"completion\"])");
+    }
+    return absl::OkStatus();
+  }
+  if (!t->field().empty()) {
+    return Invalid(index, absl::StrCat("both field ('", t->field(), "') and fields are set; "
+                                       "pass the fields in one of them"));
+  }
+  std::set<std::string> names;
+  for (const std::string& f : t->fields()) {
+    if (f.empty()) return Invalid(index, "fields holds an empty name");
+    if (!names.insert(f).second) {
+      return Invalid(index, absl::StrCat("fields names '", f, "' twice"));
+    }
+  }
+  std::set<std::string> trained;
+  for (const std::string& f : t->loss_on()) {
+    if (names.count(f) == 0) {
+      return Invalid(index, absl::StrCat("loss_on names '", f, "', which is not one of fields [",
+                                         absl::StrJoin(t->fields(), ", "), "]"));
+    }
+    if (!trained.insert(f).second) {
+      return Invalid(index, absl::StrCat("loss_on names '", f, "' twice"));
+    }
+  }
+  if (t->fields_size() > 1 && t->special_tokens() == proto::TokenizeSpec::TOKENIZER_DEFAULT) {
+    return Invalid(index, "special_tokens 'tokenizer_default' cannot be split across several "
+                          "fields (its post_processor wraps one text); use bos_eos, bos, eos "
+                          "or none");
+  }
+  if (t->fields_size() == 1 && t->loss_on_size() == 0) {
+    const std::string only = t->fields(0);
+    t->clear_fields();
+    t->set_field(only);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ResolveTokenize(int index, proto::TokenizeSpec* t) {
@@ -49,7 +96,8 @@ absl::Status ResolveTokenize(int index, proto::TokenizeSpec* t) {
     return Invalid(index, "tokenizer_config_json goes with tokenizer_json only (a model "
                           "directory's tokenizer_config.json is read from tokenizer_path)");
   }
-  if (t->field().empty()) t->set_field(kDefaultTextField);
+  RETURN_IF_ERROR(ResolveFields(index, t));
+  if (t->field().empty() && t->fields_size() == 0) t->set_field(kDefaultTextField);
   if (t->special_tokens() == proto::TokenizeSpec::SPECIAL_TOKENS_UNSPECIFIED) {
     t->set_special_tokens(proto::TokenizeSpec::BOS_EOS);
   }
@@ -121,6 +169,14 @@ absl::StatusOr<TextTokenization> MakeTextTokenization(
                      : resolved.split_long_samples() ? TextTokenization::LongSamples::kSplit
                                                      : TextTokenization::LongSamples::kKeep;
   out.skip_missing = resolved.on_missing() == proto::TokenizeSpec::SKIP;
+  if (resolved.fields_size() > 0) {
+    out.fields.assign(resolved.fields().begin(), resolved.fields().end());
+    out.field = out.fields.front();  // what errors of one-column readers name
+    if (resolved.loss_on_size() > 0) {
+      const std::set<std::string> trained(resolved.loss_on().begin(), resolved.loss_on().end());
+      for (const std::string& f : out.fields) out.loss_on.push_back(trained.count(f) > 0);
+    }
+  }
   return out;
 }
 
@@ -138,7 +194,13 @@ std::string DescribeTokenize(const proto::TokenizeSpec& t) {
                       : absl::StrCat("'", t.tokenizer_path(), "'");
   if (!t.tokenizer_json().empty()) absl::StrAppend(&s, " (", t.tokenizer_json().size(), " bytes)");
   absl::StrAppend(&s, " fingerprint=", t.fingerprint().empty() ? "?" : t.fingerprint(),
-                  " field='", t.field(), "' special_tokens=", OptionName(t.special_tokens()));
+                  t.fields_size() == 0
+                      ? absl::StrCat(" field='", t.field(), "'")
+                      : absl::StrCat(" fields=[", absl::StrJoin(t.fields(), ", "), "]"),
+                  " special_tokens=", OptionName(t.special_tokens()));
+  if (t.loss_on_size() > 0) {
+    absl::StrAppend(&s, " loss_on=[", absl::StrJoin(t.loss_on(), ", "), "]");
+  }
   if (t.has_bos_token_id()) absl::StrAppend(&s, " bos_token_id=", t.bos_token_id());
   if (t.has_eos_token_id()) absl::StrAppend(&s, " eos_token_id=", t.eos_token_id());
   if (t.has_max_length()) absl::StrAppend(&s, " max_length=", t.max_length());

@@ -7,7 +7,10 @@
 // no source or both sources (tokenizer_path, tokenizer_json), tokenizer_config_json
 // without tokenizer_json, an unknown enum value, a negative bos/eos id, max_length 0,
 // truncation together with split_long_samples, either of them without max_length, and
-// max_length without either (it would change nothing).
+// max_length without either (it would change nothing); fields with `field`, an empty or
+// repeated name in fields, loss_on without fields or naming a field not in fields (or
+// twice), special_tokens TOKENIZER_DEFAULT with 2+ fields. One name in fields without
+// loss_on is moved into field. With fields, field stays unset.
 // Loading the tokenizer is the daemon's (daemon/tokenizers.h); the fingerprint it sets
 // is what the spec hash covers, never the source (HashedForm).
 // The enums' names ("bos_eos", "skip") are OptionName's (spec_string_form.h).

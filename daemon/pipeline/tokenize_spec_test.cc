@@ -213,3 +213,66 @@ TEST(DescribeTokenizeTest, NamesSourceAndOptionsNeverTheInlineBytes) {
 
 }  // namespace
 }  // namespace zephon::pipeline
+
+namespace zephon::pipeline {
+namespace {
+
+TEST(ResolveTokenizeTest, FieldsAndLossOnAreCheckedAndResolved) {
+  proto::PipelineSpec spec = TextSpec();
+  Tok(spec)->add_fields("prompt");
+  Tok(spec)->add_fields("completion");
+  Tok(spec)->add_loss_on("completion");
+  auto r = ResolvePipeline(spec, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const proto::TokenizeSpec& t = r->spec.operators(0).tokenize();
+  EXPECT_TRUE(t.field().empty());  // `fields` replaces it; no default "text"
+  EXPECT_EQ(t.fields_size(), 2);
+  EXPECT_TRUE(r->lanes.loss_mask);
+  EXPECT_NE(DescribeTokenize(t).find("fields=[prompt, completion]"), std::string::npos);
+  EXPECT_NE(DescribeTokenize(t).find("loss_on=[completion]"), std::string::npos);
+
+  proto::PipelineSpec one = TextSpec();  // one field in `fields`: one spelling, one hash
+  Tok(one)->add_fields("body");
+  auto single = ResolvePipeline(one, 2);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->spec.operators(0).tokenize().field(), "body");
+  EXPECT_EQ(single->spec.operators(0).tokenize().fields_size(), 0);
+  EXPECT_FALSE(single->lanes.loss_mask);
+
+  proto::PipelineSpec bad = spec;
+  Tok(bad)->add_loss_on("answer");
+  ExpectError(bad, "loss_on names 'answer', which is not one of fields [prompt, completion]");
+  bad = spec;
+  Tok(bad)->set_field("text");
+  ExpectError(bad, "both field ('text') and fields are set");
+  bad = spec;
+  Tok(bad)->add_fields("prompt");
+  ExpectError(bad, "fields names 'prompt' twice");
+  bad = TextSpec();
+  Tok(bad)->add_loss_on("text");
+  ExpectError(bad, "loss_on needs fields");
+  bad = spec;
+  Tok(bad)->set_special_tokens(proto::TokenizeSpec::TOKENIZER_DEFAULT);
+  ExpectError(bad, "'tokenizer_default' cannot be split across several fields");
+}
+
+TEST(MakeTextTokenizationTest, CarriesFieldsAndLossOnFlagsInFieldOrder) {
+  proto::PipelineSpec spec = TextSpec();
+  Tok(spec)->add_fields("system");
+  Tok(spec)->add_fields("prompt");
+  Tok(spec)->add_fields("completion");
+  Tok(spec)->add_loss_on("completion");
+  Tok(spec)->add_loss_on("system");
+  auto r = ResolvePipeline(spec, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto tok = tokenizer::Tokenizer::FromJson(tokenizer::kTinyLlama2Json, {});
+  ASSERT_TRUE(tok.ok());
+  auto text = MakeTextTokenization(r->spec.operators(0).tokenize(), *std::move(tok));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->fields, (std::vector<std::string>{"system", "prompt", "completion"}));
+  EXPECT_EQ(text->loss_on, (std::vector<bool>{true, false, true}));
+  EXPECT_TRUE(TextHasLossMask(*text));
+}
+
+}  // namespace
+}  // namespace zephon::pipeline

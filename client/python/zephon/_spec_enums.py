@@ -20,6 +20,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "on_missing": ("error", "skip"),
     # Dataset's (DatasetSpec's), for record formats.
     "on_null": ("skip", "error"),
+    # Dataset's loss_mask_format (DatasetSpec's), for SFT masks.
+    "loss_mask_format": ("values", "spans"),
 }
 
 

@@ -94,14 +94,45 @@ def _reload_json(source: dict, options: dict) -> Tokenizer:
                      **options)
 
 
+def _fields(field, loss_on) -> tuple[list[str] | None, list[str] | None]:
+    """(fields, loss_on) for a list ``field`` (prompt/completion), (None, None) for one
+    field; checked: loss_on a subset of the fields, at least one trained on."""
+    if isinstance(field, str):
+        if loss_on is not None:
+            raise _invalid(f"loss_on={loss_on!r} needs field to be a list of fields (e.g. "
+                           "field=[\"prompt\", \"completion\"], loss_on=[\"completion\"])")
+        return None, None
+    if (not isinstance(field, (list, tuple)) or not field
+            or not all(isinstance(f, str) and f for f in field)):
+        raise _invalid(f"field must be a non-empty str or a non-empty list of non-empty str "
+                       f"(the records' text fields, concatenated in order), not {field!r}")
+    if len(set(field)) != len(field):
+        raise _invalid(f"field={list(field)!r} names a field twice")
+    if loss_on is None:
+        return list(field), None
+    if isinstance(loss_on, str) or not isinstance(loss_on, (list, tuple)) or not loss_on:
+        raise _invalid(f"loss_on must be a non-empty list of fields of field={list(field)!r} "
+                       f"(the fields trained on), not {loss_on!r}")
+    unknown = [f for f in loss_on if f not in field]
+    if unknown:
+        raise _invalid(f"loss_on names {unknown!r}, which are not in field={list(field)!r}")
+    if len(set(loss_on)) != len(loss_on):
+        raise _invalid(f"loss_on={list(loss_on)!r} names a field twice")
+    return list(field), list(loss_on)
+
+
 def tokenize_operator(tokenizer, *, field, special_tokens, bos_token_id, eos_token_id,
                       max_length, truncation, split_long_samples, on_missing,
-                      split_special_tokens) -> dict:
+                      split_special_tokens, loss_on=None) -> dict:
     """The {"tokenize": {...}} operator of the attach request, every argument checked
     (InvalidOptionError, a ValueError, naming the argument and the accepted values)."""
-    if not isinstance(field, str) or not field:
+    fields, loss_on = _fields(field, loss_on)
+    if fields is None and (not isinstance(field, str) or not field):
         raise _invalid(f"field must be a non-empty str (the records' text field or column), not "
                        f"{field!r}")
+    if fields is not None and len(fields) > 1 and special_tokens == "tokenizer_default":
+        raise _invalid("special_tokens='tokenizer_default' cannot be split across several "
+                       "fields; use 'bos_eos', 'bos', 'eos' or 'none'")
     for name, value in (("special_tokens", special_tokens), ("on_missing", on_missing)):
         try:
             _spec_enums.check(name, value)
@@ -146,7 +177,14 @@ def tokenize_operator(tokenizer, *, field, special_tokens, bos_token_id, eos_tok
                 source["tokenizer_config_json"]).decode("ascii")
     if loaded is not None:
         op["fingerprint"] = loaded.fingerprint
-    op["field"] = field
+    if fields is None:
+        op["field"] = field
+    elif len(fields) == 1 and loss_on is None:
+        op["field"] = fields[0]  # one spelling, one spec hash
+    else:
+        op["fields"] = fields
+        if loss_on is not None:
+            op["loss_on"] = loss_on
     op["special_tokens"] = _spec_enums.to_proto("special_tokens", special_tokens)
     op["on_missing"] = _spec_enums.to_proto("on_missing", on_missing)
     if bos_token_id is not None:

@@ -100,6 +100,7 @@ class Batch:
                     return_cu_seqlens: bool = False,
                     return_num_valid_tokens: bool = False,
                     return_padding_mask: bool = False,
+                    return_loss_mask: bool = False,
                     flatten: bool = False,
                     rename_fields: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Shapes this batch into what a language-model training step consumes.
@@ -116,6 +117,16 @@ class Batch:
           to the next document's first token is trained on.
           ``mask_document_boundaries=True`` sets to ``ignore_index`` every label whose
           target is the first token of a segment (``positions == 0``).
+        - SFT loss mask: when the batch carries ``loss_mask`` (uint8 [B, L]: a dataset
+          with ``loss_mask_field`` or ``tokenize(loss_on=...)``; 1 = trained on, 0 =
+          masked, padding always 0), the mask is *label-aligned*: ``labels[:, t]``
+          (= ``tokens[:, t + 1]``) is kept iff ``loss_mask[:, t + 1] == 1``, else it is
+          ``ignore_index``. So a completion's first token is predicted from the prompt's
+          last token and trained on, while predictions of prompt tokens are not.
+        - ``loss_mask`` (``return_loss_mask``): bool, aligned like ``labels``
+          (``loss_mask[:, 1:]``, [B, S]; [B, L] without labels): True where the label is
+          trained on. Without a ``loss_mask`` tensor it is True at every real cell (the
+          padding mask).
         - ``padding_mask`` (``return_padding_mask``): bool, aligned with ``input_ids``
           ([B, S] with labels, else [B, L]), True at real tokens and False at padding
           (all True without padding).
@@ -130,7 +141,8 @@ class Batch:
           labels are ``ignore_index``, so it adds nothing to the loss. Needs the
           ``positions`` field.
         - ``num_valid_tokens`` (``return_num_valid_tokens``, needs labels): a Python int,
-          the number of labels that are not ``ignore_index`` (padding excluded).
+          the number of labels that are not ``ignore_index`` (padding and loss-masked
+          labels excluded): the token count to normalise an SFT loss by.
         - ``ids``: the contributing :class:`SampleId` list (never renamed, never a tensor).
 
         ``flatten=True`` reshapes [B, S] fields to [B*S]. ``rename_fields`` renames output
@@ -142,8 +154,8 @@ class Batch:
         of the batch's shared memory (no copy; torch tensors share that memory too), so
         they are valid only while the batch is open (copy, e.g. ``.clone()`` or a device
         transfer, before releasing it), and must not be written to. These are copies:
-        ``labels`` when ``mask_document_boundaries`` or the batch has padding (it is
-        modified); ``padding_mask``; ``input_ids``,
+        ``labels`` when ``mask_document_boundaries`` or the batch has padding or a loss mask
+        (it is modified); ``padding_mask``; ``loss_mask``; ``input_ids``,
         ``labels`` and ``positions`` when ``flatten`` and ``return_labels`` (dropping a
         column per row makes them non-contiguous, so reshaping copies); ``cu_seqlens``
         (computed). Unsigned token dtypes are widened to int64 in masked labels so that a
@@ -166,6 +178,8 @@ class Batch:
         if "valid_tokens" in self._layout:
             valid = self._view("valid_tokens")
             real = np.arange(tokens.shape[1])[None, :] < valid[:, None]
+        # Trained cells (SFT): loss_mask, which is 0 at padding too.
+        trained = self._view("loss_mask") != 0 if "loss_mask" in self._layout else None
         out: dict[str, Any] = {}
         if return_labels:
             inputs = tokens[:, :-1]
@@ -176,6 +190,8 @@ class Batch:
                 masked = positions[:, 1:] == 0
             if real is not None and not real.all():
                 masked = ~real[:, 1:] if masked is None else masked | ~real[:, 1:]
+            if trained is not None and not trained.all():
+                masked = ~trained[:, 1:] if masked is None else masked | ~trained[:, 1:]
             if masked is not None:
                 dtype = labels.dtype if labels.dtype.kind == "i" else np.int64
                 labels = labels.astype(dtype, copy=True)  # a copy: never write shared memory
@@ -183,11 +199,19 @@ class Batch:
             out["input_ids"] = inputs
             out["labels"] = labels
             in_real = real[:, :-1] if real is not None else None
+            if return_loss_mask:
+                keep = trained if trained is not None else real
+                out["loss_mask"] = (np.ascontiguousarray(keep[:, 1:]) if keep is not None
+                                    else np.ones(labels.shape, dtype=bool))
         else:
             inputs = tokens
             in_pos = positions
             out["input_ids"] = inputs
             in_real = real
+            if return_loss_mask:
+                keep = trained if trained is not None else real
+                out["loss_mask"] = (keep.copy() if keep is not None
+                                    else np.ones(inputs.shape, dtype=bool))
         if return_padding_mask:
             out["padding_mask"] = (np.ascontiguousarray(in_real) if in_real is not None
                                    else np.ones(inputs.shape, dtype=bool))
@@ -202,7 +226,7 @@ class Batch:
         if return_num_valid_tokens:
             out["num_valid_tokens"] = int(np.count_nonzero(out["labels"] != ignore_index))
         if flatten:
-            for key in ("input_ids", "labels", "positions", "padding_mask"):
+            for key in ("input_ids", "labels", "positions", "padding_mask", "loss_mask"):
                 if key in out:
                     out[key] = out[key].reshape(-1)
         if as_torch is None:

@@ -15,7 +15,7 @@ import os
 import threading
 import warnings
 import weakref
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -178,11 +178,13 @@ class Pipeline:
             setattr(p, k, v)
         return p
 
-    def tokenize(self, tokenizer, *, field: str = "text", special_tokens: str = "bos_eos",
+    def tokenize(self, tokenizer, *, field: str | Sequence[str] = "text",
+                 special_tokens: str = "bos_eos",
                  bos_token_id: int | None = None, eos_token_id: int | None = None,
                  max_length: int | None = None, truncation: bool = False,
                  split_long_samples: bool = False, on_missing: str = "error",
-                 split_special_tokens: bool = False) -> "Pipeline":
+                 split_special_tokens: bool = False,
+                 loss_on: Sequence[str] | None = None) -> "Pipeline":
         """Reads the datasets as text: each record's string ``field`` (a JSONL field, or
         the text column of a Parquet or MDS dataset) is encoded in zephond (the same
         tokenizer as :class:`zephon.Tokenizer`) into one sample. The first operator
@@ -201,7 +203,16 @@ class Pipeline:
         ``split_long_samples=True`` splits them into max_length pieces. ``on_missing``:
         "error" (a record without a string ``field`` fails, naming file and line) or
         "skip". ``split_special_tokens=True`` encodes special tokens in the text as plain
-        text. Bad values raise InvalidOptionError (a ValueError) naming the argument."""
+        text.
+
+        SFT prompt/completion (JSONL): ``field=["prompt", "completion"]`` tokenizes each
+        field and concatenates them, in the order given, into one sample (BOS, per
+        ``special_tokens``, before the first field's tokens, EOS after the last's);
+        ``loss_on=["completion"]`` masks (loss mask 0) the tokens of the fields not
+        listed (BOS counts with the first field, EOS with the last). Batches then carry
+        ``loss_mask`` and :meth:`Batch.to_training` sets the masked labels to
+        ``ignore_index``. Truncation and ``split_long_samples`` cut the mask with the
+        tokens. Bad values raise InvalidOptionError (a ValueError) naming the argument."""
         if any("tokenize" in op for op in self._operators):
             raise errors.InvalidOptionError("Pipeline.tokenize: this Pipeline already "
                                             "tokenizes; call tokenize() once",
@@ -215,7 +226,7 @@ class Pipeline:
             tokenizer, field=field, special_tokens=special_tokens, bos_token_id=bos_token_id,
             eos_token_id=eos_token_id, max_length=max_length, truncation=truncation,
             split_long_samples=split_long_samples, on_missing=on_missing,
-            split_special_tokens=split_special_tokens)
+            split_special_tokens=split_special_tokens, loss_on=loss_on)
         p = self._with()
         p._operators.append(op)
         return p

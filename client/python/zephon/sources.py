@@ -29,6 +29,25 @@ def _require_int(name: str, value, minimum: int = 0) -> int:
     return value
 
 
+def _check_loss_mask(name: str, fmt: str | None, field, fmt_name):
+    """Dataset's loss_mask_field / loss_mask_format, checked (unset stays None, so the
+    spec and its hash stay as they were without a mask)."""
+    if field is not None and (not isinstance(field, str) or not field):
+        raise _invalid(f"Dataset {name!r}: loss_mask_field must be a non-empty string")
+    if fmt_name is not None:
+        try:
+            _spec_enums.check("loss_mask_format", fmt_name)
+        except ValueError as e:
+            raise _invalid(f"Dataset {name!r}: {e}") from None
+        if field is None:
+            raise _invalid(f"Dataset {name!r}: loss_mask_format={fmt_name!r} needs "
+                           "loss_mask_field (the field holding the mask)")
+    if field is not None and fmt not in (None, "jsonl") + _RECORD_FORMATS:
+        raise _invalid(f"Dataset {name!r}: loss_mask_field applies to JSONL, Parquet and MDS "
+                       f"datasets of token ids, not fmt={fmt!r}; drop it")
+    return field, fmt_name
+
+
 class Dataset:
     """A named collection of shards in one format, at one path.
 
@@ -49,11 +68,22 @@ class Dataset:
     or one object; zephond reads it with the AWS_* settings of its environment through its
     node-wide shard cache). ``max_repeats`` bounds the passes over this dataset after the first
     one under ``exhausted_policy="repeat"``.
+
+    SFT loss masks (JSONL, Parquet and MDS datasets of token ids): ``loss_mask_field``
+    names each record's mask field or column, either a list of 0/1 aligned with the token
+    list (``loss_mask_format="values"``, the default; its length must equal the tokens')
+    or, with ``loss_mask_format="spans"``, the ``[start, end)`` token ranges that are
+    trained on (JSONL: ``[[0, 3], [7, 9]]``; a Parquet/MDS integer list holds them flat,
+    ``[0, 3, 7, 9]``). Batches of a
+    pipeline with a mask carry ``loss_mask`` (uint8 [B, L]) and
+    :meth:`Batch.to_training` applies it to the labels. Text datasets are masked by
+    field instead: ``Pipeline.tokenize(field=[...], loss_on=[...])``.
     """
 
     def __init__(self, name: str, path: str, fmt: str | None = None, dtype: str | None = None,
                  sample_tokens: int | None = None, field: str | None = None,
-                 max_repeats: int | None = None, on_null: str | None = None):
+                 max_repeats: int | None = None, on_null: str | None = None,
+                 loss_mask_field: str | None = None, loss_mask_format: str | None = None):
         if not isinstance(name, str) or not name:
             raise ValueError("Dataset name must be a non-empty string")
         if fmt is not None and fmt not in _FORMATS:
@@ -85,6 +115,8 @@ class Dataset:
         self.max_repeats = (None if max_repeats is None
                             else _require_int("max_repeats", max_repeats, 0))
         self.on_null = on_null
+        self.loss_mask_field, self.loss_mask_format = _check_loss_mask(
+            name, fmt, loss_mask_field, loss_mask_format)
 
     @classmethod
     def from_path(cls, name: str, path: str, fmt: str | None = None, **kwargs) -> "Dataset":
@@ -106,6 +138,11 @@ class Dataset:
             spec["on_null"] = _spec_enums.to_proto("on_null", self.on_null)
         if self.max_repeats is not None:
             spec["max_repeats"] = self.max_repeats
+        if self.loss_mask_field is not None:
+            spec["loss_mask_field"] = self.loss_mask_field
+        if self.loss_mask_format is not None:
+            spec["loss_mask_format"] = _spec_enums.to_proto("loss_mask_format",
+                                                            self.loss_mask_format)
         return spec
 
     def __repr__(self) -> str:

@@ -44,6 +44,9 @@ struct Batch {
   std::vector<int32_t> positions;
   // [rows]: each row's cells that are not padding (== cols unless the algorithm pads).
   std::vector<int32_t> valid_tokens;
+  // [rows, cols] when the plan has loss_mask (else empty): 1 where the token is trained
+  // on, 0 where it is masked (the dataset's mask) and at every padding cell.
+  std::vector<uint8_t> loss_mask;
   std::vector<SampleId> sample_ids;
   // The lane position just before this batch's first record.
   LanePosition start;
@@ -79,6 +82,7 @@ struct BatchPlan {
   uint32_t cols = 0;
   std::vector<Segment> segments;
   int32_t pad_token_id = 0;          // The value of padding segments' cells.
+  bool loss_mask = false;            // The batch carries a loss mask (LaneOptions).
   std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
   LanePosition start;                // As Batch::start.
   LanePosition end;                  // As Batch::end.

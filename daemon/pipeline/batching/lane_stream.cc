@@ -192,6 +192,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   o.max_length = pack.max_length();
   ASSIGN_OR_RETURN(o.pack, PackOptionsFromSpec(pack, i));
   o.emit_positions = !pack.has_emit_positions() || pack.emit_positions();
+  o.loss_mask = SpecHasLossMask(spec);
   ++i;
   RETURN_IF_ERROR(ParseRowShuffle(spec, &i, &stages));
   o.row_shuffle = stages.row_shuffle;
@@ -248,6 +249,16 @@ std::string LaneOptions::Describe() const {
   return absl::StrCat(s, "pack_flat(max_length=", max_length, ", ", algorithm, " -> batch(",
                       microbatch_size, ", drop_last=", drop_last ? "true" : "false",
                       "); flush every ", flush_every_k_chunks, " lane chunks");
+}
+
+bool SpecHasLossMask(const proto::PipelineSpec& spec) {
+  for (const auto& d : spec.work_source().datasets()) {
+    if (!d.loss_mask_field().empty()) return true;
+  }
+  for (const auto& op : spec.operators()) {
+    if (op.has_tokenize() && op.tokenize().loss_on_size() > 0) return true;
+  }
+  return false;
 }
 
 PackFigures SumPackFigures(const std::vector<PackFigures>& lanes) {
@@ -386,6 +397,7 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   plan.lane = lane_;
   plan.cols = static_cast<uint32_t>(options_.max_length);
   plan.pad_token_id = options_.pack.pad_token_id;
+  plan.loss_mask = options_.loss_mask;
   plan.start = position();
   std::unordered_set<SampleId, SampleIdHash> seen;
   Record record;
@@ -422,7 +434,8 @@ absl::StatusOr<std::optional<Batch>> LaneStream::Next() {
 
 absl::Status MaterializeInto(const BatchPlan& plan,
                              const std::vector<std::shared_ptr<const Dataset>>& datasets,
-                             int32_t* tokens, int32_t* positions, int32_t* valid_tokens) {
+                             int32_t* tokens, int32_t* positions, int32_t* valid_tokens,
+                             uint8_t* loss_mask) {
   const uint64_t cells = static_cast<uint64_t>(plan.rows) * plan.cols;
   if (valid_tokens != nullptr) std::fill(valid_tokens, valid_tokens + plan.rows, 0);
   uint64_t filled = 0;
@@ -434,6 +447,7 @@ absl::Status MaterializeInto(const BatchPlan& plan,
                                                 cells, " cells"));
       }
       std::fill(tokens + filled, tokens + filled + seg.count, plan.pad_token_id);
+      if (loss_mask != nullptr) std::fill(loss_mask + filled, loss_mask + filled + seg.count, 0);
       if (positions != nullptr) {
         int32_t* p = positions + filled;
         for (uint64_t i = 0; i < seg.count; ++i) p[i] = static_cast<int32_t>(i);
@@ -463,6 +477,17 @@ absl::Status MaterializeInto(const BatchPlan& plan,
                                        ", sample ", id.dataset, "/", id.shard, "/", id.index,
                                        " of '", datasets[id.dataset]->name(),
                                        "': ", read.message()));
+    }
+    if (loss_mask != nullptr) {
+      const absl::Status mask = datasets[id.dataset]->CopyLossMask(
+          id.shard, id.index, seg.offset, seg.count, loss_mask + filled);
+      if (!mask.ok()) {
+        return absl::Status(mask.code(),
+                            absl::StrCat("lane ", plan.lane, " batch ", plan.lane_batch_index,
+                                         ", sample ", id.dataset, "/", id.shard, "/", id.index,
+                                         " of '", datasets[id.dataset]->name(),
+                                         "': ", mask.message()));
+      }
     }
     if (positions != nullptr) {
       int32_t* p = positions + filled;
@@ -496,8 +521,10 @@ absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
   batch.tokens.resize(cells);
   batch.positions.resize(cells);
   batch.valid_tokens.resize(plan.rows);
+  if (plan.loss_mask) batch.loss_mask.resize(cells);
   RETURN_IF_ERROR(MaterializeInto(plan, datasets, batch.tokens.data(), batch.positions.data(),
-                                  batch.valid_tokens.data()));
+                                  batch.valid_tokens.data(),
+                                  plan.loss_mask ? batch.loss_mask.data() : nullptr));
   return batch;
 }
 

@@ -86,6 +86,8 @@ struct LaneOptions {
 
   // The shuffle before pack_flat as ShuffleOptions (buffer_size 0 = none).
   ShuffleOptions sample_shuffle() const;
+  // Some dataset carries a loss mask (SpecHasLossMask): batches publish "loss_mask".
+  bool loss_mask = false;
 
   // The only reader of the operator list. REQUIRES a resolved spec (ResolvePipeline
   // calls this after filling the defaults; others use ResolvedPipeline::lanes).
@@ -100,6 +102,10 @@ struct LaneOptions {
   static absl::StatusOr<LaneOptions> FromSpec(const proto::PipelineSpec& spec);
   std::string Describe() const;
 };
+
+// Whether the batches of `spec` carry a loss mask: a dataset sets loss_mask_field, or
+// the tokenize operator sets loss_on. Datasets without one are then all ones.
+bool SpecHasLossMask(const proto::PipelineSpec& spec);
 
 // A snapshot of PackStats (below); fill rate = tokens / (tokens + padding_cells).
 struct PackFigures {
@@ -213,7 +219,8 @@ class LaneStream {
 
 // Reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch
 // with the plan's metadata; positions count 0.. within each segment; padding
-// segments are pad_token_id cells; valid_tokens is filled.
+// segments are pad_token_id cells; valid_tokens is filled, and loss_mask when the plan
+// has one (as MaterializeInto's).
 // Errors: INTERNAL if a segment names a sample or token range the datasets do not
 // have, or the segments do not fill rows * cols cells (a plan from another source);
 // a shard's read error (object-store datasets: a failed download, an object changed
@@ -225,10 +232,13 @@ absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
 // inline path makes no intermediate copy. `tokens` holds rows * cols int32; `positions`
 // likewise, or is null when positions are not wanted. Same errors as Materialize.
 // `valid_tokens` (null = not wanted) receives rows int32: each row's non-padding cells.
+// `loss_mask` (null = not wanted) receives rows * cols bytes: a segment's cells are its
+// sample's mask over [offset, offset + count) (Dataset::CopyLossMask: all ones for a
+// dataset without one), padding cells are 0.
 absl::Status MaterializeInto(const BatchPlan& plan,
                              const std::vector<std::shared_ptr<const Dataset>>& datasets,
                              int32_t* tokens, int32_t* positions,
-                             int32_t* valid_tokens = nullptr);
+                             int32_t* valid_tokens = nullptr, uint8_t* loss_mask = nullptr);
 
 }  // namespace zephon::pipeline
 

@@ -52,7 +52,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
   std::optional<TextShardStats> stats;
   // A usable cache: both files consistent, and with_stats its matching .stats.
   const auto try_open = [&]() {
-    CachePair cache = TryOpenCache(prefix);
+    CachePair cache = TryOpenCache(prefix, spec.with_mask);
     if (cache.tok != nullptr && spec.with_stats) {
       stats = ReadStats(prefix, cache);
       if (!stats.has_value()) cache = CachePair();
@@ -69,7 +69,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
     if (cache.tok == nullptr) {
       RETURN_IF_ERROR(EnsureDir(spec.cache_dir));
       const absl::Time start = absl::Now();
-      CacheWriter writer(prefix);
+      CacheWriter writer(prefix, spec.with_mask);
       RETURN_IF_ERROR(writer.Create());
       RETURN_IF_ERROR(convert(&writer, &converted));
       if (unchanged) RETURN_IF_ERROR(unchanged());
@@ -82,7 +82,8 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
       cache = try_open();
       if (cache.tok == nullptr) {
         return absl::InternalError(absl::StrCat("token cache ", prefix, ".{tok,off",
-                                                spec.with_stats ? ",stats" : "", "} for ",
+                                                spec.with_stats ? ",stats" : "",
+                                                spec.with_mask ? ",msk" : "", "} for ",
                                                 spec.name,
                                                 " is inconsistent right after being written"));
       }
@@ -104,6 +105,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
   opened.source_bytes = spec.source_bytes;
   opened.tok = std::move(cache.tok);
   opened.off = std::move(cache.off);
+  opened.msk = std::move(cache.msk);
   opened.stats = stats;
   opened.pin = std::move(pin);
   return opened;
@@ -115,6 +117,7 @@ CachedShard::CachedShard(Opened opened)
       cache_prefix_(std::move(opened.prefix)),
       tok_(std::move(opened.tok)),
       off_(std::move(opened.off)),
+      msk_(std::move(opened.msk)),
       num_samples_(off_->size() / 8 - 1),
       text_stats_(opened.stats),
       pin_(std::move(opened.pin)) {}
@@ -130,6 +133,25 @@ uint64_t CachedShard::SampleLength(uint64_t index) const {
 absl::Status CachedShard::CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
                                      int32_t* out) const {
   return DecodeTokensAt(*tok_, 4 * (Offset(index) + offset), TokenType::kInt32, count, out);
+}
+
+absl::Status CachedShard::CopyLossMask(uint64_t index, uint64_t offset, uint64_t count,
+                                       uint8_t* out) const {
+  if (msk_ == nullptr) return ShardReader::CopyLossMask(index, offset, count, out);
+  const absl::Status s =
+      msk_->ReadAt(Offset(index) + offset, count, reinterpret_cast<char*>(out));
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("loss mask of ", name_, ": ", s.message()));
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    if (out[i] > 1) {
+      return absl::DataLossError(absl::StrCat("token cache ", cache_prefix_, ".msk for ", name_,
+                                              " holds ", int{out[i]}, " at token ",
+                                              Offset(index) + offset + i,
+                                              " (not 0 or 1): delete it to rebuild"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zephon::pipeline

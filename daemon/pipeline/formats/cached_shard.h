@@ -1,5 +1,6 @@
 // CachedShard: a shard served from the node's token cache (token_cache_files.h layout:
-// <prefix>.tok, <prefix>.off, and <prefix>.stats for conversions that count). It is the
+// <prefix>.tok, <prefix>.off, <prefix>.stats for conversions that count, <prefix>.msk
+// for those that write loss masks). It is the
 // part every converted format shares: JSONL (jsonl_reader.h) and the record formats
 // (record_shard.h: Parquet, MDS). A format keys the cache (its own domain, the source
 // identity, what it reads) and supplies the conversion; CachedShard::Open then
@@ -41,6 +42,7 @@ class CachedShard : public ShardReader {
     std::string cache_dir;      // created 0700 with parents before a conversion
     std::string key;            // the cache files are <cache_dir>/<key>.*
     bool with_stats = false;    // the conversion writes .stats; a cache needs it
+    bool with_mask = false;     // the conversion writes .msk (loss masks); a cache needs it
     TokenCache* token_cache = nullptr;  // may be null: unmanaged
   };
   // Converts the source into `writer` (not committed) and, with with_stats, sets
@@ -53,6 +55,11 @@ class CachedShard : public ShardReader {
   uint64_t SampleLength(uint64_t index) const override;
   absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
                           int32_t* out) const override;
+  // With with_mask: the cached mask (.msk); else all ones. Errors: DATA_LOSS naming the
+  // cache file when it was shrunk or altered under the daemon.
+  bool HasLossMask() const override { return msk_ != nullptr; }
+  absl::Status CopyLossMask(uint64_t index, uint64_t offset, uint64_t count,
+                            uint8_t* out) const override;
   // "<cache_dir>/<key>": the cache files are this plus ".tok" / ".off" (/ ".stats").
   const std::string& cache_prefix() const { return cache_prefix_; }
   // With with_stats: the conversion's counts (from .stats on a warm open) and whether
@@ -66,7 +73,7 @@ class CachedShard : public ShardReader {
   struct Opened {
     std::string name, prefix;
     uint64_t source_bytes = 0;
-    std::unique_ptr<ShardFile> tok, off;
+    std::unique_ptr<ShardFile> tok, off, msk;  // msk: with_mask only
     std::optional<TextShardStats> stats;
     TokenCache::Pin pin;
   };
@@ -85,6 +92,7 @@ class CachedShard : public ShardReader {
   const std::string cache_prefix_;
   const std::unique_ptr<ShardFile> tok_;
   const std::unique_ptr<ShardFile> off_;
+  const std::unique_ptr<ShardFile> msk_;  // null without a mask
   const uint64_t num_samples_;
   const std::optional<TextShardStats> text_stats_;
   TokenCache::Pin pin_;  // held for the shard's life

@@ -76,6 +76,46 @@ absl::StatusOr<std::string> DetectFormat(const std::string& path,
   return std::string("flat");
 }
 
+// The spec's loss mask source (none when loss_mask_field is unset).
+LossMaskSource LossMaskSourceOf(const proto::DatasetSpec& spec) {
+  LossMaskSource source;
+  source.field = spec.loss_mask_field();
+  source.format = spec.loss_mask_format() == proto::DatasetSpec::SPANS ? LossMaskFormat::kSpans
+                                                                      : LossMaskFormat::kValues;
+  return source;
+}
+
+// loss_mask_field and loss_mask_format apply to token-id JSONL and record-format datasets
+// (a record format reads the mask column as a list of integers: 0/1 values, or spans as
+// flat [start, end) pairs).
+std::string RecordFormatList();  // below
+
+absl::Status CheckLossMaskSource(const proto::DatasetSpec& spec, const std::string& format,
+                                 bool record, bool text) {
+  const std::string what =
+      absl::StrCat("dataset '", spec.name(), "' (path ", spec.path(), ", format '", format, "')");
+  if (spec.loss_mask_field().empty()) {
+    if (spec.loss_mask_format() != proto::DatasetSpec::LOSS_MASK_FORMAT_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": loss_mask_format without loss_mask_field; name the mask's field too"));
+    }
+    return absl::OkStatus();
+  }
+  if (text) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": loss_mask_field reads a mask aligned with token ids, but tokenize reads "
+              "this dataset as text; mask text records with tokenize(loss_on=[...]) "
+              "instead, or drop loss_mask_field"));
+  }
+  if (format != "jsonl" && !record) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": loss_mask_field applies to JSONL and record-format (", RecordFormatList(),
+        ") datasets of token ids, whose records hold a mask; drop it (megatron and flat "
+        "shards hold tokens only)"));
+  }
+  return absl::OkStatus();
+}
+
 std::string TokenCacheDir(const OpenOptions& options) {
   return options.token_cache != nullptr ? options.token_cache->dir()
          : options.cache_dir.empty()    ? zephon::DefaultCacheDir()
@@ -150,6 +190,7 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenJsonl(
   shard_options.max_line_bytes = options.max_jsonl_line_bytes;
   shard_options.text = text;
   shard_options.convert = options.text_convert;
+  shard_options.loss_mask = LossMaskSourceOf(spec);
   std::vector<std::string> paths;
   for (const auto& f : src.files) {
     if (src.kind == Kind::kDirectory && !IsJsonlFileName(f)) continue;
@@ -205,6 +246,7 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
   shard_options.cache_dir = TokenCacheDir(options);
   shard_options.token_cache = options.token_cache.get();
   shard_options.convert = options.text_convert;
+  shard_options.loss_mask = LossMaskSourceOf(spec);
   RecordField field;
   field.kind = text != nullptr ? RecordField::Kind::kText : RecordField::Kind::kTokens;
   field.name = text != nullptr ? text->field : shard_options.field;
@@ -223,16 +265,23 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
       const RecordShardRef& ref = refs[i];
       Prepared& p = prepared[i];
       DatasetFiles::Identity id;
-      std::unique_ptr<ShardFile> file;
+      std::unique_ptr<ShardFile> file, mask_file;
       {
         absl::MutexLock lock(&files_mu);
         ASSIGN_OR_RETURN(id, files.SourceIdentity(ref.path));
         ASSIGN_OR_RETURN(file, files.Open(ref.path));
+        // The mask column is read by a second reader of the same file, in lockstep.
+        if (shard_options.loss_mask.enabled()) {
+          ASSIGN_OR_RETURN(mask_file, files.Open(ref.path));
+        }
       }
       ASSIGN_OR_RETURN(p.checksum, format.checksum(*file, ref));
       const auto open = [&]() { return format.open(std::move(file), ref, field); };
+      const RecordField mask_field{RecordField::Kind::kTokens, shard_options.loss_mask.field};
+      const auto open_mask = [&]() { return format.open(std::move(mask_file), ref, mask_field); };
       ASSIGN_OR_RETURN(p.shard, RecordShard::Open(ref.path, id.size, id.bytes, p.checksum,
-                                                  shard_options, open, id.unchanged));
+                                                  shard_options, open, id.unchanged,
+                                                  open_mask));
       return absl::OkStatus();
     });
   }
@@ -263,7 +312,10 @@ std::string KnownFormats() {
 Dataset::Dataset(std::string name, std::string format,
                  std::vector<std::unique_ptr<ShardReader>> shards)
     : name_(std::move(name)), format_(std::move(format)), shards_(std::move(shards)) {
-  for (const auto& s : shards_) num_samples_ += s->NumSamples();
+  for (const auto& s : shards_) {
+    num_samples_ += s->NumSamples();
+    has_loss_mask_ = has_loss_mask_ || s->HasLossMask();
+  }
   content_.resize(shards_.size());
 }
 
@@ -349,6 +401,13 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
         "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
         "': on_null applies to record formats (", RecordFormatList(),
         "), whose records can be null; drop it"));
+  }
+  RETURN_IF_ERROR(CheckLossMaskSource(spec, format, record != nullptr, text != nullptr));
+  if (text != nullptr && !text->fields.empty() && format != "jsonl") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
+        "': tokenize fields (prompt/completion) reads several fields of JSONL records; "
+        "in this format tokenize one column with field=..."));
   }
   std::vector<TextShardStats> text_stats;
   std::vector<std::string> checksums;

@@ -154,6 +154,14 @@ class Dataset {
                             std::vector<int32_t>* out) const {
     return shards_[shard]->AppendTokens(index, offset, count, out);
   }
+  // Some shard carries a loss mask (DatasetSpec.loss_mask_field, or tokenize's loss_on).
+  bool HasLossMask() const { return has_loss_mask_; }
+  // Writes the loss mask of tokens [offset, offset+count) of (shard, index), one 0/1
+  // byte per token (all ones without a mask). Errors as CopyTokens.
+  absl::Status CopyLossMask(uint32_t shard, uint64_t index, uint64_t offset, uint64_t count,
+                            uint8_t* out) const {
+    return shards_[shard]->CopyLossMask(index, offset, count, out);
+  }
   uint64_t Fingerprint() const;
   // Text and record-format datasets: shard s's conversion counts (and whether this
   // Open converted it); null for other datasets. REQUIRES: s < NumShards().
@@ -185,6 +193,7 @@ class Dataset {
   const std::string format_;
   const std::vector<std::unique_ptr<ShardReader>> shards_;
   uint64_t num_samples_ = 0;
+  bool has_loss_mask_ = false;
   // Set by Open, then immutable. Text datasets: TextOptionBytes. Text and record
   // datasets: per-shard stats. Record datasets: per-shard format checksums.
   std::string text_options_;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,9 @@ namespace {
 
 constexpr char kJsonlCacheDomain[] = "zephon-jsonl-cache-v1";
 constexpr char kTextCacheDomain[] = "zephon-text-cache-v1";
+// Token arrays with a loss mask: another domain, so a masked cache (which adds .msk) is
+// never confused with an unmasked one of the same file and field.
+constexpr char kJsonlMaskCacheDomain[] = "zephon-jsonl-mask-cache-v1";
 
 bool HasSuffix(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -24,9 +28,13 @@ bool HasSuffix(std::string_view s, std::string_view suffix) {
 
 // Converts the token arrays of `lines` into `writer` (see the header for the layout).
 absl::Status ConvertTokenArrays(LineReader* lines, const std::string& path,
-                                const std::string& field, CacheWriter* writer) {
+                                const std::string& field, const LossMaskSource& loss_mask,
+                                CacheWriter* writer) {
   static_assert(kLineReadAheadBytes >= kJsonPaddingBytes, "lines are scanned in place");
   TokenArrayScanner scanner(field);
+  std::optional<LossMaskScanner> masks;
+  if (loss_mask.enabled()) masks.emplace(loss_mask);
+  std::vector<uint8_t> mask;
   std::vector<int32_t> tokens;
   std::string_view line;
   size_t bom = 0;
@@ -42,9 +50,29 @@ absl::Status ConvertTokenArrays(LineReader* lines, const std::string& path,
                                               " (decompressed byte offset ",
                                               lines->line_offset() + at, "): ", s.message()));
     }
-    RETURN_IF_ERROR(writer->Add(tokens.data(), tokens.size()));
+    if (masks.has_value()) {
+      const absl::Status m = masks->Scan(line, tokens.size(), &mask);
+      if (!m.ok()) {
+        return absl::DataLossError(absl::StrCat(path, ": line ", lines->line_number(), ": ",
+                                                m.message(), " (token field \"", field,
+                                                "\")"));
+      }
+    }
+    RETURN_IF_ERROR(
+        writer->Add(tokens.data(), tokens.size(), masks.has_value() ? mask.data() : nullptr));
   }
   return absl::OkStatus();
+}
+
+// What a masked token-array cache key covers beyond the source: the token field, the
+// mask field and its format.
+std::string MaskedKeyBytes(const std::string& field, const LossMaskSource& loss_mask) {
+  std::string bytes = field;
+  bytes.push_back('\0');
+  bytes += loss_mask.field;
+  bytes.push_back('\0');
+  bytes.push_back(static_cast<char>(loss_mask.format));
+  return bytes;
 }
 
 JsonlShardOptions TokenArrayOptions(const std::string& field, const std::string& cache_dir,
@@ -63,6 +91,11 @@ absl::Status CheckOptions(const std::string& name, const JsonlShardOptions& opti
   }
   if (options.cache_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": empty token cache directory"));
+  }
+  if (options.text != nullptr && options.loss_mask.enabled()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": loss_mask_field reads a mask aligned with token ids, but this dataset is "
+              "tokenized from text; mask text records with tokenize(loss_on=...) instead"));
   }
   if (options.text != nullptr) return ValidateTextTokenization(*options.text, name);
   return absl::OkStatus();
@@ -134,15 +167,19 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(
   spec.source_bytes = source_bytes;
   spec.cache_dir = options.cache_dir;
   spec.key = text != nullptr ? CacheKey(kTextCacheDomain, identity, TextOptionBytes(*text))
-                             : CacheKey(kJsonlCacheDomain, identity, options.field);
+             : options.loss_mask.enabled()
+                 ? CacheKey(kJsonlMaskCacheDomain, identity,
+                            MaskedKeyBytes(options.field, options.loss_mask))
+                 : CacheKey(kJsonlCacheDomain, identity, options.field);
   spec.with_stats = text != nullptr;
+  spec.with_mask = text != nullptr ? TextHasLossMask(*text) : options.loss_mask.enabled();
   spec.token_cache = options.token_cache;
   const auto convert = [&](CacheWriter* writer, TextShardStats* stats) -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader, lines());
     if (text != nullptr) {
       return ConvertText(reader.get(), name, *text, options.convert, writer, stats);
     }
-    return ConvertTokenArrays(reader.get(), name, options.field, writer);
+    return ConvertTokenArrays(reader.get(), name, options.field, options.loss_mask, writer);
   };
   ASSIGN_OR_RETURN(Opened opened,
                    OpenCache(spec, convert, unchanged, /*log_conversion=*/text != nullptr));

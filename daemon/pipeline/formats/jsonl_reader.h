@@ -15,7 +15,13 @@
 //         stay behind).
 //   <key>.tok  int32 LE tokens of all samples back to back
 //   <key>.off  u64 LE offsets, N + 1 of them, in tokens: sample i is [off[i], off[i+1])
-// Text mode keys its caches in another domain: HashBytes("zephon-text-cache-v1\0"
+// With a loss mask (JsonlShardOptions::loss_mask) the key's domain is
+// "zephon-jsonl-mask-cache-v1" and its rest field "\0" mask field "\0" u8 format, and
+//   <key>.msk  one byte (0 or 1) per token of .tok, committed before .off.
+// A line whose mask is missing, malformed or of another length than its tokens is
+// DATA_LOSS naming the file, the line and both lengths (loss_mask.h).
+// Text mode with TextTokenization::loss_on adds <key>.msk (its key covers fields and
+// loss_on through TextOptionBytes). Text mode keys its caches in another domain: HashBytes("zephon-text-cache-v1\0"
 // source identity (as above: path "\0" size mtime, or "remote\0" URL "\0" size
 // version "\0") TextOptionBytes(*text)) (field, tokenizer fingerprint, special_tokens,
 // max_length, long_samples, skip_missing), and adds
@@ -46,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/formats/cached_shard.h"
 #include "daemon/pipeline/formats/line_reader.h"
+#include "daemon/pipeline/formats/loss_mask.h"
 #include "daemon/pipeline/formats/shard_file.h"
 #include "daemon/pipeline/formats/text_convert.h"
 #include "daemon/pipeline/formats/text_tokenization.h"
@@ -71,6 +78,9 @@ struct JsonlShardOptions {
   const TextTokenization* text = nullptr;
   // Text mode: where blocks are tokenized.
   TextConvertOptions convert;
+  // Token-array mode: the field holding each line's loss mask (loss_mask.h); none when
+  // its field is empty. Refused in text mode (text masks come from text->loss_on).
+  LossMaskSource loss_mask;
 };
 
 class JsonlShard final : public CachedShard {

@@ -53,10 +53,20 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
   if (text != nullptr) converter.emplace(name, "record", *text, options.convert, writer, stats);
   const std::optional<uint64_t> declared = source->NumRecords();
   std::string repaired;
-  RecordSource::Value value;
+  RecordSource::Value value, mask_value;
+  std::vector<int64_t> mask_numbers;
+  std::vector<uint8_t> mask;
   while (true) {
     ASSIGN_OR_RETURN(bool more, source->Next(&value));
     if (!more) break;
+    if (options.mask != nullptr) {
+      ASSIGN_OR_RETURN(bool has_mask, options.mask->Next(&mask_value));
+      if (!has_mask) {
+        return absl::DataLossError(absl::StrCat(
+            name, ": the loss mask column ends before the token column (record ",
+            stats->records, ")"));
+      }
+    }
     const uint64_t number = stats->records++;
     if (declared.has_value() && stats->records > *declared) {
       return absl::DataLossError(absl::StrCat(name, ": holds more records than the ",
@@ -76,8 +86,25 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
                                               KindName(value.kind), " where ", KindName(want),
                                               " were asked for"));
     }
+    if (text == nullptr && options.mask != nullptr) {
+      if (mask_value.kind != RecordSource::Value::Kind::kTokens) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            options.mask->Where(), ": the loss mask is null where the record has ",
+            value.tokens.size(), " tokens; give every record a mask"));
+      }
+      mask_numbers.assign(mask_value.tokens.begin(), mask_value.tokens.end());
+      const absl::Status built =
+          options.mask_format == LossMaskFormat::kSpans
+              ? MaskFromSpans(mask_numbers, value.tokens.size(), &mask)
+              : MaskFromValues(mask_numbers, value.tokens.size(), &mask);
+      if (!built.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(options.mask->Where(), ": ", built.message()));
+      }
+    }
     if (text == nullptr) {
-      RETURN_IF_ERROR(writer->Add(value.tokens.data(), value.tokens.size()));
+      RETURN_IF_ERROR(writer->Add(value.tokens.data(), value.tokens.size(),
+                                  options.mask != nullptr ? mask.data() : nullptr));
       ++stats->samples;
       stats->tokens += value.tokens.size();
       stats->tokenized_bytes += 4 * value.tokens.size();

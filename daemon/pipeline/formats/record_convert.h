@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/pipeline/formats/loss_mask.h"
 #include "daemon/pipeline/formats/record_source.h"
 #include "daemon/pipeline/formats/text_convert.h"
 #include "daemon/pipeline/formats/text_tokenization.h"
@@ -43,6 +44,13 @@ struct RecordConvertOptions {
   // The executor, block sizes and progress counters of the text conversion; token
   // conversions report their progress too (4 bytes a token).
   TextConvertOptions convert;
+  // Token records only: the same shard's loss-mask column (loss_mask.h), read in
+  // lockstep with `source` (a list of 0/1 per record, or with kSpans the flat
+  // [start, end) pairs); the writer then takes each sample's mask. A mask that is null
+  // where the tokens are not, or fails MaskFromValues / MaskFromSpans, is
+  // INVALID_ARGUMENT naming the mask source's Where() and both lengths.
+  RecordSource* mask = nullptr;
+  LossMaskFormat mask_format = LossMaskFormat::kValues;
 };
 
 // Converts every record of `source` into `writer` (not committed) and sets *stats'

@@ -28,13 +28,20 @@ std::string RecordShard::Key(const std::string& identity, const std::string& che
   } else {
     rest += "tokens";
   }
+  if (options.loss_mask.enabled()) {
+    rest += std::string("\0mask\0", 6);
+    rest += options.loss_mask.field;
+    rest.push_back('\0');
+    rest.push_back(static_cast<char>(options.loss_mask.format));
+  }
   return CacheKey(kRecordCacheDomain, identity, rest);
 }
 
 absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
     const std::string& name, uint64_t source_bytes, const std::string& identity,
     const std::string& checksum, const RecordShardOptions& options,
-    const RecordSourceOpener& open, const std::function<absl::Status()>& unchanged) {
+    const RecordSourceOpener& open, const std::function<absl::Status()>& unchanged,
+    const RecordSourceOpener& open_mask) {
   if (options.format.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": record shard without a format"));
   }
@@ -47,12 +54,17 @@ absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": empty field; name the ", options.format, " column holding the token ids"));
   }
+  if (options.loss_mask.enabled() && (options.text != nullptr || !open_mask)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": a loss mask column needs token mode and an opener for it"));
+  }
   CacheSpec spec;
   spec.name = name;
   spec.source_bytes = source_bytes;
   spec.cache_dir = options.cache_dir;
   spec.key = Key(identity, checksum, options);
   spec.with_stats = true;
+  spec.with_mask = options.loss_mask.enabled();
   spec.token_cache = options.token_cache;
   RecordConvertOptions convert;
   convert.text = options.text;
@@ -60,7 +72,14 @@ absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
   convert.convert = options.convert;
   const auto run = [&](CacheWriter* writer, TextShardStats* stats) -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> source, open());
-    return ConvertRecords(source.get(), name, convert, writer, stats);
+    std::unique_ptr<RecordSource> mask;
+    RecordConvertOptions with_mask = convert;
+    if (options.loss_mask.enabled()) {
+      ASSIGN_OR_RETURN(mask, open_mask());
+      with_mask.mask = mask.get();
+      with_mask.mask_format = options.loss_mask.format;
+    }
+    return ConvertRecords(source.get(), name, with_mask, writer, stats);
   };
   ASSIGN_OR_RETURN(Opened opened, OpenCache(spec, run, unchanged, /*log_conversion=*/true));
   return std::unique_ptr<RecordShard>(new RecordShard(std::move(opened)));

@@ -7,7 +7,8 @@
 // Cache key: 16 hex digits of HashBytes("zephon-record-cache-v1\0" source identity
 // (token_cache_files.h: path "\0" size mtime, or "remote\0" URL "\0" size version "\0")
 // format "\0" checksum "\0" field "\0" u8 on_null, then "text\0" TextOptionBytes(*text)
-// in text mode or "tokens" otherwise). The checksum is the format's (a Parquet footer's,
+// in text mode or "tokens" otherwise; with a loss mask "\0mask\0" mask field "\0" u8
+// format is appended, so unmasked keys are unchanged). The checksum is the format's (a Parquet footer's,
 // an MDS index entry's), so a file rewritten in place with the same size and mtime still
 // gets a new key. Every conversion writes <key>.stats (text_convert.h counts, with
 // null_records), in token mode too.
@@ -37,6 +38,9 @@ struct RecordShardOptions {
   std::string cache_dir;
   TokenCache* token_cache = nullptr;  // may be null: unmanaged
   TextConvertOptions convert;         // the worker pool, block sizes, progress
+  // Token mode: the column holding each record's loss mask (none when its field is
+  // empty); the cache then holds <key>.msk.
+  LossMaskSource loss_mask;
 };
 
 // Opens the shard's records (called at most once, on a cache miss).
@@ -47,13 +51,15 @@ class RecordShard final : public CachedShard {
   // `name` is the source's path or URL, `source_bytes` its size, `identity` its
   // LocalSourceIdentity / RemoteSourceIdentity, `checksum` the format's checksum of it.
   // `unchanged` (may be null) is called after a conversion: ABORTED when a local source
-  // changed meanwhile. REQUIRES: non-empty format, cache_dir and field (or text with
+  // changed meanwhile. `open_mask` opens the loss-mask column's records (required with
+  // options.loss_mask, called with `open` on a miss). REQUIRES: non-empty format, cache_dir and field (or text with
   // ValidateTextTokenization OK); INVALID_ARGUMENT naming `name` otherwise.
   // Errors: the opener's and the conversion's (record_convert.h), cache I/O.
   static absl::StatusOr<std::unique_ptr<RecordShard>> Open(
       const std::string& name, uint64_t source_bytes, const std::string& identity,
       const std::string& checksum, const RecordShardOptions& options,
-      const RecordSourceOpener& open, const std::function<absl::Status()>& unchanged);
+      const RecordSourceOpener& open, const std::function<absl::Status()>& unchanged,
+      const RecordSourceOpener& open_mask = nullptr);
 
   // The key of the cache Open uses (exposed for tests and tools).
   static std::string Key(const std::string& identity, const std::string& checksum,

@@ -10,6 +10,7 @@
 #ifndef ZEPHON_DAEMON_PIPELINE_FORMATS_SHARD_READER_H_
 #define ZEPHON_DAEMON_PIPELINE_FORMATS_SHARD_READER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +34,19 @@ class ShardReader {
   // Errors: the storage's (see the file comment); out[] is then unspecified.
   virtual absl::Status CopyTokens(uint64_t index, uint64_t offset, uint64_t count,
                                   int32_t* out) const = 0;
+
+  // Whether the shard carries a loss mask (loss_mask.h; only token-cache shards can).
+  virtual bool HasLossMask() const { return false; }
+  // Writes the loss mask of tokens [offset, offset+count) of sample `index` to
+  // out[0..count), one 0/1 byte per token: all ones for a shard without a mask.
+  // REQUIRES and errors as CopyTokens.
+  virtual absl::Status CopyLossMask(uint64_t index, uint64_t offset, uint64_t count,
+                                    uint8_t* out) const {
+    (void)index;
+    (void)offset;
+    std::fill(out, out + count, uint8_t{1});
+    return absl::OkStatus();
+  }
 
   // Convenience for tests and small callers: appends the same tokens to `out` (on
   // error `out` is left as it was).

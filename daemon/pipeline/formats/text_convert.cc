@@ -48,12 +48,17 @@ struct TextBlock {
     size_t begin = 0;  // the text is text[begin, begin + size)
     size_t size = 0;
     bool valid_utf8 = false;  // checked by the caller: Encode need not check again
+    // Prompt/completion records (TextTokenization::fields): part_sizes[parts_begin,
+    // parts_end) cut the text into its fields, in order. Empty range: one field.
+    size_t parts_begin = 0, parts_end = 0;
   };
   std::string text;
   std::vector<Record> records;
+  std::vector<size_t> part_sizes;
 
   // Results, written by the claimer before `done` is notified.
   std::vector<int32_t> ids;            // every sample's ids back to back
+  std::vector<uint8_t> mask;           // TextHasLossMask: one byte per id (else empty)
   std::vector<uint64_t> lengths;       // per sample
   uint64_t truncated = 0, split = 0;
   absl::Status status;
@@ -64,6 +69,36 @@ struct TextBlock {
 };
 
 namespace {
+
+// The special tokens of one part of a multi-field record: BOS (per `mode`) with the
+// first, EOS with the last (text_tokenization.h). kTokenizerDefault is refused for
+// multi-field records (tokenize_spec.cc), as a post_processor cannot be split.
+tokenizer::SpecialTokens PartMode(tokenizer::SpecialTokens mode, bool first, bool last) {
+  using ST = tokenizer::SpecialTokens;
+  const bool bos = first && (mode == ST::kBosEos || mode == ST::kBos);
+  const bool eos = last && (mode == ST::kBosEos || mode == ST::kEos);
+  return bos && eos ? ST::kBosEos : bos ? ST::kBos : eos ? ST::kEos : ST::kNone;
+}
+
+// Encodes a record's fields one after another onto block->ids (and its mask bytes
+// onto block->mask when the tokenization masks). Returns Encode's error.
+absl::Status EncodeParts(TextBlock* block, const TextBlock::Record& r,
+                         const TextTokenization& text) {
+  size_t at = r.begin;
+  const size_t parts = r.parts_end - r.parts_begin;
+  for (size_t i = 0; i < parts; ++i) {
+    const size_t size = block->part_sizes[r.parts_begin + i];
+    const std::string_view part = std::string_view(block->text).substr(at, size);
+    at += size;
+    const tokenizer::SpecialTokens mode = PartMode(text.special_tokens, i == 0, i + 1 == parts);
+    RETURN_IF_ERROR(r.valid_utf8 ? text.tokenizer->EncodeValidUtf8(part, mode, &block->ids)
+                                 : text.tokenizer->Encode(part, mode, &block->ids));
+    if (TextHasLossMask(text)) {
+      block->mask.resize(block->ids.size(), text.loss_on[i] ? 1 : 0);
+    }
+  }
+  return absl::OkStatus();
+}
 
 void Tokenize(TextBlock* block, const TextTokenization& text, const std::string& path,
               const char* unit) {
@@ -78,9 +113,13 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
     const size_t start = block->ids.size();
     const std::string_view record = std::string_view(block->text).substr(r.begin, r.size);
     const absl::Status s =
-        r.valid_utf8
+        r.parts_end > r.parts_begin ? EncodeParts(block, r, text)
+        : r.valid_utf8
             ? text.tokenizer->EncodeValidUtf8(record, text.special_tokens, &block->ids)
             : text.tokenizer->Encode(record, text.special_tokens, &block->ids);
+    // A one-field record of a masking tokenization (not produced by ConvertText, which
+    // splits every record of a multi-field tokenization) is trained on whole.
+    if (TextHasLossMask(text)) block->mask.resize(block->ids.size(), 1);
     if (!s.ok()) {
       block->status =
           absl::Status(s.code(), absl::StrCat(path, ": ", unit, " ", r.line, ": ", s.message()));
@@ -90,6 +129,7 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
     if (text.long_samples == TextTokenization::LongSamples::kTruncate && n > max) {
       ++block->truncated;
       block->ids.resize(start + max);
+      if (TextHasLossMask(text)) block->mask.resize(start + max);
       block->lengths.push_back(max);
       continue;
     }
@@ -128,6 +168,22 @@ TextBlockConverter::~TextBlockConverter() {
 void TextBlockConverter::AddRecord(uint64_t number, std::string_view value, bool valid_utf8) {
   filling_->records.push_back({number, filling_->text.size(), value.size(), valid_utf8});
   filling_->text.append(value);
+}
+
+void TextBlockConverter::AddRecordParts(uint64_t number,
+                                        const std::vector<std::string_view>& values) {
+  TextBlock::Record r;
+  r.line = number;
+  r.begin = filling_->text.size();
+  r.valid_utf8 = true;
+  r.parts_begin = filling_->part_sizes.size();
+  for (std::string_view v : values) {
+    filling_->text.append(v);
+    filling_->part_sizes.push_back(v.size());
+  }
+  r.parts_end = filling_->part_sizes.size();
+  r.size = filling_->text.size() - r.begin;
+  filling_->records.push_back(r);
 }
 
 bool TextBlockConverter::BlockFull() const {
@@ -172,8 +228,10 @@ absl::Status TextBlockConverter::WriteOldest() {
   in_flight_.pop_front();
   RETURN_IF_ERROR(block->status);
   size_t at = 0;
+  const bool masked = !block->mask.empty() || TextHasLossMask(text_);
   for (uint64_t len : block->lengths) {
-    RETURN_IF_ERROR(writer_->Add(block->ids.data() + at, len));
+    RETURN_IF_ERROR(writer_->Add(block->ids.data() + at, len,
+                                 masked ? block->mask.data() + at : nullptr));
     at += len;
   }
   if (options_.progress != nullptr) options_.progress->Add(block->text.size());
@@ -213,6 +271,17 @@ absl::Status ValidateTextTokenization(const TextTokenization& text, const std::s
         absl::StrCat(what, ": tokenize field is empty; name the JSONL field holding the text "
                            "(default \"", kDefaultTextField, "\")"));
   }
+  if (!text.loss_on.empty() && text.loss_on.size() != text.fields.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": tokenize loss_on has ", text.loss_on.size(), " flags for ",
+        text.fields.size(), " fields"));
+  }
+  if (text.fields.size() > 1 &&
+      text.special_tokens == tokenizer::SpecialTokens::kTokenizerDefault) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": special_tokens 'tokenizer_default' cannot be split across several fields; "
+              "use bos_eos, bos, eos or none"));
+  }
   const bool limited = text.long_samples != TextTokenization::LongSamples::kKeep;
   if (limited && text.max_length == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -234,6 +303,15 @@ std::string TextOptionBytes(const TextTokenization& text) {
   AppendU64(text.max_length, &bytes);
   bytes.push_back(static_cast<char>(text.long_samples));
   bytes.push_back(text.skip_missing ? 1 : 0);
+  // Prompt/completion: only when set, so one-field keys and fingerprints stay.
+  if (!text.fields.empty()) {
+    bytes += std::string("\0fields\0", 8);
+    for (const std::string& f : text.fields) {
+      bytes += f;
+      bytes.push_back('\0');
+    }
+    for (bool on : text.loss_on) bytes.push_back(on ? 1 : 0);
+  }
   return bytes;
 }
 
@@ -279,8 +357,15 @@ absl::Status ConvertText(LineReader* lines, const std::string& path,
     if (options.progress != nullptr) options.progress->End();
   };
   TextBlockConverter converter(path, "line", text, options, writer, stats);
-  StringFieldScanner scanner(text.field);
-  StringField field;
+  // One scanner per field read: `field`, or each of `fields` (prompt/completion).
+  const std::vector<std::string> names =
+      text.fields.empty() ? std::vector<std::string>{text.field} : text.fields;
+  std::vector<std::unique_ptr<StringFieldScanner>> scanners;
+  for (const std::string& name : names) {
+    scanners.push_back(std::make_unique<StringFieldScanner>(name));
+  }
+  std::vector<StringField> found(names.size());
+  std::vector<std::string_view> values(names.size());
   std::string repaired;
   std::string_view line;
   size_t bom = 0;
@@ -296,31 +381,46 @@ absl::Status ConvertText(LineReader* lines, const std::string& path,
       line = repaired;
       readable_after = 0;
     }
-    size_t at = 0;
-    const absl::Status s = scanner.Scan(line, readable_after, &field, &at);
-    if (!s.ok()) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": line ", lines->line_number(), " (decompressed byte offset ",
-          lines->line_offset() + bom + at, valid ? "" : ", in the line with invalid UTF-8 replaced",
-          "): ", s.message()));
-    }
-    if (field.state != StringField::State::kString) {
-      if (text.skip_missing) {
-        ++stats->skipped_missing;
-        continue;
+    bool missing = false, replaced = false;
+    for (size_t f = 0; f < names.size() && !missing; ++f) {
+      StringField& field = found[f];
+      size_t at = 0;
+      const absl::Status s = scanners[f]->Scan(line, readable_after, &field, &at);
+      if (!s.ok()) {
+        return absl::DataLossError(absl::StrCat(
+            path, ": line ", lines->line_number(), " (decompressed byte offset ",
+            lines->line_offset() + bom + at,
+            valid ? "" : ", in the line with invalid UTF-8 replaced", "): ", s.message()));
       }
-      const std::string what =
-          field.state == StringField::State::kMissing
-              ? "is missing"
-              : absl::StrCat("is not a string (it is ", field.found_type, ")");
-      return absl::DataLossError(absl::StrCat(
-          path, ": line ", lines->line_number(), ": text field \"", text.field, "\" ", what,
-          "; fix the record, or pass on_missing=\"skip\" to tokenize() to skip such records"));
+      if (field.state != StringField::State::kString) {
+        if (text.skip_missing) {
+          missing = true;
+          break;
+        }
+        const std::string what =
+            field.state == StringField::State::kMissing
+                ? "is missing"
+                : absl::StrCat("is not a string (it is ", field.found_type, ")");
+        return absl::DataLossError(absl::StrCat(
+            path, ": line ", lines->line_number(), ": text field \"", names[f], "\" ", what,
+            "; fix the record, or pass on_missing=\"skip\" to tokenize() to skip such "
+            "records"));
+      }
+      replaced = replaced || field.replaced_surrogates;
+      values[f] = field.value;  // valid until scanners[f]'s next Scan
     }
-    if (!valid || field.replaced_surrogates) ++stats->invalid_utf8_records;
+    if (missing) {
+      ++stats->skipped_missing;
+      continue;
+    }
+    if (!valid || replaced) ++stats->invalid_utf8_records;
     // The line was checked (or repaired) above, and the scanner's unescaping writes
-    // U+FFFD for an unpaired surrogate: the value is valid UTF-8.
-    converter.AddRecord(lines->line_number(), field.value, /*valid_utf8=*/true);
+    // U+FFFD for an unpaired surrogate: the values are valid UTF-8.
+    if (text.fields.empty()) {
+      converter.AddRecord(lines->line_number(), values[0], /*valid_utf8=*/true);
+    } else {
+      converter.AddRecordParts(lines->line_number(), values);
+    }
     if (converter.BlockFull()) RETURN_IF_ERROR(converter.Dispatch());
   }
   return converter.Finish();

@@ -8,6 +8,10 @@
 // either way the record is counted once in invalid_utf8_records. The field is read
 // with StringFieldScanner; a missing or non-string field is DATA_LOSS naming the file,
 // the 1-based line and the field (or, with skip_missing, a skipped, counted record).
+// Prompt/completion (TextTokenization::fields): each field is read so, the record's
+// fields are encoded one after another (BOS with the first, EOS with the last) and,
+// with loss_on, each token's mask byte is written beside it (<key>.msk); truncation and
+// splitting cut the mask with the ids.
 //
 // Parallel and ordered: the converting thread reads, parses and cuts the records into
 // blocks of about kTextBlockBytes of text; blocks are tokenized by tasks handed to
@@ -28,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "daemon/pipeline/formats/conversion_progress.h"
@@ -88,8 +93,9 @@ struct TextShardStats {
 absl::Status ValidateTextTokenization(const TextTokenization& text, const std::string& what);
 
 // The bytes of `text` that change the samples: field "\0" tokenizer fingerprint "\0",
-// u8 special_tokens, u64 LE max_length, u8 long_samples, u8 skip_missing. Text cache
-// keys and the dataset fingerprint cover them.
+// u8 special_tokens, u64 LE max_length, u8 long_samples, u8 skip_missing, and only with
+// `fields`: "\0fields\0", each field "\0", one u8 per loss_on flag. Text cache keys and
+// the dataset fingerprint cover them.
 std::string TextOptionBytes(const TextTokenization& text);
 
 // The persisted form of the counts and back; false when `bytes` is not such a record.
@@ -131,6 +137,10 @@ class TextBlockConverter {
   // caller has checked it (tokenized with Tokenizer::EncodeValidUtf8); otherwise invalid
   // sequences are replaced as Encode does.
   void AddRecord(uint64_t number, std::string_view value, bool valid_utf8 = false);
+  // Appends one prompt/completion record: the values of text.fields in order (valid
+  // UTF-8, copied), encoded one after another (BOS with the first, EOS with the last)
+  // with each field's tokens masked per text.loss_on.
+  void AddRecordParts(uint64_t number, const std::vector<std::string_view>& values);
   bool BlockFull() const;
   // Hands the filled block to the executor; writes the oldest blocks while too many
   // are in flight.

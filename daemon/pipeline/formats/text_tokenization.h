@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 
@@ -42,7 +43,18 @@ struct TextTokenization {
   uint64_t max_length = 0;
   LongSamples long_samples = LongSamples::kKeep;
   bool skip_missing = false;
+  // Prompt/completion (TokenizeSpec.fields, 2+ names): each record's string fields,
+  // tokenized in this order and concatenated into one encoding (text_convert.h:
+  // BOS, per special_tokens, before the first field's tokens, EOS after the last's);
+  // then long_samples applies to the whole. Empty: `field` alone.
+  std::vector<std::string> fields;
+  // With `fields`: loss_on[i] says whether fields[i]'s tokens are trained on (loss
+  // mask 1; BOS counts with the first field, EOS with the last). Empty: no loss mask.
+  std::vector<bool> loss_on;
 };
+
+// Whether the samples of `text` carry a loss mask (stored as the cache's .msk).
+inline bool TextHasLossMask(const TextTokenization& text) { return !text.loss_on.empty(); }
 
 }  // namespace zephon::pipeline
 

@@ -23,7 +23,9 @@ namespace zephon::pipeline {
 namespace {
 
 // The files of one entry; .off first: deleting it first uncommits the entry.
-constexpr const char* kEntrySuffixes[] = {".off", ".tok", ".stats"};
+constexpr const char* kEntrySuffixes[] = {".off", ".tok", ".stats", ".msk"};
+constexpr int kNumEntrySuffixes = 4;
+static_assert(std::size(kEntrySuffixes) == kNumEntrySuffixes);
 
 int64_t MtimeNs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
@@ -114,8 +116,8 @@ absl::Status TokenCache::Scan() {
     return err == EACCES ? absl::PermissionDeniedError(msg) : absl::InternalError(msg);
   }
   struct Group {
-    struct stat st[3];
-    bool present[3] = {false, false, false};  // indexed like kEntrySuffixes
+    struct stat st[kNumEntrySuffixes];
+    bool present[kNumEntrySuffixes] = {};  // indexed like kEntrySuffixes
   };
   std::map<std::string, Group> groups;
   const int64_t now_ns = absl::ToUnixNanos(absl::Now());
@@ -152,7 +154,7 @@ absl::Status TokenCache::Scan() {
     if (g.present[0] && g.present[1]) {
       Entry& e = entries_[key];
       e.committed = true;
-      for (int i = 0; i < 3; ++i) {
+      for (int i = 0; i < kNumEntrySuffixes; ++i) {
         if (g.present[i]) e.bytes += static_cast<uint64_t>(g.st[i].st_size);
       }
       e.last_use_ns = MtimeNs(g.st[0]);
@@ -164,9 +166,10 @@ absl::Status TokenCache::Scan() {
       continue;
     }
     // Not committed. An .off without its .tok can never become usable (.tok is renamed
-    // into place first); a lone .tok/.stats is garbage unless a build is committing it.
+    // into place first); a lone .tok/.stats/.msk is garbage unless a build is committing
+    // it.
     if (!IsHexKey(key)) continue;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kNumEntrySuffixes; ++i) {
       if (!g.present[i]) continue;
       if (i != 0 && now_ns - MtimeNs(g.st[i]) <= grace_ns) continue;
       if (unlink(PathOf(key, kEntrySuffixes[i]).c_str()) == 0) ++removed;

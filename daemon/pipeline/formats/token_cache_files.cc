@@ -149,17 +149,29 @@ absl::Status TempFile::Error(const char* what) const {
       absl::StrCat(what, " token cache file ", temp_, ": ", strerror(errno)));
 }
 
-CacheWriter::CacheWriter(const std::string& prefix)
-    : prefix_(prefix), tok_(prefix + ".tok"), off_(prefix + ".off") {}
+CacheWriter::CacheWriter(const std::string& prefix, bool with_mask)
+    : prefix_(prefix),
+      tok_(prefix + ".tok"),
+      off_(prefix + ".off"),
+      msk_(with_mask ? std::make_unique<TempFile>(prefix + ".msk") : nullptr) {}
 
 absl::Status CacheWriter::Create() {
   RETURN_IF_ERROR(tok_.Create());
   RETURN_IF_ERROR(off_.Create());
+  if (msk_ != nullptr) RETURN_IF_ERROR(msk_->Create());
   AppendU64(0, &off_buf_);
   return absl::OkStatus();
 }
 
-absl::Status CacheWriter::Add(const int32_t* ids, size_t n) {
+absl::Status CacheWriter::Add(const int32_t* ids, size_t n, const uint8_t* mask) {
+  if (msk_ != nullptr) {
+    if (mask == nullptr) {
+      msk_buf_.append(n, '\1');
+    } else {
+      msk_buf_.append(reinterpret_cast<const char*>(mask), n);
+    }
+    RETURN_IF_ERROR(msk_->Write(&msk_buf_, false));
+  }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   // The file is little-endian int32: on such a host the ids are its bytes already.
   tok_buf_.append(reinterpret_cast<const char*>(ids), n * sizeof(int32_t));
@@ -180,6 +192,10 @@ absl::Status CacheWriter::Commit(
   RETURN_IF_ERROR(tok_.Write(&tok_buf_, true));
   RETURN_IF_ERROR(off_.Write(&off_buf_, true));
   RETURN_IF_ERROR(tok_.Commit());
+  if (msk_ != nullptr) {
+    RETURN_IF_ERROR(msk_->Write(&msk_buf_, true));
+    RETURN_IF_ERROR(msk_->Commit());
+  }
   for (const auto& [suffix, bytes] : extra) {
     TempFile file(prefix_ + suffix);
     RETURN_IF_ERROR(file.Create());
@@ -193,13 +209,19 @@ absl::Status CacheWriter::Commit(
 // The offsets are read into memory (8 bytes a sample); the tokens are read with pread
 // per sample, so a cache file shrunk under the daemon is a DATA_LOSS error naming it,
 // not a SIGBUS.
-CachePair TryOpenCache(const std::string& prefix) {
+CachePair TryOpenCache(const std::string& prefix, bool with_mask) {
   CachePair pair;
   auto off_file = OpenLocalShardFile(prefix + ".off");
   auto tok = OpenLocalShardFile(prefix + ".tok");
   if (!off_file.ok() || !tok.ok()) return pair;
   auto off = MakeResident(*std::move(off_file));
   if (!off.ok() || !CacheConsistent(**tok, **off)) return pair;
+  if (with_mask) {
+    // Read per sample with pread, as .tok: one byte per token.
+    auto msk = OpenLocalShardFile(prefix + ".msk");
+    if (!msk.ok() || (*msk)->size() != (*tok)->size() / 4) return pair;
+    pair.msk = *std::move(msk);
+  }
   pair.tok = *std::move(tok);
   pair.off = *std::move(off);
   return pair;

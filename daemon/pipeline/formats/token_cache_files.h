@@ -77,21 +77,25 @@ class TempFile {
 };
 
 // Writes a cache at `prefix` sample by sample into temporary files; Commit renames them
-// into place. Single-owner.
+// into place. `with_mask`: the cache also holds <prefix>.msk, the samples' loss masks
+// (loss_mask.h), one byte (0 or 1) per token in .tok's order. Single-owner.
 class CacheWriter {
  public:
-  explicit CacheWriter(const std::string& prefix);
+  explicit CacheWriter(const std::string& prefix, bool with_mask = false);
   absl::Status Create();
-  // Appends one sample of n tokens.
-  absl::Status Add(const int32_t* ids, size_t n);
-  // Commits <prefix>.tok, then <prefix><suffix> holding `bytes` for each extra file,
-  // then <prefix>.off, which commits the cache (a reader checks .off last).
+  // Appends one sample of n tokens; `mask` (n bytes) is required with with_mask and
+  // ignored without (a sample without a mask of its own is then all ones).
+  absl::Status Add(const int32_t* ids, size_t n, const uint8_t* mask = nullptr);
+  // Commits <prefix>.tok (and .msk), then <prefix><suffix> holding `bytes` for each
+  // extra file, then <prefix>.off, which commits the cache (a reader checks .off last).
   absl::Status Commit(const std::vector<std::pair<std::string, std::string>>& extra = {});
+  bool with_mask() const { return msk_ != nullptr; }
 
  private:
   const std::string prefix_;
   TempFile tok_, off_;
-  std::string tok_buf_, off_buf_;
+  std::unique_ptr<TempFile> msk_;  // with_mask only
+  std::string tok_buf_, off_buf_, msk_buf_;
   uint64_t total_ = 0;
 };
 
@@ -100,11 +104,13 @@ class CacheWriter {
 struct CachePair {
   std::unique_ptr<ShardFile> tok;
   std::unique_ptr<ShardFile> off;
+  std::unique_ptr<ShardFile> msk;  // with_mask only: one byte per token
 };
 
 // The cache at `prefix` if both files exist and .off holds N + 1 non-decreasing offsets
-// from 0 to the .tok token count; else an empty pair (the caller rebuilds).
-CachePair TryOpenCache(const std::string& prefix);
+// from 0 to the .tok token count (and, `with_mask`, .msk exists with one byte per
+// token); else an empty pair (the caller rebuilds).
+CachePair TryOpenCache(const std::string& prefix, bool with_mask = false);
 
 // In-process single flight for conversions: Hold(key) blocks while another thread
 // holds the same key. A converter holds its cache prefix while it checks for and

@@ -238,3 +238,27 @@ TEST(TokenCacheTest, ConcurrentAcquireBuildAndEvictKeepPinnedEntriesWhole) {
 
 }  // namespace
 }  // namespace zephon::pipeline
+
+namespace zephon::pipeline {
+namespace {
+
+TEST(TokenCacheTest, LossMaskFilesCountWithTheirEntryAndGoWithIt) {
+  const std::string dir = TempDir();
+  WriteEntry(dir, "aaaa", 40);
+  WriteFile(dir + "/aaaa.msk", std::string(10, '\1'));  // one byte a token
+  WriteFile(dir + "/eeee.msk", "01");                    // an eviction cut short, old
+  SetMtimeAgo(dir + "/eeee.msk", absl::Hours(1));
+  auto cache = TokenCache::Create(dir, 0);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  EXPECT_EQ((*cache)->Stats().bytes, 16u + 40 + 10);
+  EXPECT_EQ((*cache)->Stats().stale_removed, 1u);
+  EXPECT_FALSE(Exists(dir + "/eeee.msk"));
+  // Over a budget of 1 byte, the unpinned entry goes, .msk included.
+  auto tight = TokenCache::Create(dir, 1);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_FALSE(Exists(dir + "/aaaa.off"));
+  EXPECT_FALSE(Exists(dir + "/aaaa.msk"));
+}
+
+}  // namespace
+}  // namespace zephon::pipeline
