@@ -251,7 +251,7 @@ absl::Status Daemon::StartServers() {
         const InstanceRegistry* registry = led_runs_.load();
         return registry != nullptr && registry->LedRun(run_id).has_value();
       },
-      options.peer_address, options.daemon_instance);
+      options.peer_address, options.daemon_instance, options.daemon_label);
   checkpoint::LocalRoundsOptions rounds_options;
   rounds_options.daemon_label = f.socket_path;
   rounds_options.roster = registry_.get();

@@ -127,18 +127,27 @@ absl::Status AggregateDir::WriteLeader(const std::string& run_id, const std::str
         absl::StrCat("leader address '", address, "' / daemon label '", label,
                      "' / instance '", instance, "': none may contain a newline"));
   }
+  const std::string host = LocalHostName();
   // Without a peer service the file still says who leads, so a follower on another node
   // fails at once with the fix instead of polling until its deadline.
   const std::string first =
       address.empty() ? std::string("peer_service=none") : absl::StrCat("address=", address);
   absl::Status written = store_->Put(
       LeaderKey(run_id), absl::StrCat(first, "\npid=", ::getpid(), "\ndaemon=", label, "\n",
-                                  instance.empty() ? "" : absl::StrCat("instance=", instance, "\n")));
+                                  instance.empty() ? "" : absl::StrCat("instance=", instance, "\n"),
+                                  host.empty() ? "" : absl::StrCat("host=", host, "\n")));
   if (!written.ok()) {
     return WithContext(written, absl::StrCat("cannot write the leader file of run '", run_id,
                                              "' under aggregate_dir ", location_));
   }
   return absl::OkStatus();
+}
+
+std::string LocalHostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  std::string host(name);
+  return HasNewline(host) ? "" : host;
 }
 
 absl::Status NoPeerServiceError(const std::string& run_id, const LeaderRecord& leader) {
@@ -170,6 +179,7 @@ absl::StatusOr<LeaderRecord> AggregateDir::ReadLeaderRecord(const std::string& r
     if (line == "peer_service=none") no_peer_service = true;
     if (absl::ConsumePrefix(&line, "daemon=")) record.daemon = std::string(line);
     if (absl::ConsumePrefix(&line, "instance=")) record.instance = std::string(line);
+    if (absl::ConsumePrefix(&line, "host=")) record.host = std::string(line);
   }
   if (record.address.empty() && !no_peer_service) {
     return absl::DataLossError(absl::StrCat("leader file ", where, " has no address= line"));

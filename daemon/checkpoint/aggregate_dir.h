@@ -6,7 +6,7 @@
 //   <run_id>/checkpoint-00000007.zckpt   merged checkpoint of round 7 (8+ digits)
 //
 // The leader file is text, one key=value per line:
-//   address=<host:port>\npid=<pid>\ndaemon=<label>\ninstance=<id>\n
+//   address=<host:port>\npid=<pid>\ndaemon=<label>\ninstance=<id>\nhost=<name>\n
 // (peer_service=none instead of address= when the leader serves no peers). Readers need
 // only `address`; unknown keys are ignored, so fields can be added. `instance` is the
 // writing zephond's per-process id: labels (socket paths) and pids repeat across nodes
@@ -42,7 +42,12 @@ struct LeaderRecord {
   std::string address;   // Its peer address; empty when it serves no peers.
   std::string daemon;    // Its label (socket path), for messages.
   std::string instance;  // Its per-process id; empty in files of older zephonds.
+  std::string host;      // The writer's host name (LocalHostName); empty in older files.
 };
+
+// This machine's host name (gethostname; "" when it fails). With the daemon label it
+// names a daemon across its restarts, where the instance id names one process.
+std::string LocalHostName();
 
 // FAILED_PRECONDITION for a follower of `leader`, which serves no peers: names it and
 // the flags that fix it.

@@ -41,7 +41,8 @@ TEST(AggregateDirTest, LeaderRoundTripsWithPidAndLabel) {
   ASSERT_TRUE(address.ok()) << address.status();
   EXPECT_EQ(*address, "10.0.0.5:7000");
   EXPECT_EQ(*ReadFile(dir + "/run-1/leader"),
-            absl::StrCat("address=10.0.0.5:7000\npid=", ::getpid(), "\ndaemon=node-a\n"));
+            absl::StrCat("address=10.0.0.5:7000\npid=", ::getpid(), "\ndaemon=node-a\n",
+               LocalHostName().empty() ? "" : absl::StrCat("host=", LocalHostName(), "\n")));
   // A new leader replaces the old one.
   ASSERT_TRUE(agg->WriteLeader("run-1", "10.0.0.6:7000", "node-b").ok());
   EXPECT_EQ(*agg->ReadLeader("run-1"), "10.0.0.6:7000");
@@ -110,6 +111,7 @@ TEST(AggregateDirTest, TheLeaderRecordCarriesLabelAndInstanceWithOrWithoutAnAddr
   EXPECT_EQ(record->address, "");
   EXPECT_EQ(record->daemon, "/run/zephon/zephond.sock");
   EXPECT_EQ(record->instance, "0123abcd");
+  EXPECT_EQ(record->host, LocalHostName());
   ASSERT_TRUE(agg->WriteLeader("run", "h:1", "n").ok());  // an older writer: no instance
   record = agg->ReadLeaderRecord("run");
   ASSERT_TRUE(record.ok()) << record.status();

@@ -31,11 +31,17 @@ bool WorthPolling(const absl::Status& s) {
 }  // namespace
 
 bool CheckpointRouter::NamesThisDaemon(const LeaderRecord& leader) const {
-  if (!leader.instance.empty() && !own_instance_.empty()) return leader.instance == own_instance_;
-  // A file of an older zephond (no instance line): by address. Two daemons without a
-  // peer service cannot be told apart then; were it another one, the wait ends at the
-  // deadline with the message of the last read.
-  return own_address_.empty() ? leader.address.empty() : leader.address == own_address_;
+  if (!own_instance_.empty() && leader.instance == own_instance_) return true;
+  // By address: this process, or an earlier process of this daemon at the same address
+  // whose file rank 0's attach here will rewrite (wait for it; the deadline bounds it).
+  if (!own_address_.empty()) return leader.address == own_address_;
+  if (!leader.address.empty()) return false;  // A daemon that serves peers leads.
+  // Neither serves peers. A file of an older zephond (no instance line) cannot be told
+  // apart: waiting ends at the deadline with the last read's message. Otherwise, an
+  // earlier process of this daemon wrote the same label on the same host; any other
+  // daemon (the same socket path on another node) leads elsewhere.
+  if (leader.instance.empty()) return true;
+  return leader.daemon == own_label_ && !leader.host.empty() && leader.host == own_host_;
 }
 
 absl::StatusOr<std::string> CheckpointRouter::FindLeader(const LeaderRoute& route,

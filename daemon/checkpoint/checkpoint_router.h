@@ -48,14 +48,17 @@ class CheckpointRouter final : public LeaderReporter {
   // it; `env` must outlive the router.
   // `leads_run(run_id)` (null: never) says whether global_rank 0 of the run is attached
   // here now; `own_address` is the peer address this daemon writes to rendezvous files
-  // (empty: it serves no peers) and `own_instance` the instance id it writes there
-  // (empty: match by address only).
+  // (empty: it serves no peers), `own_instance` the instance id it writes there
+  // (empty: match by address only) and `own_label` its label (with the host name, it
+  // recognizes a file of an earlier process of this daemon, which rank 0's attach here
+  // will rewrite: the report waits instead of failing).
   CheckpointRouter(RoundAggregator* aggregator,
                    std::shared_ptr<grpc::ChannelCredentials> peer_credentials,
                    storage::S3Options s3, std::shared_ptr<const PeerAuthenticator> auth = nullptr,
                    Env* env = Env::Default(),
                    std::function<bool(const std::string&)> leads_run = nullptr,
-                   std::string own_address = "", std::string own_instance = "")
+                   std::string own_address = "", std::string own_instance = "",
+                   std::string own_label = "")
       : aggregator_(aggregator),
         credentials_(std::move(peer_credentials)),
         s3_(std::move(s3)),
@@ -63,7 +66,9 @@ class CheckpointRouter final : public LeaderReporter {
         env_(env),
         leads_run_(std::move(leads_run)),
         own_address_(std::move(own_address)),
-        own_instance_(std::move(own_instance)) {}
+        own_instance_(std::move(own_instance)),
+        own_label_(std::move(own_label)),
+        own_host_(LocalHostName()) {}
 
   absl::StatusOr<proto::CheckpointResult> Submit(const proto::CheckpointReport& report,
                                                  const LeaderRoute& route, bool leads,
@@ -95,6 +100,8 @@ class CheckpointRouter final : public LeaderReporter {
   const std::function<bool(const std::string&)> leads_run_;
   const std::string own_address_;
   const std::string own_instance_;
+  const std::string own_label_;  // The label it writes (daemon=)
+  const std::string own_host_;
   mutable absl::Mutex mu_;
   mutable std::map<std::string, std::shared_ptr<const PeerClient>> clients_
       ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,7 @@
 #include "daemon/checkpoint/checkpoint_router.h"
 
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -36,11 +37,12 @@ class RouterSelfLeaderTest : public ::testing::Test {
   // leading the run once leads_ is set.
   // `own_instance` is its per-process id ("" = an older daemon's router).
   std::unique_ptr<CheckpointRouter> Router(const std::string& own_address,
-                                           const std::string& own_instance = "") {
+                                           const std::string& own_instance = "",
+                                           const std::string& own_label = "") {
     return std::make_unique<CheckpointRouter>(
         &aggregator_, nullptr, storage::S3Options(), nullptr, Env::Default(),
         [this](const std::string& run_id) { return leads_.load() && run_id == shape_.run_id; },
-        own_address, own_instance);
+        own_address, own_instance, own_label);
   }
   // What rank 0's attach writes first, before the registry knows the rank.
   void WriteLeaderFile(const std::string& address, const std::string& label,
@@ -100,13 +102,29 @@ TEST_F(RouterSelfLeaderTest, WithoutPeerServiceTheInstanceIdRecognizesThisDaemon
   EXPECT_FALSE(result->checkpoint().empty());
 }
 
+TEST_F(RouterSelfLeaderTest, WithoutPeerServiceAFileOfThisDaemonsEarlierProcessWaitsForRank0) {
+  // zephond restarted (a new instance id); the run's old file names its label on this
+  // host, and rank 0's attach here will rewrite it.
+  WriteLeaderFile("", "/run/zephon/zephond.sock", "instance-before-restart");
+  const Result result =
+      SubmitThenAttachRank0(*Router("", "instance-now", "/run/zephon/zephond.sock"));
+  ASSERT_TRUE(result.ok()) << result.status();
+}
+
 TEST_F(RouterSelfLeaderTest, WithoutPeerServiceAnotherDaemonsLeaderFileFailsAtOnce) {
   // Before instance ids, a daemon without a peer port took any such file for its own and
   // waited until the deadline.
   WriteLeaderFile("", "/run/zephon/zephond.sock", "instance-b");
+  {  // The same socket path, on another node.
+    std::ofstream leader(shape_.aggregate_dir + "/" + shape_.run_id + "/leader",
+                         std::ios::trunc);
+    leader << "peer_service=none\npid=1\ndaemon=/run/zephon/zephond.sock\n"
+              "instance=instance-b\nhost=another-node.invalid\n";
+  }
   const absl::Time begun = absl::Now();
-  const Result result = Router("", "instance-a")->Submit(MakeReport(shape_, "node-a", {0}),
-                                                         route_, false, In(absl::Seconds(20)));
+  const Result result =
+      Router("", "instance-a", "/run/zephon/zephond.sock")
+          ->Submit(MakeReport(shape_, "node-a", {0}), route_, false, In(absl::Seconds(20)));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
   EXPECT_TRUE(MessageHas(result.status(), "serves no peers"));
   EXPECT_TRUE(MessageHas(result.status(), "/run/zephon/zephond.sock"));

@@ -108,9 +108,12 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     return absl::UnavailableError(absl::StrCat("zephond (", options_.daemon_label,
                                                ") is shutting down"));
   }
-  if (auto failed = failed_rounds_.find(key); failed != failed_rounds_.end()) {
-    return absl::Status(failed->second.code(),
-                        absl::StrCat(failed->second.message(), " [rank ", rank,
+  if (auto failed = failed_rounds_.find(key);
+      failed != failed_rounds_.end() &&
+      failed->second.instance_ids.count(call.instance->instance_id) > 0) {
+    const absl::Status& status = failed->second.status;
+    return absl::Status(status.code(),
+                        absl::StrCat(status.message(), " [rank ", rank,
                                      " called checkpoint() for this round after it had "
                                      "failed; its next call starts a new round]"));
   }
@@ -181,14 +184,23 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
   }
   absl::StatusOr<proto::CheckpointResult> out = *round.result;
   if (--round.waiters == 0) {
+    if (!out.ok()) {
+      Failure failure{out.status(), {}};
+      for (const auto& [r, c] : round.calls) failure.instance_ids.insert(c.instance->instance_id);
+      RememberFailure(key, std::move(failure));
+    }
     rounds_.erase(key);
-    if (!out.ok()) RememberFailure(key, out.status());
   }
   return out;
 }
 
-void LocalRounds::RememberFailure(const Key& key, const absl::Status& status) {
-  if (!failed_rounds_.emplace(key, status).second) return;
+void LocalRounds::RememberFailure(const Key& key, Failure failure) {
+  // A new instance's round of the same number replaces the older failure.
+  if (auto it = failed_rounds_.find(key); it != failed_rounds_.end()) {
+    it->second = std::move(failure);
+    return;
+  }
+  failed_rounds_.emplace(key, std::move(failure));
   failed_order_.push_back(key);
   if (failed_order_.size() > kRememberedFailures) {
     failed_rounds_.erase(failed_order_.front());

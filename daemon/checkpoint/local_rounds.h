@@ -13,11 +13,13 @@
 // answer: the same merged bytes, or the same error. Each local round is counted once in
 // DaemonCounters, by its first report (which waits for the whole round).
 //
-// A round that failed is remembered (the newest kRememberedFailures of them): a rank that
-// calls it after every caller has been answered (a straggler whose peers gave up) gets
-// that failure at once, instead of opening a fresh local round that can only time out.
-// Successful rounds need no memory: every rank of world_size was in them, so a later
-// call of one is a rank calling twice.
+// A round that failed is remembered (the newest kRememberedFailures of them) with the
+// instances whose readers called it: a rank of one of those instances that calls it
+// after every caller has been answered (a straggler whose peers gave up) gets that
+// failure at once, instead of opening a fresh local round that can only time out. A
+// new instance of the run (a job restarted from an earlier checkpoint, whose round
+// numbers start again from there) opens a fresh round. Successful rounds need no memory:
+// every rank of world_size was in them, so a later call of one is a rank calling twice.
 //
 // Leading: reports go to the in-process aggregator when this daemon hosts global_rank
 // 0 of the run (one of the calls, or attached now), else to the remote leader.
@@ -150,16 +152,20 @@ class LocalRounds {
                                                    const std::string& run_id,
                                                    uint64_t round) const;
 
+  struct Failure {
+    absl::Status status;
+    std::set<std::string> instance_ids;  // Of the calls the round had.
+  };
+
   // Records the failure of a finished round, forgetting the oldest beyond the bound.
-  void RememberFailure(const Key& key, const absl::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberFailure(const Key& key, Failure failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   static constexpr size_t kRememberedFailures = 256;
 
   const LocalRoundsOptions options_;
   absl::Mutex mu_;
   std::map<Key, Round> rounds_ ABSL_GUARDED_BY(mu_);
-  std::map<Key, absl::Status> failed_rounds_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, Failure> failed_rounds_ ABSL_GUARDED_BY(mu_);
   std::deque<Key> failed_order_ ABSL_GUARDED_BY(mu_);  // oldest first
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

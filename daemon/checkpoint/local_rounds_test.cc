@@ -232,6 +232,25 @@ TEST_F(LocalRoundsTest, ARankCallingAFailedRoundLateGetsItsFailureAtOnce) {
   EXPECT_TRUE(leader_.reports().empty());
 }
 
+TEST_F(LocalRoundsTest, ANewInstanceOfTheRunOpensAFreshRoundOfAFailedNumber) {
+  FakeRoster roster({0, 4});
+  LocalRounds rounds = MakeRounds(&roster);
+  ASSERT_EQ(rounds.Participate(Call(0, 1, Instance("old", 0)), absl::Now() + absl::Milliseconds(50))
+                .status()
+                .code(),
+            absl::StatusCode::kDeadlineExceeded);
+  // The job restarts from an earlier checkpoint (a new instance): its rounds count again
+  // from there and must not inherit the old instance's failure.
+  // Rank 4 of the new instance opens a fresh round (which waits for rank 0, then times
+  // out naming it), not the old failure.
+  absl::StatusOr<proto::CheckpointResult> again =
+      rounds.Participate(Call(4, 1, Instance("new", 0)), absl::Now() + absl::Milliseconds(50));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(again.status().message().find("ranks [0]"), std::string::npos) << again.status();
+  EXPECT_EQ(again.status().message().find("after it had failed"), std::string::npos)
+      << again.status();
+}
+
 TEST_F(LocalRoundsTest, ShutdownRefusesLaterCalls) {
   FakeRoster roster({0});
   LocalRounds rounds = MakeRounds(&roster);
