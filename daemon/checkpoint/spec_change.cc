@@ -154,19 +154,21 @@ absl::StatusOr<ResumedSpecChanges> CheckResumedSpec(
     changes.saved_flush_every_k_chunks = candidate.flush_every_k_chunks();
     candidate.set_flush_every_k_chunks(now.flush_every_k_chunks());
   }
+  // The hashes decide (they treat some differently spelled fields alike: an unset
+  // weight_by of an older checkpoint and SAMPLES now); the field walk only names what
+  // differs.
+  const bool saved_reproduces = pipeline::SpecHash(saved, datasets) == resume.spec_hash();
+  if (saved_reproduces && pipeline::SpecHash(candidate, datasets) == now_hash) return changes;
   const std::string diff = FirstSpecDifference(candidate, now);
   if (!diff.empty()) return Refuse(resume, now_hash, WithReason(diff));
   // Equal fields: the hashes then differ only if the files do (their fingerprints), or
   // the stored spec is not the one the checkpoint hashed.
-  if (pipeline::SpecHash(saved, datasets) != resume.spec_hash()) {
+  if (!saved_reproduces) {
     return Refuse(resume, now_hash,
                   "the datasets' files differ from the checkpoint's (their names, sample "
                   "counts or sizes)");
   }
-  if (pipeline::SpecHash(candidate, datasets) != now_hash) {
-    return Refuse(resume, now_hash, "the specs differ in a field the hash covers");
-  }
-  return changes;
+  return Refuse(resume, now_hash, "the specs differ in a field the hash covers");
 }
 
 }  // namespace zephon::checkpoint

@@ -13,6 +13,8 @@
 //     opened now (so the stored spec is the one hashed and the files are the same),
 //     and that spec with its batch operator and flush_every_k_chunks replaced by this
 //     Pipeline's hashes to this Pipeline's hash (so nothing else changed).
+// (The hashes decide: fields spelled differently that hash alike, such as an older
+// checkpoint's unset weight_by against SAMPLES now, are no difference.)
 // Otherwise FAILED_PRECONDITION naming the first difference other than those two in
 // field order (or, when the fields agree, the datasets' files), as a path ("work_source.seed", "operators[1].pack_flat.max_length"), with
 // both values and why it cannot change; "spec hash" stays in the message (users match

@@ -65,6 +65,19 @@ TEST(SpecChangeTest, MicrobatchSizeAndDropLastMayChange) {
   EXPECT_TRUE(changes->batch);
 }
 
+TEST(SpecChangeTest, FieldsSpelledDifferentlyThatHashAlikeAreNoDifference) {
+  // A checkpoint from before weight_by existed stores it unset; today's resolve says
+  // SAMPLES. The hash treats them alike, so a microbatch change still resumes.
+  proto::PipelineSpec old_spec = Spec();
+  old_spec.mutable_work_source()->clear_weight_by();
+  proto::PipelineSpec now = Spec();
+  now.mutable_work_source()->set_weight_by(proto::WorkSourceSpec::SAMPLES);
+  now.mutable_operators(1)->mutable_batch()->set_microbatch_size(2);
+  auto changes = Check(Saved(old_spec), now);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_TRUE(changes->batch);
+}
+
 TEST(SpecChangeTest, FlushEveryKChunksIsReportedForRegrouping) {
   proto::PipelineSpec now = Spec();
   now.set_flush_every_k_chunks(4);
