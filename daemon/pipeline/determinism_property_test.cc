@@ -167,6 +167,9 @@ Case RandomCase(int index) {
     for (auto& d : *ws->mutable_datasets()) {
       if (rng.Coin()) d.set_reshuffle_on_repeat(false);
     }
+    // A scheduled chunk holds chunk_size +- (K - 1) samples: below K it may be empty,
+    // which PhaseSchedule refuses.
+    if (ws->chunk_size() < static_cast<uint64_t>(num_datasets)) ws->set_chunk_size(num_datasets);
   }
   AddReorderOperators(index, &c.spec);
   auto resolved = ResolveSpec(c.spec, 1);

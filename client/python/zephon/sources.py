@@ -378,6 +378,21 @@ class ScheduledMixtureWorkSource(StaticMixtureWorkSource):
                                  f"schedule[{i - 1}]'s {self.schedule[-1][0]}: boundaries "
                                  "must strictly increase")
             self.schedule.append((boundary, self._entry_weights(i, entry[1], names)))
+        if self.chunk_size < len(names):
+            raise ValueError(f"chunk_size={self.chunk_size} is smaller than the {len(names)} "
+                             "datasets: a scheduled chunk holds chunk_size +- (datasets - 1) "
+                             f"samples, so a chunk could be empty; use chunk_size >= {len(names)}")
+        if unit == "samples":
+            # zephond starts each phase at chunk ceil(boundary / chunk_size): two entries
+            # falling into one chunk are refused there, so here too.
+            chunks = [-(-b // self.chunk_size) for b, _ in self.schedule]
+            for i in range(1, len(chunks)):
+                if chunks[i] <= chunks[i - 1]:
+                    raise ValueError(
+                        f"schedule[{i}] (sample {self.schedule[i][0]}) starts in the same "
+                        f"chunk {chunks[i]} as schedule[{i - 1}] (chunk_size="
+                        f"{self.chunk_size}): phases start at chunk ceil(boundary / "
+                        "chunk_size); space the boundaries at least one chunk apart")
         self.interpolate = interpolate
         self.unit = unit
 

@@ -68,6 +68,14 @@ absl::StatusOr<PhaseSchedule> PhaseSchedule::Create(const proto::WorkSourceSpec&
   }
   const uint64_t cs = spec.chunk_size();
   if (cs == 0) return absl::InvalidArgumentError("work_source.chunk_size must be >= 1");
+  // A scheduled chunk holds more than chunk_size - K samples (each dataset's draws are
+  // floors of its exact share): below K, a chunk may be empty and would end its lane.
+  if (cs < static_cast<uint64_t>(spec.datasets_size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "work_source.chunk_size ", cs, " is smaller than the ", spec.datasets_size(),
+        " datasets of the schedule: a scheduled chunk holds chunk_size +- (datasets - 1) "
+        "samples, so a chunk could be empty; use chunk_size >= ", spec.datasets_size()));
+  }
   const uint64_t max_start = std::numeric_limits<uint64_t>::max() / cs - 1;
   const bool linear = spec.interpolate() == proto::WorkSourceSpec::LINEAR;
   if (spec.interpolate() != proto::WorkSourceSpec::INTERPOLATE_UNSPECIFIED &&

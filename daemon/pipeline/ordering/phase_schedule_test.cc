@@ -162,6 +162,20 @@ TEST(PhaseScheduleTest, ClosedFormScalesToHugeChunkIndices) {
   EXPECT_NEAR(static_cast<double>(a[0]), exact, exact * 1e-12);
 }
 
+TEST(PhaseScheduleTest, AChunkSizeBelowTheDatasetCountIsRefused) {
+  // chunk_size 1 over two datasets at 0.5 / 0.5: chunk 0 would draw floor(0.5) = 0 of
+  // each, an empty chunk that would end its lane.
+  auto spec = Spec(2, 1, proto::WorkSourceSpec::STEP);
+  AddEntry(&spec, 0, {1, 1});
+  auto s = PhaseSchedule::Create(spec);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("chunk_size 1 is smaller than the 2 datasets"),
+            std::string::npos)
+      << s.status();
+  spec.set_chunk_size(2);
+  EXPECT_TRUE(PhaseSchedule::Create(spec).ok());
+}
+
 TEST(PhaseScheduleTest, RefusalsNameTheEntry) {
   auto spec = Spec(2, 10, proto::WorkSourceSpec::STEP);
   AddEntry(&spec, 0, {1, 1});
