@@ -115,6 +115,8 @@ absl::Status CheckTextDatasets(const proto::WorkSourceSpec& ws) {
 // serializes, and hashes, as before those fields existed. An unknown algorithm is left
 // for LaneOptions::FromSpec to refuse.
 void ResolvePackFlatDefaults(proto::PackFlatSpec* pack) {
+  // The default spelled out is the default: it hashes as unset (as "streaming" does).
+  if (pack->flush_strategy() == "fifo") pack->clear_flush_strategy();
   const absl::StatusOr<PackAlgorithm> algorithm = ParsePackAlgorithm(pack->algorithm());
   if (!algorithm.ok()) return;
   if ((*algorithm == PackAlgorithm::kFirstFit || *algorithm == PackAlgorithm::kBestFit) &&
@@ -192,6 +194,10 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
   if (proto::TokenizeSpec* tokenize = FindMutableTokenize(&spec)) {
     RETURN_IF_ERROR(ResolveTokenize(0, tokenize));
     RETURN_IF_ERROR(CheckTextDatasets(*ws));
+  }
+  // loss_mask_format VALUES is the default: spelled out, it hashes as unset.
+  for (proto::DatasetSpec& d : *spec.mutable_work_source()->mutable_datasets()) {
+    if (d.loss_mask_format() == proto::DatasetSpec::VALUES) d.clear_loss_mask_format();
   }
   for (auto& op : *spec.mutable_operators()) {
     if (op.has_pack_flat() && op.pack_flat().algorithm().empty()) {

@@ -277,6 +277,31 @@ TEST(SpecHashTest, PackingAlgorithmsAreOtherSpecsAndWrapKeepsItsHash) {
               p.set_algorithm("first_fit");
             }),
             bf);
+  // A default spelled out is the default: checkpoints taken without it restore.
+  EXPECT_EQ(hash([&](proto::PackFlatSpec& p) {
+              best_fit(p);
+              p.set_flush_strategy("fifo");
+            }),
+            bf);
+  EXPECT_NE(hash([&](proto::PackFlatSpec& p) {
+              best_fit(p);
+              p.set_flush_strategy("fullest");
+            }),
+            bf);
+}
+
+TEST(SpecHashTest, ALossMaskFormatOfValuesHashesAsUnset) {
+  auto data = testing::MakeSyntheticDataset("web", 1, 2, 10, 5);
+  auto hash = [&](proto::DatasetSpec::LossMaskFormat format) {
+    proto::PipelineSpec spec = Minimal();
+    auto* d = spec.mutable_work_source()->mutable_datasets(0);
+    d->set_format("jsonl");
+    d->set_loss_mask_field("mask");
+    d->set_loss_mask_format(format);
+    return SpecHash(ResolveSpec(spec, 2).value(), {data});
+  };
+  EXPECT_EQ(hash(proto::DatasetSpec::VALUES), hash(proto::DatasetSpec::LOSS_MASK_FORMAT_UNSPECIFIED));
+  EXPECT_NE(hash(proto::DatasetSpec::SPANS), hash(proto::DatasetSpec::LOSS_MASK_FORMAT_UNSPECIFIED));
 }
 
 TEST(SpecHashTest, WeighingByTokensIsAnotherSpec) {
