@@ -168,7 +168,11 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
     if (resume->changes.batch || resume->changes.saved_flush_every_k_chunks != 0) {
       Log()->info("resuming run '{}' from checkpoint round {} with {}{}", resume->state.run_id(),
                   resume->state.round(),
-                  resume->changes.batch ? "another batch(microbatch_size, drop_last) " : "",
+                  resume->changes.batch
+                      ? (resume->changes.saved_flush_every_k_chunks != 0
+                             ? "another batch(microbatch_size, drop_last) and "
+                             : "another batch(microbatch_size, drop_last)")
+                      : "",
                   resume->changes.saved_flush_every_k_chunks != 0
                       ? absl::StrCat("flush_every_k_chunks changed from ",
                                      resume->changes.saved_flush_every_k_chunks, " to ",

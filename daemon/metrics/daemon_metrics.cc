@@ -187,11 +187,9 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                    text_invalid, text_skipped, text_null,
                                    pack_tokens,  pack_padding, pack_fill, pack_dropped_tokens,
                                    pack_dropped_samples, pack_split_samples};
-  for (MetricFamily* mix : {&mix_samples, &mix_tokens, &mix_dropped, &mix_target, &mix_achieved}) {
-    out.push_back(std::move(*mix));
-  }
-  // Only pipelines with loss masks report them: no empty families otherwise.
-  for (MetricFamily* f : {&mask_tokens, &mask_masked, &mask_ratio}) {
+  // Only pipelines with ensure_mixture or loss masks report those: no empty families.
+  for (MetricFamily* f : {&mix_samples, &mix_tokens, &mix_dropped, &mix_target, &mix_achieved,
+                          &mask_tokens, &mask_masked, &mask_ratio}) {
     if (!f->samples.empty()) out.push_back(std::move(*f));
   }
 

@@ -123,8 +123,8 @@ class WorkSource {
   std::vector<double> token_shares_;       // The token weights asked for, summing to 1.
   proto::WorkSourceSpec::ExhaustedPolicy policy_ = proto::WorkSourceSpec::STOP_AFTER_PASSES;
   uint32_t default_passes_ = 1;       // The work source's stop_after_passes.
-  std::string schedule_description_;
-  std::shared_ptr<const PhaseSchedule> phase_schedule_;  // Null for a static mixture.  // " schedule=..." for a scheduled mixture; else "".
+  std::string schedule_description_;  // " schedule=..." for a scheduled mixture; else "".
+  std::shared_ptr<const PhaseSchedule> phase_schedule_;  // Null for a static mixture.
 };
 
 }  // namespace zephon::pipeline
