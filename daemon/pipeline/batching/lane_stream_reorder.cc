@@ -14,7 +14,8 @@ void LaneStream::ResetStats() {
   stats_ = std::make_shared<PackStats>();
   if (packer_ != nullptr) synced_ = packer_->counts();
   if (!options_.mixture.enabled) return;
-  // The target shown is the first chunk's (static work sources: every chunk's).
+  // The target shown before any group is reordered: the first chunk's (then
+  // MixtureStats follows each group's, for a curriculum).
   const uint64_t g = GlobalChunkOfLane(lane_, 0, options_.num_lanes, options_.routing,
                                        options_.routing_seed);
   mixture_stats_ = std::make_shared<MixtureStats>(source_->TargetWeights(g),
@@ -46,6 +47,8 @@ void LaneStream::MixGroupSamples() {
     ++chunks;
   }
   if (chunks == 0) return;
+  std::vector<double> target_shares = target;
+  for (double& t : target_shares) t /= static_cast<double>(chunks);
   const auto& datasets = source_->datasets();
   MixtureGroupCounts counts;
   EnsureMixture(
@@ -63,7 +66,7 @@ void LaneStream::MixGroupSamples() {
         lane_, group_chunk_, counts.max_deviation, *options_.mixture.warn_tolerance);
   }
   // Created lazily: Create replays before ResetStats makes the stream's own.
-  if (mixture_stats_ != nullptr) mixture_stats_->AddGroup(counts, over);
+  if (mixture_stats_ != nullptr) mixture_stats_->AddGroup(counts, over, target_shares);
 }
 
 void LaneStream::FeedSample(const SampleId& id) {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/pipeline/batching/lane_stream.h"
+#include "daemon/pipeline/batching/mixture_stats.h"
 #include "daemon/pipeline/formats/testing_corpus.h"
 #include "daemon/pipeline/spec.h"
 
@@ -176,6 +177,24 @@ TEST(LaneStreamReorderTest, EnsureMixtureTracksTheTargetAndCountsExactModeDrops)
   EXPECT_GT(f.datasets[1].samples, 0u);
   // Without ensure_mixture there are no mixture figures.
   EXPECT_EQ(MakeLane(ResolveSpec(Spec({}, {}), 1).value(), ds, 0)->mixture_stats(), nullptr);
+}
+
+TEST(LaneStreamReorderTest, TheShownTargetFollowsEachGroupsTargetWeightedByItsOutput) {
+  // A curriculum moves the target from group to group: the figures compare what was
+  // emitted with what those groups aimed at, not with the first chunk's weights.
+  MixtureStats stats({0.5, 0.5}, /*weight_by_tokens=*/false);
+  EXPECT_DOUBLE_EQ(stats.Snapshot(0).datasets[0].target_share, 0.5);  // before any group
+  MixtureGroupCounts phase1;
+  phase1.samples = {9, 1};
+  phase1.tokens = {90, 10};
+  stats.AddGroup(phase1, false, {0.9, 0.1});
+  MixtureGroupCounts phase2;
+  phase2.samples = {3, 7};
+  phase2.tokens = {30, 70};
+  stats.AddGroup(phase2, false, {0.3, 0.7});
+  const MixtureFigures f = stats.Snapshot(0);
+  EXPECT_NEAR(f.datasets[0].target_share, 0.6, 1e-12);
+  EXPECT_NEAR(f.datasets[1].target_share, 0.4, 1e-12);
 }
 
 TEST(LaneStreamReorderTest, GroupsBeyondWarnToleranceAreCounted) {

@@ -85,19 +85,30 @@ void AppendMixtureLines(const std::vector<MixtureFigures>& lanes,
 MixtureStats::MixtureStats(std::vector<double> target_shares, bool weight_by_tokens)
     : target_shares_(std::move(target_shares)),
       weight_by_tokens_(weight_by_tokens),
-      counters_(target_shares_.size()) {}
+      counters_(target_shares_.size()),
+      weighted_target_(target_shares_.size(), 0.0) {}
 
 void MixtureStats::AddEmitted(uint32_t dataset, uint64_t tokens) {
   counters_[dataset].samples.fetch_add(1, std::memory_order_relaxed);
   counters_[dataset].tokens.fetch_add(tokens, std::memory_order_relaxed);
 }
 
-void MixtureStats::AddGroup(const MixtureGroupCounts& group, bool over_tolerance) {
+void MixtureStats::AddGroup(const MixtureGroupCounts& group, bool over_tolerance,
+                            const std::vector<double>& target) {
   for (size_t k = 0; k < counters_.size() && k < group.dropped_samples.size(); ++k) {
     counters_[k].dropped_samples.fetch_add(group.dropped_samples[k], std::memory_order_relaxed);
     counters_[k].dropped_tokens.fetch_add(group.dropped_tokens[k], std::memory_order_relaxed);
   }
   if (over_tolerance) groups_over_tolerance_.fetch_add(1, std::memory_order_relaxed);
+  const std::vector<uint64_t>& units = weight_by_tokens_ ? group.tokens : group.samples;
+  double group_units = 0;
+  for (uint64_t u : units) group_units += static_cast<double>(u);
+  if (group_units <= 0) return;
+  absl::MutexLock lock(&mu_);
+  for (size_t k = 0; k < weighted_target_.size() && k < target.size(); ++k) {
+    weighted_target_[k] += target[k] * group_units;
+  }
+  target_units_ += group_units;
 }
 
 MixtureFigures MixtureStats::Snapshot(uint32_t lane) const {
@@ -105,9 +116,16 @@ MixtureFigures MixtureStats::Snapshot(uint32_t lane) const {
   f.lane = lane;
   f.weight_by_tokens = weight_by_tokens_;
   f.groups_over_tolerance = groups_over_tolerance_.load(std::memory_order_relaxed);
+  std::vector<double> target = target_shares_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (target_units_ > 0) {
+      for (size_t k = 0; k < target.size(); ++k) target[k] = weighted_target_[k] / target_units_;
+    }
+  }
   for (size_t k = 0; k < counters_.size(); ++k) {
     DatasetMixFigures d;
-    d.target_share = target_shares_[k];
+    d.target_share = target[k];
     d.samples = counters_[k].samples.load(std::memory_order_relaxed);
     d.tokens = counters_[k].tokens.load(std::memory_order_relaxed);
     d.dropped_samples = counters_[k].dropped_samples.load(std::memory_order_relaxed);

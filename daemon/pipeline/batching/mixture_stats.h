@@ -4,8 +4,9 @@
 // Counted when the operator's output enters pack_flat (samples, tokens) and when a
 // flush group is reordered (exact mode's dropped surplus; groups whose achieved share
 // deviated beyond warn_tolerance), since the LaneStream was created (a restored stream
-// starts from zero, like PackStats). Thread-safe: atomic counters, written by the
-// lane's owner, read by status and metrics.
+// starts from zero, like PackStats). Thread-safe: atomic counters (and the target under
+// a mutex, written once per group), written by the lane's owner, read by status and
+// metrics.
 #ifndef ZEPHON_DAEMON_PIPELINE_BATCHING_MIXTURE_STATS_H_
 #define ZEPHON_DAEMON_PIPELINE_BATCHING_MIXTURE_STATS_H_
 
@@ -14,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/pipeline/ordering/ensure_mixture.h"
 
 namespace zephon::pipeline {
@@ -48,13 +51,18 @@ double MaxDeviation(const MixtureFigures& f);
 void AppendMixtureLines(const std::vector<MixtureFigures>& lanes,
                         const std::vector<std::string>& names, std::string* out);
 
+// The target shown is the target of the groups reordered so far, weighted by what each
+// group emitted (a curriculum's target moves from group to group; before any group,
+// `target_shares`).
 class MixtureStats {
  public:
   MixtureStats(std::vector<double> target_shares, bool weight_by_tokens);
 
   void AddEmitted(uint32_t dataset, uint64_t tokens);
-  void AddGroup(const MixtureGroupCounts& group, bool over_tolerance);
-  MixtureFigures Snapshot(uint32_t lane) const;
+  // `target`: the shares the group was reordered toward.
+  void AddGroup(const MixtureGroupCounts& group, bool over_tolerance,
+                const std::vector<double>& target) ABSL_LOCKS_EXCLUDED(mu_);
+  MixtureFigures Snapshot(uint32_t lane) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Counters {
@@ -64,6 +72,9 @@ class MixtureStats {
   const bool weight_by_tokens_;
   std::vector<Counters> counters_;  // Sized once; never resized.
   std::atomic<uint64_t> groups_over_tolerance_{0};
+  mutable absl::Mutex mu_;
+  std::vector<double> weighted_target_ ABSL_GUARDED_BY(mu_);  // sum of share x units
+  double target_units_ ABSL_GUARDED_BY(mu_) = 0;              // sum of units
 };
 
 }  // namespace zephon::pipeline
