@@ -87,13 +87,14 @@ def test_refusals_name_the_entry(daemon, three_sets):
     with pytest.raises(ValueError, match=r"interpolate='cubic' is not supported"):
         zephon.ScheduledMixtureWorkSource(three_sets, schedule=[(0, [1, 1, 1])],
                                           interpolate="cubic")
-    # Samples 11 and 20 are both chunk 2 at chunk_size 10: zephond refuses, naming both.
-    ws = zephon.ScheduledMixtureWorkSource(three_sets, chunk_size=10, schedule=[
-        (0, [1, 1, 1]), (11, [1, 0, 0]), (20, [0, 1, 0])])
-    with pytest.raises(zephon.ZephonError,
-                       match=r"work_source.schedule\[2\] starts at chunk 2, not after "
-                             r"work_source.schedule\[1\]'s chunk 2"):
-        drawn(ws, daemon.socket, "collide")
+    # Samples 11 and 20 are both chunk 2 at chunk_size 10: refused before attach, as
+    # zephond refuses it (phase_schedule_test: RefusalsNameTheEntry).
+    with pytest.raises(ValueError, match=r"schedule\[2\] \(sample 20\) starts in the same "
+                                         r"chunk 2 as schedule\[1\]"):
+        zephon.ScheduledMixtureWorkSource(three_sets, chunk_size=10, schedule=[
+            (0, [1, 1, 1]), (11, [1, 0, 0]), (20, [0, 1, 0])])
+    with pytest.raises(ValueError, match=r"chunk_size=2 is smaller than the 3 datasets"):
+        zephon.ScheduledMixtureWorkSource(three_sets, chunk_size=2, schedule=[(0, [1, 1, 1])])
 
 
 def test_readme_curriculum_block_runs(tmp_path):

@@ -88,6 +88,10 @@ def check_batches(pipe, want, *, unmasked=None, steps=8) -> int:
         assert out["num_valid_tokens"] == int(keep.sum())
         plain = batch.to_training(as_torch=False, return_labels=False, return_loss_mask=True)
         assert np.array_equal(plain["loss_mask"], mask == 1)
+        # With document boundaries masked too, the returned mask is exactly the labels kept.
+        bounded = batch.to_training(as_torch=False, ignore_index=-100, return_loss_mask=True,
+                                    mask_document_boundaries=True)
+        assert np.array_equal(bounded["loss_mask"], bounded["labels"] != -100)
         batch.close()
         if step + 1 == steps:
             break

@@ -124,9 +124,10 @@ class Batch:
           ``ignore_index``. So a completion's first token is predicted from the prompt's
           last token and trained on, while predictions of prompt tokens are not.
         - ``loss_mask`` (``return_loss_mask``): bool, aligned like ``labels``
-          (``loss_mask[:, 1:]``, [B, S]; [B, L] without labels): True where the label is
-          trained on. Without a ``loss_mask`` tensor it is True at every real cell (the
-          padding mask).
+          ([B, S]; [B, L] without labels): with labels, True exactly where the label is
+          kept (not ``ignore_index``: the loss mask, padding and, with
+          ``mask_document_boundaries``, the boundaries); without labels, the batch's
+          ``loss_mask`` (or, without one, the padding mask).
         - ``padding_mask`` (``return_padding_mask``): bool, aligned with ``input_ids``
           ([B, S] with labels, else [B, L]), True at real tokens and False at padding
           (all True without padding).
@@ -200,8 +201,9 @@ class Batch:
             out["labels"] = labels
             in_real = real[:, :-1] if real is not None else None
             if return_loss_mask:
-                keep = trained if trained is not None else real
-                out["loss_mask"] = (np.ascontiguousarray(keep[:, 1:]) if keep is not None
+                # Exactly the labels kept: the loss mask, padding and (when asked) the
+                # document boundaries together.
+                out["loss_mask"] = (~masked if masked is not None
                                     else np.ones(labels.shape, dtype=bool))
         else:
             inputs = tokens
