@@ -8,7 +8,6 @@ Needs `make setup-parquet` (DuckDB through npm); skips saying so otherwise."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,16 +19,16 @@ sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 
 import zephon  # noqa: E402
 from zephond_process import Daemon  # noqa: E402
+from duckdb_node import require_duckdb, run_node  # noqa: E402
 from test_tokenize_pipeline import tiny_tokenizer_json  # noqa: E402
 from twin_batches import batch_digests  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    if shutil.which("node") is None or not (HERE / "node_modules" / "@duckdb" / "node-api").is_dir():
-        pytest.skip("DuckDB not installed: run `make setup-parquet`")
+    require_duckdb()
     out = tmp_path_factory.mktemp("pq-pipeline")
-    subprocess.run(["node", str(HERE / "write_pipeline_files.mjs"), str(out)], check=True, cwd=HERE)
+    run_node("write_pipeline_files.mjs", str(out))
     tok = out / "tok" / "tokenizer.json"
     tok.parent.mkdir()
     tok.write_text(tiny_tokenizer_json(), encoding="utf-8")

@@ -6,8 +6,6 @@ another length than its tokens fails naming the file, the row and both lengths.
 Needs `make setup-parquet` (DuckDB through npm); skips saying so otherwise."""
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,14 +19,14 @@ sys.path.insert(0, str(HERE.parents[1] / "client" / "python"))
 import zephon  # noqa: E402
 from zephon import errors  # noqa: E402
 from zephond_process import Daemon  # noqa: E402
+from duckdb_node import require_duckdb, run_node  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    if shutil.which("node") is None or not (HERE / "node_modules" / "@duckdb" / "node-api").is_dir():
-        pytest.skip("DuckDB not installed: run `make setup-parquet`")
+    require_duckdb()
     out = tmp_path_factory.mktemp("pq-sft")
-    subprocess.run(["node", str(HERE / "write_sft_files.mjs"), str(out)], check=True, cwd=HERE)
+    run_node("write_sft_files.mjs", str(out))
     return out
 
 

@@ -9,10 +9,11 @@ The DuckDB comparisons need `make setup-parquet`; everything needs
 `bazel build //daemon/pipeline/formats/parquet:parquet_dump`; each skips saying so."""
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
+
+from duckdb_node import run_node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -28,12 +29,7 @@ def built():
 
 def duckdb(name, expr, kind):
     """DuckDB's readback of column `expr` of testdata file `name`, row by row."""
-    if shutil.which("node") is None or not os.path.isdir(
-            os.path.join(HERE, "node_modules", "@duckdb", "node-api")):
-        pytest.skip("DuckDB not installed: run `make setup-parquet`")
-    r = subprocess.run(["node", os.path.join(HERE, "read_column.mjs"),
-                        os.path.join(FILES, name), expr, kind],
-                       capture_output=True, check=True, cwd=HERE)
+    r = run_node("read_column.mjs", os.path.join(FILES, name), expr, kind)
     return [json.loads(line) for line in r.stdout.decode().splitlines()]
 
 
