@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import zephon
-from zephond_process import autostart_env
+from readme_blocks import run_readme_block
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,14 +98,8 @@ def test_refusals_name_the_entry(daemon, three_sets):
 
 
 def test_readme_curriculum_block_runs(tmp_path):
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(),
-                                    re.S) if "ScheduledMixtureWorkSource" in b]
-    assert blocks, "README has no curriculum example"
-    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
-    out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("curriculum: phase 1 of 2"), out.stdout
+    stdout = run_readme_block("ScheduledMixtureWorkSource", tmp_path)
+    assert stdout.startswith("curriculum: phase 1 of 2"), stdout
 
 
 def test_example_resumes_across_the_boundary_on_another_dp_degree(daemon):

@@ -189,22 +189,10 @@ def test_zephond_refuses_a_padding_algorithm_without_pad_token_id(corpus, daemon
 
 
 def test_readme_packing_example_runs(tmp_path):
-    import re
-    import subprocess
-    from pathlib import Path
+    from readme_blocks import run_readme_block
 
-    from zephond_process import autostart_env
-
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
-              if 'algorithm="best_fit"' in b]
-    assert len(blocks) == 1, "README's packing example is missing"
-    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
-    out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[0].startswith("0 [") and "fill=" in lines[-1], out.stdout
+    lines = run_readme_block('algorithm="best_fit"', tmp_path).splitlines()
+    assert lines[0].startswith("0 [") and "fill=" in lines[-1], "\n".join(lines)
 
 
 def test_wrap_sends_the_operator_it_always_sent(corpus):

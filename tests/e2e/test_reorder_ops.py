@@ -172,17 +172,7 @@ def test_streaming_sends_the_operator_it_always_sent(corpus):
 
 
 def test_readme_shuffle_and_mixture_example_runs(tmp_path):
-    import subprocess
-    from pathlib import Path
+    from readme_blocks import run_readme_block
 
-    from zephond_process import autostart_env
-
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
-              if ".ensure_mixture(" in b]
-    assert len(blocks) == 1, "README's shuffle / ensure_mixture example is missing"
-    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
-    out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("mixture lane 0 (emitted so far, by tokens): web "), out.stdout
+    stdout = run_readme_block(".ensure_mixture(", tmp_path)
+    assert stdout.startswith("mixture lane 0 (emitted so far, by tokens): web "), stdout

@@ -168,17 +168,6 @@ def test_changed_flush_every_k_is_accepted_at_a_group_boundary_and_refused_mid_g
 @pytest.mark.parametrize("marker", ["resumed with microbatch_size 2", "documents per row:"])
 def test_readme_examples_run(tmp_path, marker):
     """The README's examples of this feature run as written (autostarting zephond)."""
-    import re
-    import subprocess
-    from pathlib import Path
+    from readme_blocks import run_readme_block
 
-    from zephond_process import autostart_env
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
-              if marker in b]
-    assert len(blocks) == 1, marker
-    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
-    out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert marker in out.stdout
+    assert marker in run_readme_block(marker, tmp_path)

@@ -290,21 +290,12 @@ def test_sft_example_masks_prompts(daemon):
 
 
 def test_readme_sft_example_runs(tmp_path):
-    import subprocess
+    from readme_blocks import run_readme_block
 
-    from zephond_process import autostart_env
-
-    readme = (ROOT / "README.md").read_text()
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S)
-              if "loss_mask_field" in b]
-    assert len(blocks) == 1, "README's SFT example is missing"
-    env = autostart_env(str(tmp_path / "zephond.sock"), idle_exit_s=1)
-    out = subprocess.run(["/usr/bin/python3", "-c", blocks[0]], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[0].startswith("0 ") and "trained labels of 256" in lines[0], out.stdout
-    assert "loss mask lane 0 (written so far)" in lines[-1], out.stdout
+    stdout = run_readme_block("loss_mask_field", tmp_path)
+    lines = stdout.splitlines()
+    assert lines[0].startswith("0 ") and "trained labels of 256" in lines[0], stdout
+    assert "loss mask lane 0 (written so far)" in lines[-1], stdout
 
 
 # ----- the C ABI (what C++ consumers read) ----------------------------------------------
