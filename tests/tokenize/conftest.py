@@ -21,6 +21,17 @@ TOKENIZERS = {
 }
 
 
+@pytest.fixture
+def daemon(tmp_path):
+    """A zephond of its own for a test (tests/e2e's Daemon), stopped cleanly after it."""
+    sys.path.insert(0, str(HERE.parent / "e2e"))
+    from zephond_process import Daemon
+
+    d = Daemon(tmp_path)
+    yield d
+    assert d.stop() == 0, d.log.read_text()
+
+
 def read_jsonl(path_or_text):
     text = path_or_text.read_text(encoding="utf-8") if isinstance(path_or_text, Path) \
         else path_or_text

@@ -2,23 +2,11 @@
 tokenizer.json of the reference (issue 14: exactness through the pipeline too). Each packed
 record must be a run of the concatenated reference ids of its batch's documents, in order
 (pack_flat wraps documents across records), and the batches cover the corpus."""
-import sys
 
 import pytest
 
-from conftest import CORPUS, HERE, TOKENIZERS, skip_without_reference
-
-sys.path.insert(0, str(HERE.parent / "e2e"))
-from zephond_process import Daemon  # noqa: E402
-
-import zephon  # noqa: E402
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    d = Daemon(tmp_path)
-    yield d
-    assert d.stop() == 0, d.log.read_text()
+from conftest import CORPUS, TOKENIZERS, skip_without_reference
+import zephon
 
 
 @pytest.mark.parametrize("name", sorted(TOKENIZERS))

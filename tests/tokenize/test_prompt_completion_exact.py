@@ -3,27 +3,15 @@ HF tokenizers' ids of each field, concatenated (issue 16, SFT): for every tokeni
 the reference, each packed document is the reference ids of its prompt followed by those
 of its completion, and its loss mask is 0 over the prompt and 1 over the completion."""
 import json
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import CORPUS, HERE, TOKENIZERS, read_jsonl, run_reference, \
+from conftest import CORPUS, TOKENIZERS, read_jsonl, run_reference, \
     skip_without_reference
-
-sys.path.insert(0, str(HERE.parent / "e2e"))
-from zephond_process import Daemon  # noqa: E402
-
-import zephon  # noqa: E402
+import zephon
 
 DOCS = 64  # a whole number of chunks (chunk_size 8): a pass ends at a full chunk
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    d = Daemon(tmp_path)
-    yield d
-    assert d.stop() == 0, d.log.read_text()
 
 
 @pytest.mark.parametrize("name", sorted(TOKENIZERS))
