@@ -1,8 +1,13 @@
 #include "daemon/batch_slot.h"
 
+#include <cstring>
 #include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 #include "common/status_macros.h"
+#include "daemon/pipeline/batching/segment_table.h"
 
 namespace zephon::daemon {
 namespace {
@@ -24,6 +29,7 @@ constexpr char kPositions[] = "positions";
 constexpr char kValidTokens[] = "valid_tokens";
 constexpr char kSampleIds[] = "sample_ids";
 constexpr char kLossMask[] = "loss_mask";
+constexpr char kSegmentLengths[] = "segment_lengths";
 
 }  // namespace
 
@@ -34,6 +40,10 @@ BatchSchema BatchSchema::Of(const pipeline::LaneOptions& lanes) {
   schema.emit_positions = lanes.emit_positions;
   schema.valid_tokens = lanes.pack.pads();
   schema.loss_mask = lanes.loss_mask;
+  if (lanes.segments) {
+    schema.max_segments =
+        pipeline::MaxSegmentsPerRecord(lanes.max_length, lanes.pack.max_sequences_per_bin);
+  }
   return schema;
 }
 
@@ -43,6 +53,9 @@ std::vector<TensorSchema> BatchSchema::Tensors() const {
   if (emit_positions) tensors.push_back({kPositions, shm::DType::kInt32, {rows, cols}});
   if (valid_tokens) tensors.push_back({kValidTokens, shm::DType::kInt32, {rows}});
   if (loss_mask) tensors.push_back({kLossMask, shm::DType::kUInt8, {rows, cols}});
+  if (max_segments > 0) {
+    tensors.push_back({kSegmentLengths, shm::DType::kInt32, {rows, max_segments}});
+  }
   tensors.push_back({kSampleIds, shm::DType::kInt64, {SaturatingMul(rows, cols), 3}});
   return tensors;
 }
@@ -64,7 +77,19 @@ uint64_t BatchSchema::SlotPayloadBytes() const {
 
 absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t rows,
                                            const std::vector<pipeline::SampleId>& sample_ids,
+                                           const pipeline::SegmentTable* segments,
                                            shm::SlotWriter* slot) {
+  // Checked before any tensor is added, so a refused batch leaves the slot untouched.
+  if (schema.max_segments > 0 &&
+      (segments == nullptr || segments->width > schema.max_segments ||
+       segments->lengths.size() != uint64_t{rows} * segments->width)) {
+    return absl::InternalError(absl::StrCat(
+        "segment_lengths of a ", rows, "-row batch: ",
+        segments == nullptr
+            ? std::string("missing")
+            : absl::StrCat(segments->lengths.size(), " lengths of width ", segments->width),
+        " (at most ", schema.max_segments, " wide)"));
+  }
   const std::vector<uint64_t> shape = {rows, schema.cols};
   BatchCells cells;
   ASSIGN_OR_RETURN(void* tokens, slot->AddTensor(kTokens, shm::DType::kInt32, shape));
@@ -80,6 +105,12 @@ absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t r
   if (schema.loss_mask) {
     ASSIGN_OR_RETURN(void* mask, slot->AddTensor(kLossMask, shm::DType::kUInt8, shape));
     cells.loss_mask = static_cast<uint8_t*>(mask);
+  }
+  if (schema.max_segments > 0) {
+    ASSIGN_OR_RETURN(void* lengths,
+                     slot->AddTensor(kSegmentLengths, shm::DType::kInt32,
+                                     {rows, static_cast<uint64_t>(segments->width)}));
+    std::memcpy(lengths, segments->lengths.data(), segments->lengths.size() * sizeof(int32_t));
   }
   ASSIGN_OR_RETURN(void* ids_raw,
                    slot->AddTensor(kSampleIds, shm::DType::kInt64,

@@ -10,6 +10,10 @@
 //                                    cells that are not padding (they come first)
 //   loss_mask   uint8 [rows, cols]   only when a dataset carries a loss mask (SFT): 1 =
 //                                    trained on, 0 = masked (and every padding cell)
+//   segment_lengths int32 [rows, w]  only with pack_sequences: each row's segments'
+//                                    lengths (pieces of samples, not padding) in row
+//                                    order, then 0s; w = the batch's most segments in a
+//                                    row (pipeline::SegmentTable), at most max_segments
 //   sample_ids  int64 [n, 3]         (dataset, shard, index) of each contributing sample
 // with rows <= microbatch_size (a short last batch has fewer), cols = max_length and
 // n <= rows * cols (a batch lists each contributing sample once, and each contributed
@@ -43,6 +47,9 @@ struct BatchSchema {
   bool emit_positions = true;
   bool valid_tokens = false;  // pack_flat pads (every algorithm but wrap)
   bool loss_mask = false;     // a dataset carries a loss mask (LaneOptions::loss_mask)
+  // pack_sequences: the widest segment_lengths row (pipeline::MaxSegmentsPerRecord);
+  // 0 = no segment_lengths tensor (pack_flat).
+  uint64_t max_segments = 0;
 
   // The schema of the batches a lane with `lanes` options produces.
   static BatchSchema Of(const pipeline::LaneOptions& lanes);
@@ -64,11 +71,14 @@ struct BatchCells {
 };
 
 // Adds a batch's tensors to `slot` in schema order, at shape [rows, schema.cols], and
-// fills sample_ids. Errors: those of SlotWriter::AddTensor (RESOURCE_EXHAUSTED if the
-// slot is smaller than the schema's SlotPayloadBytes).
+// fills sample_ids and (when the schema has max_segments) segment_lengths from
+// `segments`. Errors: those of SlotWriter::AddTensor (RESOURCE_EXHAUSTED if the slot is
+// smaller than the schema's SlotPayloadBytes); INTERNAL if the schema wants segment
+// lengths and `segments` is null, or wider than max_segments, or not rows rows.
 // REQUIRES: rows <= schema.rows; sample_ids.size() <= rows * schema.cols.
 absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t rows,
                                            const std::vector<pipeline::SampleId>& sample_ids,
+                                           const pipeline::SegmentTable* segments,
                                            shm::SlotWriter* slot);
 
 }  // namespace zephon::daemon

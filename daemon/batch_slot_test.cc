@@ -20,13 +20,24 @@ std::string RingName() {
   return absl::StrCat("zephon-test.", getpid(), ".batch_slot.", counter.fetch_add(1));
 }
 
-BatchSchema Schema(uint64_t rows, uint64_t cols, bool positions, bool pads = false) {
+BatchSchema Schema(uint64_t rows, uint64_t cols, bool positions, bool pads = false,
+                   bool segments = false, uint32_t max_sequences_per_bin = 0) {
   pipeline::LaneOptions lanes;
   lanes.microbatch_size = rows;
   lanes.max_length = cols;
   lanes.emit_positions = positions;
   if (pads) lanes.pack.algorithm = pipeline::PackAlgorithm::kBestFit;
+  lanes.pack.max_sequences_per_bin = max_sequences_per_bin;
+  lanes.segments = segments;
   return BatchSchema::Of(lanes);
+}
+
+// The widest segment table `schema` allows: every row holds max_segments 1-cell pieces.
+pipeline::SegmentTable WidestTable(const BatchSchema& schema) {
+  pipeline::SegmentTable table;
+  table.width = static_cast<uint32_t>(schema.max_segments);
+  table.lengths.assign(schema.rows * schema.max_segments, 1);
+  return table;
 }
 
 // A worst-case batch of `schema` (every row full, one sample per cell) written into a
@@ -39,8 +50,9 @@ absl::Status WriteLargestBatch(const BatchSchema& schema, uint64_t payload_bytes
   if (!slot.ok()) return slot.status();
   std::vector<pipeline::SampleId> ids(schema.rows * schema.cols);
   for (size_t i = 0; i < ids.size(); ++i) ids[i].index = i;
+  const pipeline::SegmentTable segments = WidestTable(schema);
   absl::StatusOr<BatchCells> cells =
-      AddBatchTensors(schema, static_cast<uint32_t>(schema.rows), ids, &*slot);
+      AddBatchTensors(schema, static_cast<uint32_t>(schema.rows), ids, &segments, &*slot);
   if (!cells.ok()) return cells.status();
   if ((cells->positions != nullptr) != schema.emit_positions) {
     return absl::InternalError("positions pointer disagrees with the schema");
@@ -90,7 +102,9 @@ TEST(BatchSchemaTest, SlotSizeIsTheSumOfAlignedTensors) {
 TEST(BatchSchemaTest, LargestBatchFitsExactlyTheComputedSlot) {
   for (const BatchSchema& schema :
        {Schema(1, 2, true), Schema(4, 9, true), Schema(4, 9, false), Schema(8, 2049, true),
-        Schema(3, 17, false), Schema(4, 9, true, true), Schema(3, 17, false, true)}) {
+        Schema(3, 17, false), Schema(4, 9, true, true), Schema(3, 17, false, true),
+        Schema(4, 9, false, false, /*segments=*/true),
+        Schema(4, 33, false, true, /*segments=*/true, /*max_sequences_per_bin=*/5)}) {
     const uint64_t bytes = schema.SlotPayloadBytes();
     EXPECT_TRUE(WriteLargestBatch(schema, bytes).ok())
         << schema.rows << "x" << schema.cols << " positions=" << schema.emit_positions;
@@ -99,6 +113,46 @@ TEST(BatchSchemaTest, LargestBatchFitsExactlyTheComputedSlot) {
     EXPECT_EQ(smaller.code(), absl::StatusCode::kResourceExhausted)
         << schema.rows << "x" << schema.cols << ": " << smaller;
   }
+}
+
+TEST(BatchSchemaTest, PackSequencesAddsSegmentLengthsBoundedByTheCap) {
+  // No cap: one segment per cell at most.
+  const std::vector<TensorSchema> open = Schema(4, 9, false, true, true).Tensors();
+  ASSERT_EQ(open.size(), 4u);
+  EXPECT_EQ(open[2].name, "segment_lengths");
+  EXPECT_EQ(open[2].dtype, shm::DType::kInt32);
+  EXPECT_EQ(open[2].max_shape, (std::vector<uint64_t>{4, 9}));
+  EXPECT_EQ(open[3].name, "sample_ids");
+  // max_sequences_per_bin bounds the width, and so the slot.
+  const std::vector<TensorSchema> capped = Schema(4, 9, false, true, true, 3).Tensors();
+  EXPECT_EQ(capped[2].max_shape, (std::vector<uint64_t>{4, 3}));
+  EXPECT_LT(Schema(4, 9, false, true, true, 3).SlotPayloadBytes(),
+            Schema(4, 9, false, true, true).SlotPayloadBytes());
+  // pack_flat publishes none.
+  for (const TensorSchema& t : Schema(4, 9, false, true).Tensors()) {
+    EXPECT_NE(t.name, "segment_lengths");
+  }
+}
+
+TEST(BatchSchemaTest, SegmentLengthsAreWrittenAtTheBatchWidthAndCheckedAgainstTheSchema) {
+  const BatchSchema schema = Schema(2, 8, false, true, true, 4);
+  auto writer = shm::RingWriter::Create(
+      RingName(), shm::RingGeometry{2, schema.SlotPayloadBytes(), 1}, "test");
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  absl::StatusOr<shm::SlotWriter> slot = (*writer)->Loan(absl::Seconds(1));
+  ASSERT_TRUE(slot.ok()) << slot.status();
+  const std::vector<pipeline::SampleId> ids(3);
+  pipeline::SegmentTable too_wide;
+  too_wide.width = 5;
+  too_wide.lengths.assign(10, 1);
+  EXPECT_EQ(AddBatchTensors(schema, 2, ids, &too_wide, &*slot).status().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(AddBatchTensors(schema, 2, ids, nullptr, &*slot).status().code(),
+            absl::StatusCode::kInternal);
+  pipeline::SegmentTable table;
+  table.width = 2;
+  table.lengths = {5, 3, 8, 0};
+  EXPECT_TRUE(AddBatchTensors(schema, 2, ids, &table, &*slot).ok());
 }
 
 TEST(BatchSchemaTest, HugeShapesSaturateInsteadOfWrapping) {

@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/logging.h"
 #include "daemon/metrics/counters.h"
+#include "daemon/pipeline/batching/segment_table.h"
 #include "daemon/pipeline/spec_string_form.h"
 #include "daemon/pipeline/tokenize_spec.h"
 
@@ -32,7 +33,8 @@ constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
 // to `masks` when it has one.
 absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
                         shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
-  ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, batch.rows, batch.sample_ids, slot));
+  ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, batch.rows, batch.sample_ids,
+                                                   &batch.segments, slot));
   std::memcpy(dst.tokens, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
   if (dst.positions != nullptr) {
     std::memcpy(dst.positions, batch.positions.data(), batch.positions.size() * sizeof(int32_t));
@@ -56,7 +58,10 @@ absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
 absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schema,
                        const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
                        shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
-  ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, plan.rows, plan.sample_ids, slot));
+  pipeline::SegmentTable segments;
+  if (schema.max_segments > 0) segments = pipeline::SegmentTableOf(plan);
+  ASSIGN_OR_RETURN(BatchCells dst,
+                   AddBatchTensors(schema, plan.rows, plan.sample_ids, &segments, slot));
   RETURN_IF_ERROR(
       pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions, dst.valid_tokens,
                                 dst.loss_mask));

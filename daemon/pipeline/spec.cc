@@ -131,6 +131,19 @@ void ResolvePackFlatDefaults(proto::PackFlatSpec* pack) {
   }
 }
 
+// pack_sequences: pack_flat's defaults, except that a record's segment boundaries are
+// published instead of positions (emit_positions unset = false) and a padding
+// algorithm's cells after the segments need no chosen id (pad_token_id unset = 0).
+void ResolvePackSequencesDefaults(proto::PackFlatSpec* pack) {
+  if (pack->algorithm().empty()) pack->set_algorithm("wrap");
+  if (!pack->has_emit_positions()) pack->set_emit_positions(false);
+  const absl::StatusOr<PackAlgorithm> algorithm = ParsePackAlgorithm(pack->algorithm());
+  if (algorithm.ok() && *algorithm != PackAlgorithm::kWrap && !pack->has_pad_token_id()) {
+    pack->set_pad_token_id(0);
+  }
+  ResolvePackFlatDefaults(pack);
+}
+
 }  // namespace
 
 absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint32_t dp_degree) {
@@ -207,6 +220,7 @@ absl::StatusOr<ResolvedPipeline> ResolvePipeline(proto::PipelineSpec spec, uint3
       op.mutable_pack_flat()->set_emit_positions(true);
     }
     if (op.has_pack_flat()) ResolvePackFlatDefaults(op.mutable_pack_flat());
+    if (op.has_pack_sequences()) ResolvePackSequencesDefaults(op.mutable_pack_sequences());
     ResolveReorderDefaults(&op);
     // The guide's default: never a short batch.
     if (op.has_batch() && !op.batch().has_drop_last()) op.mutable_batch()->set_drop_last(true);

@@ -120,6 +120,27 @@ def test_jsonl_loss_mask_values_reach_the_batch_and_the_labels(daemon, tmp_path)
     assert tokens <= int(packing["tokens"])
 
 
+def test_pack_sequences_segments_carry_their_documents_masks(daemon, tmp_path):
+    """pack_sequences keeps each document whole (best_fit) with its own mask: every
+    envelope segment is one record's ids and mask, as written."""
+    want = write_sft(tmp_path / "sft.jsonl")
+    ds = zephon.Dataset("sft", str(tmp_path / "sft.jsonl"), fmt="jsonl",
+                        loss_mask_field="loss_mask")
+    ws = zephon.StaticMixtureWorkSource([ds], seed=3, chunk_size=16)
+    pipe = (zephon.Pipeline(ws).pack_sequences(L, algorithm="best_fit", num_bins=4)
+            .batch(B).options(daemon=daemon.socket, canonical_replicas=1))
+    seen = 0
+    for _, batch in zip(range(8), pipe):
+        for row in batch.packed_samples:
+            for segment in row:
+                assert set(segment) == {"tokens", "loss_mask"}
+                ids = tuple(int(t) for t in segment["tokens"])
+                assert tuple(int(m) for m in segment["loss_mask"]) in want[ids]
+                seen += 1
+    pipe.close()
+    assert seen > 8 * B
+
+
 def test_loss_mask_figures_reach_metrics(tmp_path):
     import urllib.request
 

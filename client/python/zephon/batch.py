@@ -93,6 +93,38 @@ class Batch:
         self._check_open()
         return self._view("sample_ids")
 
+    @property
+    def segment_lengths(self) -> np.ndarray:
+        """pack_sequences: int32 [B, W], row r's segments' lengths in order, then zeros (a
+        view, valid while the batch is open). KeyError for a pack_flat batch."""
+        self._check_open()
+        if "segment_lengths" not in self._layout:
+            raise KeyError("this batch has no segment_lengths: it comes from pack_flat; "
+                           "build the Pipeline with pack_sequences() to keep segments")
+        return self._view("segment_lengths")
+
+    @property
+    def packed_samples(self) -> list[list[dict[str, np.ndarray]]]:
+        """pack_sequences' records as upstream's envelopes: one list per row, one dict per
+        segment (a document, or a slice of one, in row order) holding its cells of each
+        per-cell field: ``"tokens"``, plus ``"loss_mask"`` and ``"positions"`` when the
+        batch has them. The arrays are zero-copy views of the batch (valid while it is
+        open; copy to keep them). The cells after a row's segments (padding) are in no
+        segment. KeyError for a pack_flat batch (use ``to_training`` there)."""
+        lengths = self.segment_lengths
+        fields = {name: self._view(name) for name in ("tokens", "loss_mask", "positions")
+                  if name in self._layout}
+        records: list[list[dict[str, np.ndarray]]] = []
+        for r, row in enumerate(lengths.tolist()):
+            segments, start = [], 0
+            for n in row:
+                if n == 0:
+                    break
+                segments.append({k: v[r, start:start + n] for k, v in fields.items()})
+                start += n
+            records.append(segments)
+        return records
+
     def to_training(self, return_labels: bool = True, as_torch: bool | None = None, *,
                     ignore_index: int = -100,
                     mask_document_boundaries: bool = False,
@@ -165,6 +197,12 @@ class Batch:
         self._check_open()
         if "tokens" not in self._layout:
             raise KeyError(f"batch has no 'tokens' field; fields: {sorted(self.keys())}")
+        if "segment_lengths" in self._layout:
+            raise ValueError(
+                "to_training converts pack_flat rows; this batch comes from pack_sequences "
+                "(records of segments): read batch.packed_samples or batch.segment_lengths, "
+                "or build the Pipeline with pack_flat(...) and call "
+                "to_training(return_cu_seqlens=True) for varlen attention")
         if return_num_valid_tokens and not return_labels:
             raise ValueError("return_num_valid_tokens=True needs return_labels=True")
         tokens = self._view("tokens")

@@ -253,13 +253,14 @@ class Pipeline:
             raise errors.InvalidOptionError(f"Pipeline.shuffle: {message}",
                                             errors.INVALID_ARGUMENT)
 
-        names = [next(iter(op)) for op in self._operators]
+        names = [_PACKING if next(iter(op)) in _PACKERS else next(iter(op))
+                 for op in self._operators]
         if "batch" in names:
             refuse("shuffle after batch would reorder whole batches; call it between "
                    "pack_flat() and batch() to shuffle packed rows")
-        position = names[names.index("pack_flat") + 1:] if "pack_flat" in names else names
+        position = names[names.index(_PACKING) + 1:] if _PACKING in names else names
         if "shuffle" in position:
-            where = "between pack_flat and batch" if "pack_flat" in names else "before pack_flat"
+            where = "between pack_flat and batch" if _PACKING in names else "before pack_flat"
             refuse(f"this Pipeline already shuffles {where}: one shuffle per position")
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
             refuse(f"buffer_size must be an int >= 1, got {buffer_size!r}")
@@ -302,7 +303,7 @@ class Pipeline:
                                             errors.INVALID_ARGUMENT)
 
         names = [next(iter(op)) for op in self._operators]
-        if "pack_flat" in names or "batch" in names:
+        if _PACKERS & set(names) or "batch" in names:
             refuse("call ensure_mixture() before pack_flat(): a packed row already mixes "
                    "datasets' tokens, and reordering rows cannot change the mixture")
         if "ensure_mixture" in names:
@@ -382,10 +383,62 @@ class Pipeline:
         the ``num_bins`` limit: ``"fifo"`` (the oldest) or ``"fullest"``;
         ``max_sequences_per_bin`` (every padding algorithm) caps the documents (pieces)
         per record."""
+        return self._packing("pack_flat", max_length, algorithm, emit_positions,
+                             pad_token_id=pad_token_id, num_bins=num_bins,
+                             drop_oversized=drop_oversized,
+                             candidate_pool_size=candidate_pool_size,
+                             max_candidate_age=max_candidate_age,
+                             min_sequence_length=min_sequence_length,
+                             flush_strategy=flush_strategy,
+                             max_sequences_per_bin=max_sequences_per_bin)
+
+    def pack_sequences(self, max_length: int, algorithm: str = "first_fit",
+                       emit_positions: bool = False, *, num_bins: int | None = None,
+                       pad_token_id: int | None = None, drop_oversized: bool = True,
+                       candidate_pool_size: int | None = None,
+                       max_candidate_age: int | None = None,
+                       min_sequence_length: int | None = None,
+                       flush_strategy: str | None = None,
+                       max_sequences_per_bin: int | None = None) -> "Pipeline":
+        """Packs like :meth:`pack_flat` (the same algorithms, options and records) and keeps
+        each record's segment boundaries, for varlen attention: upstream's envelope of
+        segments. Each batch carries ``segment_lengths`` (int32 [B, W]: row r's segments'
+        lengths in order, then zeros; W is the batch's most segments in a row) and
+        ``Batch.packed_samples`` gives the segments themselves (zero-copy views). With
+        first_fit / best_fit a segment is a whole document (unless ``drop_oversized=False``
+        splits a long one); with wrap / best_fit_wrap, a slice of one.
+
+        Differences from pack_flat: ``algorithm`` defaults to ``"first_fit"`` (upstream's
+        default; it needs ``num_bins``); ``emit_positions`` defaults to False (the
+        segments carry the boundaries); ``pad_token_id`` is optional (default 0): the
+        cells after a record's segments are not data. ``to_training`` does not convert
+        these batches (use pack_flat for that); ``max_sequences_per_bin`` also bounds W,
+        and so the ring's slot size (without it, W may reach ``max_length``)."""
+        if pad_token_id is None and algorithm != "wrap":
+            pad_token_id = 0
+        return self._packing("pack_sequences", max_length, algorithm, emit_positions,
+                             pad_token_id=pad_token_id, num_bins=num_bins,
+                             drop_oversized=drop_oversized,
+                             candidate_pool_size=candidate_pool_size,
+                             max_candidate_age=max_candidate_age,
+                             min_sequence_length=min_sequence_length,
+                             flush_strategy=flush_strategy,
+                             max_sequences_per_bin=max_sequences_per_bin)
+
+    def _packing(self, name: str, max_length, algorithm, emit_positions, *, pad_token_id,
+                 num_bins, drop_oversized, candidate_pool_size, max_candidate_age,
+                 min_sequence_length, flush_strategy, max_sequences_per_bin) -> "Pipeline":
+        """The packing operator `name` ("pack_flat" or "pack_sequences"), validated."""
         def refuse(message: str):
-            raise errors.InvalidOptionError(f"Pipeline.pack_flat: {message}",
+            raise errors.InvalidOptionError(f"Pipeline.{name}: {message}",
                                             errors.INVALID_ARGUMENT)
 
+        names = [next(iter(op)) for op in self._operators]
+        packer = set(names) & _PACKERS
+        if packer:
+            refuse(f"this Pipeline already packs with {packer.pop()}(): one packing operator")
+        if "batch" in names:
+            refuse(f"call {name}() before batch()")
         algorithms = ("wrap", "first_fit", "best_fit", "best_fit_wrap")
         if algorithm not in algorithms:
             refuse(f"algorithm={algorithm!r} is not one of {', '.join(algorithms)}")
@@ -418,20 +471,20 @@ class Pipeline:
             if not drop_oversized:
                 refuse(f"drop_oversized applies to first_fit and best_fit, not {algorithm!r} "
                        "(which splits long documents)")
-        for name, value in (("candidate_pool_size", candidate_pool_size),
-                            ("max_candidate_age", max_candidate_age)):
+        for field, value in (("candidate_pool_size", candidate_pool_size),
+                             ("max_candidate_age", max_candidate_age)):
             if value is None:
                 continue
             if algorithm != "best_fit_wrap":
-                refuse(f"{name} applies to best_fit_wrap, not {algorithm!r}")
+                refuse(f"{field} applies to best_fit_wrap, not {algorithm!r}")
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                refuse(f"{name} must be an int >= 1, got {value!r}")
-            op[name] = str(value) if name == "max_candidate_age" else value
+                refuse(f"{field} must be an int >= 1, got {value!r}")
+            op[field] = str(value) if field == "max_candidate_age" else value
         _add_packing_knobs(op, algorithm, refuse, min_sequence_length=min_sequence_length,
                            flush_strategy=flush_strategy,
                            max_sequences_per_bin=max_sequences_per_bin)
         p = self._with()
-        p._operators.append({"pack_flat": op})
+        p._operators.append({name: op})
         return p
 
     def batch(self, microbatch_size: int, drop_last: bool = True) -> "Pipeline":
@@ -677,6 +730,11 @@ def daemon_status(daemon: str | None = None, timeout_s: float = 10.0) -> dict:
                                      ctypes.byref(err))
     _check(code, err)
     return json.loads(_native.take_string(out))
+
+
+# The packing operators; _PACKING stands for either in operator-order checks.
+_PACKERS = frozenset(("pack_flat", "pack_sequences"))
+_PACKING = "pack_flat"
 
 
 def _add_packing_knobs(op: dict, algorithm: str, refuse, *, min_sequence_length,

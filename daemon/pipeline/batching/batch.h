@@ -35,6 +35,15 @@ struct LanePosition {
   }
 };
 
+// Each row's segment lengths (pack_sequences): row-major [rows, width], row r's
+// non-padding segments' counts in row order, then zeros; width is the most segments
+// any row of the batch has (>= 1 for a batch with rows). Built by SegmentTableOf
+// (segment_table.h).
+struct SegmentTable {
+  uint32_t width = 0;
+  std::vector<int32_t> lengths;
+};
+
 struct Batch {
   uint32_t lane = 0;
   uint64_t lane_batch_index = 0;
@@ -47,6 +56,8 @@ struct Batch {
   // [rows, cols] when the plan has loss_mask (else empty): 1 where the token is trained
   // on, 0 where it is masked (the dataset's mask) and at every padding cell.
   std::vector<uint8_t> loss_mask;
+  // When the plan has segment_lengths (else empty).
+  SegmentTable segments;
   std::vector<SampleId> sample_ids;
   // The lane position just before this batch's first record.
   LanePosition start;
@@ -83,6 +94,7 @@ struct BatchPlan {
   std::vector<Segment> segments;
   int32_t pad_token_id = 0;          // The value of padding segments' cells.
   bool loss_mask = false;            // The batch carries a loss mask (LaneOptions).
+  bool segment_lengths = false;      // The batch carries a SegmentTable (pack_sequences).
   std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
   LanePosition start;                // As Batch::start.
   LanePosition end;                  // As Batch::end.

@@ -3,6 +3,9 @@
 //
 //   [tokenize] {shuffle | ensure_mixture}* pack_flat [shuffle] batch
 //
+// (pack_sequences sits where pack_flat does: the same packing, published with segment
+// boundaries; "pack_flat" below stands for either.)
+//
 // Before pack_flat: at most one shuffle (of samples) and at most one ensure_mixture,
 // in either order (applied in the order given). After pack_flat: at most one shuffle
 // (of packed rows). Refused, naming the operator index: a second shuffle or
@@ -25,7 +28,7 @@ namespace zephon::pipeline {
 
 inline constexpr char kChainGrammar[] =
     "operators are [tokenize], {shuffle, ensure_mixture} (each at most once, either "
-    "order), pack_flat, [shuffle], batch";
+    "order), pack_flat or pack_sequences, [shuffle], batch";
 
 struct ReorderStages {
   ShuffleOptions sample_shuffle;  // Before pack_flat (buffer_size 0 = none).

@@ -7,6 +7,7 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/batching/chain_spec.h"
+#include "daemon/pipeline/batching/segment_table.h"
 #include "daemon/pipeline/ordering/shuffle_buffer.h"
 #include "daemon/pipeline/spec_string_form.h"
 
@@ -20,8 +21,8 @@ struct SampleIdHash {
 };
 
 // The packing knobs (packers.h) into *o, whose algorithm is set; unset = off.
-absl::Status PackKnobsFromSpec(const proto::PackFlatSpec& pack, int index, PackOptions* o) {
-  const std::string op = absl::StrCat("operators[", index, "] pack_flat");
+absl::Status PackKnobsFromSpec(const proto::PackFlatSpec& pack, const std::string& op,
+                               PackOptions* o) {
   const char* name = PackAlgorithmName(o->algorithm);
   const bool bins =
       o->algorithm == PackAlgorithm::kFirstFit || o->algorithm == PackAlgorithm::kBestFit;
@@ -43,8 +44,7 @@ absl::Status PackKnobsFromSpec(const proto::PackFlatSpec& pack, int index, PackO
     if (!bins) return refuse("flush_strategy", "first_fit and best_fit");
     absl::StatusOr<bool> fullest = ParseFlushFullest(pack.flush_strategy());
     if (!fullest.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("operators[", index, "] ", fullest.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(op, ".", fullest.status().message()));
     }
     o->flush_fullest = *fullest;
   }
@@ -57,13 +57,13 @@ absl::Status PackKnobsFromSpec(const proto::PackFlatSpec& pack, int index, PackO
   return absl::OkStatus();
 }
 
-// pack_flat's algorithm and the fields it takes (packers.h); `index` names the operator.
-absl::StatusOr<PackOptions> PackOptionsFromSpec(const proto::PackFlatSpec& pack, int index) {
-  const std::string op = absl::StrCat("operators[", index, "] pack_flat");
+// pack_flat's (or pack_sequences') algorithm and the fields it takes (packers.h); `op`
+// names the operator ("operators[2] pack_flat").
+absl::StatusOr<PackOptions> PackOptionsFromSpec(const proto::PackFlatSpec& pack,
+                                                const std::string& op) {
   absl::StatusOr<PackAlgorithm> algorithm = ParsePackAlgorithm(pack.algorithm());
   if (!algorithm.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("operators[", index, "] ",
-                                                   algorithm.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(op, ".", algorithm.status().message()));
   }
   PackOptions o;
   o.algorithm = *algorithm;
@@ -119,7 +119,7 @@ absl::StatusOr<PackOptions> PackOptionsFromSpec(const proto::PackFlatSpec& pack,
     if (pack.candidate_pool_size() != 0) return refuse("candidate_pool_size", "best_fit_wrap");
     if (pack.max_candidate_age() != 0) return refuse("max_candidate_age", "best_fit_wrap");
   }
-  RETURN_IF_ERROR(PackKnobsFromSpec(pack, index, &o));
+  RETURN_IF_ERROR(PackKnobsFromSpec(pack, op, &o));
   return o;
 }
 
@@ -179,18 +179,25 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   o.shuffle_warmup_growth = stages.sample_shuffle.warmup_growth;
   o.mixture = stages.mixture;
   o.mixture_before_shuffle = stages.mixture_before_shuffle;
-  if (i >= ops.size() || !ops[i].has_pack_flat()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("operators[", i, "]: expected pack_flat (", kChainGrammar, ")"));
+  if (i >= ops.size() || !(ops[i].has_pack_flat() || ops[i].has_pack_sequences())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operators[", i, "]: expected pack_flat or pack_sequences (", kChainGrammar, ")"));
   }
-  const auto& pack = ops[i].pack_flat();
+  o.segments = ops[i].has_pack_sequences();
+  const auto& pack = o.segments ? ops[i].pack_sequences() : ops[i].pack_flat();
+  const std::string op_name =
+      absl::StrCat("operators[", i, "] ", o.segments ? "pack_sequences" : "pack_flat");
   if (pack.max_length() < 2) {
-    return absl::InvalidArgumentError(absl::StrCat("operators[", i,
-                                                   "] pack_flat.max_length must be >= 2, got ",
-                                                   pack.max_length()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op_name, ".max_length must be >= 2, got ", pack.max_length()));
+  }
+  if (pack.max_length() > kMaxPackLength) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op_name, ".max_length must be <= ", kMaxPackLength, " (a row's cells and positions ",
+        "are int32), got ", pack.max_length()));
   }
   o.max_length = pack.max_length();
-  ASSIGN_OR_RETURN(o.pack, PackOptionsFromSpec(pack, i));
+  ASSIGN_OR_RETURN(o.pack, PackOptionsFromSpec(pack, op_name));
   o.emit_positions = !pack.has_emit_positions() || pack.emit_positions();
   o.loss_mask = SpecHasLossMask(spec);
   ++i;
@@ -246,7 +253,8 @@ std::string LaneOptions::Describe() const {
   } else {
     absl::StrAppend(&algorithm, ")");
   }
-  return absl::StrCat(s, "pack_flat(max_length=", max_length, ", ", algorithm, " -> batch(",
+  return absl::StrCat(s, segments ? "pack_sequences" : "pack_flat", "(max_length=", max_length,
+                      ", ", algorithm, " -> batch(",
                       microbatch_size, ", drop_last=", drop_last ? "true" : "false",
                       "); flush every ", flush_every_k_chunks, " lane chunks");
 }
@@ -398,6 +406,7 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   plan.cols = static_cast<uint32_t>(options_.max_length);
   plan.pad_token_id = options_.pack.pad_token_id;
   plan.loss_mask = options_.loss_mask;
+  plan.segment_lengths = options_.segments;
   plan.start = position();
   std::unordered_set<SampleId, SampleIdHash> seen;
   Record record;
@@ -522,6 +531,7 @@ absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
   batch.positions.resize(cells);
   batch.valid_tokens.resize(plan.rows);
   if (plan.loss_mask) batch.loss_mask.resize(cells);
+  if (plan.segment_lengths) batch.segments = SegmentTableOf(plan);
   RETURN_IF_ERROR(MaterializeInto(plan, datasets, batch.tokens.data(), batch.positions.data(),
                                   batch.valid_tokens.data(),
                                   plan.loss_mask ? batch.loss_mask.data() : nullptr));

@@ -58,6 +58,8 @@
 namespace zephon::pipeline {
 
 inline constexpr uint32_t kDefaultFlushEveryKChunks = 8;
+// The longest record: its cells, positions and segment lengths are int32.
+inline constexpr uint64_t kMaxPackLength = (uint64_t{1} << 31) - 1;
 
 // The per-lane knobs of a spec, validated.
 struct LaneOptions {
@@ -70,6 +72,9 @@ struct LaneOptions {
   uint64_t max_length = 0;
   // pack_flat's algorithm and its options (pack.max_length == max_length).
   PackOptions pack;
+  // The packing operator is pack_sequences: batches also publish each record's segment
+  // lengths (BatchPlan::segment_lengths). The records are pack_flat's.
+  bool segments = false;
   uint64_t microbatch_size = 0;
   bool drop_last = false;
   // pack_flat.emit_positions (unset = true): whether batches publish "positions".
@@ -92,9 +97,9 @@ struct LaneOptions {
   // The only reader of the operator list. REQUIRES a resolved spec (ResolvePipeline
   // calls this after filling the defaults; others use ResolvedPipeline::lanes).
   // Operators must follow the chain grammar of chain_spec.h ([tokenize], {shuffle,
-  // ensure_mixture}, pack_flat, [shuffle], batch; tokenize is not read here);
-  // INVALID_ARGUMENT naming the operator index and value otherwise (also:
-  // max_length >= 2, microbatch_size >= 1, buffer_size >= 1, a known algorithm with
+  // ensure_mixture}, pack_flat or pack_sequences, [shuffle], batch; tokenize is not
+  // read here); INVALID_ARGUMENT naming the operator index and value otherwise (also:
+  // max_length in [2, kMaxPackLength], microbatch_size >= 1, buffer_size >= 1, a known algorithm with
   // its fields (pad_token_id >= 0 required by all but wrap; num_bins 1..kMaxNumBins
   // for first_fit/best_fit; candidate_pool_size 1..kMaxCandidatePoolSize and
   // max_candidate_age >= 1 for best_fit_wrap; a field of another algorithm refused),

@@ -335,6 +335,65 @@ TEST(LaneStreamTest, BestFitPadsRowsAndCountsValidTokens) {
   EXPECT_EQ(f.dropped_tokens, 0u);
 }
 
+// BestFitSpec's packing as pack_sequences (resolved: no positions, pad_token_id kept).
+proto::PipelineSpec BestFitSequencesSpec(uint64_t max_length, uint32_t num_bins) {
+  auto spec = LaneSpec(5, 1, max_length, 2, /*drop_last=*/false);
+  proto::PackFlatSpec pack = spec.operators(0).pack_flat();
+  pack.clear_emit_positions();
+  pack.set_algorithm("best_fit");
+  pack.set_num_bins(num_bins);
+  *spec.mutable_operators(0)->mutable_pack_sequences() = pack;
+  return ResolveSpec(spec, 1).value();
+}
+
+TEST(LaneStreamTest, PackSequencesIsPackFlatsRecordsWithTheirSegmentLengths) {
+  const auto spec = BestFitSequencesSpec(6, 2);
+  const proto::PackFlatSpec& resolved = spec.operators(0).pack_sequences();
+  EXPECT_FALSE(resolved.emit_positions());  // the segments carry the boundaries
+  EXPECT_TRUE(resolved.has_pad_token_id());
+  EXPECT_EQ(resolved.pad_token_id(), 0);  // optional for pack_sequences
+  const LaneOptions options = LaneOptions::FromSpec(spec).value();
+  EXPECT_TRUE(options.segments);
+  EXPECT_NE(options.Describe().find("pack_sequences(max_length=6, best_fit"),
+            std::string::npos)
+      << options.Describe();
+  auto lane = MakeLane(spec, {FiveDocs()});
+  auto b0 = lane->Next().value();
+  ASSERT_TRUE(b0.has_value());
+  // BestFitPadsRowsAndCountsValidTokens' records (pad 0 instead of 99).
+  EXPECT_EQ(b0->tokens, (std::vector<int32_t>{10, 11, 12, 30, 31, 0, 20, 21, 22, 23, 24, 0}));
+  EXPECT_EQ(b0->segments.width, 2u);
+  EXPECT_EQ(b0->segments.lengths, (std::vector<int32_t>{3, 2, 5, 0}));
+  auto b1 = lane->Next().value();
+  ASSERT_TRUE(b1.has_value());
+  EXPECT_EQ(b1->segments.width, 1u);
+  EXPECT_EQ(b1->segments.lengths, (std::vector<int32_t>{4}));
+  // The plan path (materialized into a slot) carries the flag the slot writer reads.
+  auto again = MakeLane(spec, {FiveDocs()});
+  EXPECT_TRUE(again->NextPlan().value()->segment_lengths);
+  // pack_flat batches carry none.
+  auto flat = MakeLane(BestFitSpec(6, 2), {FiveDocs()});
+  EXPECT_EQ(flat->Next().value()->segments.width, 0u);
+}
+
+TEST(LaneOptionsTest, PackSequencesErrorsNameIt) {
+  auto spec = BestFitSequencesSpec(6, 2);
+  spec.mutable_operators(0)->mutable_pack_sequences()->set_num_bins(0);
+  auto s = LaneOptions::FromSpec(spec);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("operators[0] pack_sequences.num_bins must be in"),
+            std::string::npos)
+      << s.status();
+  // A second packer where batch belongs.
+  auto twice = BestFitSequencesSpec(6, 2);
+  *twice.mutable_operators()->Add() = twice.operators(1);
+  *twice.mutable_operators(1)->mutable_pack_flat() = twice.operators(0).pack_sequences();
+  s = LaneOptions::FromSpec(twice);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("operators[1]: expected batch"), std::string::npos)
+      << s.status();
+}
+
 TEST(LaneStreamTest, WrapRowsAreAllValid) {
   auto lane = MakeLane(LaneSpec(5, 1, 4, 2, false), {FiveDocs()});
   auto b0 = lane->Next().value();

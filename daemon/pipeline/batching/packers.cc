@@ -235,14 +235,14 @@ absl::StatusOr<PackAlgorithm> ParsePackAlgorithm(absl::string_view name) {
   if (name == "best_fit") return PackAlgorithm::kBestFit;
   if (name == "best_fit_wrap") return PackAlgorithm::kBestFitWrap;
   return absl::InvalidArgumentError(absl::StrCat(
-      "pack_flat.algorithm '", name, "' unknown (wrap, first_fit, best_fit, best_fit_wrap)"));
+      "algorithm '", name, "' unknown (wrap, first_fit, best_fit, best_fit_wrap)"));
 }
 
 absl::StatusOr<bool> ParseFlushFullest(absl::string_view name) {
   if (name.empty() || name == "fifo") return false;
   if (name == "fullest") return true;
   return absl::InvalidArgumentError(
-      absl::StrCat("pack_flat.flush_strategy '", name, "' unknown (fifo, fullest)"));
+      absl::StrCat("flush_strategy '", name, "' unknown (fifo, fullest)"));
 }
 
 const char* PackAlgorithmName(PackAlgorithm algorithm) {
