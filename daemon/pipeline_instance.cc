@@ -88,6 +88,20 @@ std::vector<std::string> DatasetNames(const proto::PipelineSpec& spec) {
 }
 
 // InstanceStatus.mixture from the lanes' ensure_mixture figures.
+void AddCurriculumStatus(const pipeline::CurriculumPosition& at,
+                         const std::vector<std::string>& names, proto::CurriculumStatus* out) {
+  out->set_phase(static_cast<uint32_t>(at.phase));
+  out->set_phases(static_cast<uint32_t>(at.phases));
+  out->set_phase_start_chunk(at.phase_start_chunk);
+  out->set_interpolate(at.linear ? "linear" : "step");
+  out->set_chunk(at.chunk);
+  for (size_t k = 0; k < at.weights.size(); ++k) {
+    proto::DatasetWeight* w = out->add_weights();
+    w->set_dataset(k < names.size() ? names[k] : std::to_string(k));
+    w->set_weight(at.weights[k]);
+  }
+}
+
 void AddMixtureStatus(const std::vector<pipeline::MixtureFigures>& lanes,
                       const std::vector<std::string>& names, proto::InstanceStatus* s) {
   for (const pipeline::MixtureFigures& f : lanes) {
@@ -519,6 +533,11 @@ proto::InstanceStatus PipelineInstance::Status() const {
   }
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
   AddMixtureStatus(batches_->Mixture(), DatasetNames(config_.spec), &s);
+  if (const std::optional<uint64_t> g = FurthestChunk(); g.has_value()) {
+    if (const auto at = batches_->stream().source()->CurriculumAt(*g); at.has_value()) {
+      AddCurriculumStatus(*at, DatasetNames(config_.spec), s.mutable_curriculum());
+    }
+  }
   for (const pipeline::PackFigures& f : batches_->Packing()) {
     proto::LanePackingStatus* p = s.add_packing();
     p->set_lane(f.lane);
@@ -566,17 +585,22 @@ proto::InstanceStatus PipelineInstance::Status() const {
   return s;
 }
 
-void PipelineInstance::AppendMixtureLines(std::string* stages) const {
+std::optional<uint64_t> PipelineInstance::FurthestChunk() const {
   // Where the furthest of this instance's lanes stands (at what its readers released):
   // its flush group's first lane chunk c is in global chunks [c C, (c + 1) C).
   const uint64_t released = std::min(writer_->MinGatingConsumed(), progress_->recorded());
   absl::StatusOr<std::vector<proto::LaneProgress>> lanes = progress_->ProgressAfter(released);
-  if (!lanes.ok()) return;
+  if (!lanes.ok()) return std::nullopt;
   uint64_t furthest = 0;
   for (const auto& lane : *lanes) furthest = std::max(furthest, lane.flush_group_chunk());
-  const uint64_t g = furthest * config_.identity.canonical_replicas;
+  return furthest * config_.identity.canonical_replicas;
+}
+
+void PipelineInstance::AppendMixtureLines(std::string* stages) const {
+  const std::optional<uint64_t> g = FurthestChunk();
+  if (!g.has_value()) return;
   for (absl::string_view line :
-       absl::StrSplit(batches_->stream().source()->DescribeProgress(g), '\n')) {
+       absl::StrSplit(batches_->stream().source()->DescribeProgress(*g), '\n')) {
     absl::StrAppend(stages, "    ", line, "\n");
   }
 }

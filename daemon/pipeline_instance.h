@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,6 +129,10 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   const InstanceConfig& config() const { return config_; }
   // Explain's lines on the mixture's progress (WorkSource::DescribeProgress).
   void AppendMixtureLines(std::string* stages) const;
+  // The furthest global chunk this instance's lanes have reached at what its readers
+  // released (the first chunk of the furthest lane's flush group); nullopt when the
+  // recorded progress cannot say.
+  std::optional<uint64_t> FurthestChunk() const;
   proto::InstanceStatus Status() const ABSL_LOCKS_EXCLUDED(mu_);
   // Multi-line: identity, then the stages (work source, lanes, operators, materialize,
   // ring) and this instance's threads. First line "instance <id>".

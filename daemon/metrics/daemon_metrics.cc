@@ -119,8 +119,22 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                    "The dataset's target share (in weight_by units).");
   MetricFamily mix_achieved = Family("zephon_mixture_achieved_share", "gauge",
                                      "The dataset's share of what the lane emitted so far.");
+  // A curriculum, per instance: its phase and weights where its furthest lane stands.
+  MetricFamily curriculum_phase = Family("zephon_curriculum_phase", "gauge",
+                                         "The curriculum phase (0-based schedule entry) at "
+                                         "the furthest chunk the instance's lanes reached.");
+  MetricFamily curriculum_weight = Family("zephon_curriculum_weight", "gauge",
+                                          "The dataset's curriculum weight at that chunk.");
   for (const proto::InstanceStatus& s : status.instances()) {
     const Labels labels = InstanceLabels(s);
+    if (s.has_curriculum()) {
+      curriculum_phase.Add(labels, s.curriculum().phase());
+      for (const proto::DatasetWeight& w : s.curriculum().weights()) {
+        Labels dataset = labels;
+        dataset.emplace_back("dataset", w.dataset());
+        curriculum_weight.Add(dataset, w.weight());
+      }
+    }
     for (const proto::LaneMixtureStatus& m : s.mixture()) {
       for (const proto::DatasetMixtureStatus& d : m.datasets()) {
         Labels lane = labels;
@@ -187,9 +201,11 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                    text_invalid, text_skipped, text_null,
                                    pack_tokens,  pack_padding, pack_fill, pack_dropped_tokens,
                                    pack_dropped_samples, pack_split_samples};
-  // Only pipelines with ensure_mixture or loss masks report those: no empty families.
+  // Only pipelines with ensure_mixture, loss masks or a curriculum report those: no
+  // empty families.
   for (MetricFamily* f : {&mix_samples, &mix_tokens, &mix_dropped, &mix_target, &mix_achieved,
-                          &mask_tokens, &mask_masked, &mask_ratio}) {
+                          &mask_tokens, &mask_masked, &mask_ratio, &curriculum_phase,
+                          &curriculum_weight}) {
     if (!f->samples.empty()) out.push_back(std::move(*f));
   }
 

@@ -58,6 +58,47 @@ def test_each_phase_draws_its_weights(daemon, three_sets, unit, boundary):
     assert "ScheduledMixture[" in explain and "schedule=[0:(0.5,0.5,0), 5:(0,0,1)]" in explain
 
 
+def test_phase_reaches_status_and_metrics(tmp_path, three_sets):
+    """InstanceStatus.curriculum and zephon_curriculum_* say where the curriculum stands
+    (the phase of the furthest chunk the instance's lanes reached), before and after the
+    phase boundary."""
+    import urllib.request
+
+    from conftest import Daemon
+
+    d = Daemon(tmp_path / "d", ["--metrics-address", "127.0.0.1:0"])
+    try:
+        ws = zephon.ScheduledMixtureWorkSource(
+            three_sets, unit="chunks", chunk_size=10, exhausted_policy="repeat",
+            schedule=[(0, {"web": 1, "code": 1}), (5, {"math": 1})])
+        pipe = (zephon.Pipeline(ws).pack_flat(max_length=16).batch(1)
+                .options(daemon=d.socket, run_id="cur-status", canonical_replicas=1,
+                         flush_every_k_chunks=1))
+        it = iter(pipe)
+        next(it)
+        first = zephon.daemon_status(d.socket)["instances"][0]["curriculum"]
+        assert int(first.get("phase", 0)) == 0 and int(first["phases"]) == 2
+        assert first["interpolate"] == "step"
+        assert {w["dataset"]: w.get("weight", 0) for w in first["weights"]} == \
+            {"web": 0.5, "code": 0.5, "math": 0}
+        for _ in range(70):  # 8-token samples, 2 per batch: chunk 5 starts at batch 25
+            next(it)
+        later = zephon.daemon_status(d.socket)["instances"][0]["curriculum"]
+        assert int(later["phase"]) == 1 and int(later["phase_start_chunk"]) == 5
+        assert int(later["chunk"]) >= 5
+        address = zephon.daemon_status(d.socket)["metrics_address"]
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        assert re.search(r'^zephon_curriculum_phase\{[^}]*run="cur-status"[^}]*\} 1$', text,
+                         re.M), text
+        assert re.search(r'^zephon_curriculum_weight\{[^}]*dataset="math"[^}]*\} 1$', text,
+                         re.M), text
+        pipe.close()
+    finally:
+        rc = d.stop()
+    assert rc == 0, d.log.read_text()
+
+
 def test_linear_ramp_moves_the_share_chunk_by_chunk(daemon, three_sets):
     ws = zephon.ScheduledMixtureWorkSource(
         three_sets[:2], unit="chunks", chunk_size=20, interpolate="linear",

@@ -191,17 +191,27 @@ std::string WorkSource::DescribeProgress(uint64_t g) const {
         DescribeRepetition(repetition_[k])));
   }
   std::string out = absl::StrCat("mixture at chunk ", g, ": passes ", absl::StrJoin(passes, ", "));
-  if (phase_schedule_ == nullptr) return out;
-  const size_t phase = phase_schedule_->PhaseOf(g);
-  const std::vector<double> weights = phase_schedule_->WeightsAt(g);
+  const std::optional<CurriculumPosition> at = CurriculumAt(g);
+  if (!at.has_value()) return out;
   std::vector<std::string> named;
   for (size_t k = 0; k < datasets_.size(); ++k) {
-    named.push_back(absl::StrFormat("%s %.4g", datasets_[k]->name(), weights[k]));
+    named.push_back(absl::StrFormat("%s %.4g", datasets_[k]->name(), at->weights[k]));
   }
-  return absl::StrCat("curriculum: phase ", phase, " of ", phase_schedule_->phases().size(),
-                      " (from chunk ", phase_schedule_->phases()[phase].start_chunk, ", ",
-                      phase_schedule_->linear() ? "linear" : "step", "), weights ",
-                      absl::StrJoin(named, ", "), " at chunk ", g, "\n", out);
+  return absl::StrCat("curriculum: phase ", at->phase, " of ", at->phases, " (from chunk ",
+                      at->phase_start_chunk, ", ", at->linear ? "linear" : "step",
+                      "), weights ", absl::StrJoin(named, ", "), " at chunk ", g, "\n", out);
+}
+
+std::optional<CurriculumPosition> WorkSource::CurriculumAt(uint64_t g) const {
+  if (phase_schedule_ == nullptr) return std::nullopt;
+  CurriculumPosition at;
+  at.chunk = g;
+  at.phase = phase_schedule_->PhaseOf(g);
+  at.phases = phase_schedule_->phases().size();
+  at.phase_start_chunk = phase_schedule_->phases()[at.phase].start_chunk;
+  at.linear = phase_schedule_->linear();
+  at.weights = phase_schedule_->WeightsAt(g);
+  return at;
 }
 
 std::string WorkSource::Describe() const {

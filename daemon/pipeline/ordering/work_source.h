@@ -51,6 +51,16 @@
 
 namespace zephon::pipeline {
 
+// Where a curriculum stands at one global chunk (WorkSource::CurriculumAt).
+struct CurriculumPosition {
+  uint64_t chunk = 0;              // the global chunk described
+  size_t phase = 0;                // index of the schedule entry holding it
+  size_t phases = 0;               // entries in the schedule
+  uint64_t phase_start_chunk = 0;  // where that entry's phase begins
+  bool linear = false;             // interpolate LINEAR (else STEP)
+  std::vector<double> weights;     // per dataset at `chunk`, in work-source order
+};
+
 inline constexpr uint64_t kDefaultChunkSize = 1024;
 
 class WorkSource {
@@ -90,6 +100,8 @@ class WorkSource {
   // normalized sample weights. Static sources give every chunk the same weights; a
   // scheduled source supplies per-chunk ones here.
   std::vector<double> TargetWeights(uint64_t g) const;
+  // A curriculum's phase and weights at global chunk g; nullopt without a schedule.
+  std::optional<CurriculumPosition> CurriculumAt(uint64_t g) const;
   // Where the mixture stands at global chunk g (the furthest chunk a lane started):
   // each dataset's passes so far (draws / samples) and policy; for a curriculum also
   // "curriculum: phase i of P (from chunk s), weights ... at chunk g". One line each.
