@@ -87,3 +87,44 @@ def test_a_missing_column_lists_the_columns(data, daemon):
     mds = zephon.Dataset.from_path("x", str(data / "mds"), fmt="mds", field="ids")
     with pytest.raises(zephon.errors.ZephonError, match="tokens"):
         batches(mds, daemon)
+
+
+def sft_batches(ds, daemon, tok) -> list[tuple[list, list]]:
+    """Tokens and loss masks of every batch of tokenize(fields) -> best_fit -> batch(2)."""
+    ws = zephon.StaticMixtureWorkSource([ds], seed=3, chunk_size=16)
+    pipe = (zephon.Pipeline(ws)
+            .tokenize(tok, field=["prompt", "completion"], loss_on=["completion"],
+                      special_tokens="bos_eos", bos_token_id=1, eos_token_id=2)
+            .pack_flat(257, algorithm="best_fit", num_bins=4, pad_token_id=0)
+            .batch(2).options(daemon=daemon.socket, canonical_replicas=1))
+    out = [(np.array(b["tokens"]).tolist(), np.array(b["loss_mask"]).tolist()) for b in pipe]
+    pipe.close()
+    return out
+
+
+def test_prompt_completion_columns_tokenize_as_their_jsonl_twin(tmp_path, data, daemon):
+    """tokenize(field=["prompt", "completion"], loss_on=[...]) over two MDS str columns
+    gives the tokens and loss masks of the JSONL records holding both fields."""
+    def pc(i: int) -> dict:
+        return {"prompt": f"question {i} " + "ab " * (i % 7),
+                "completion": "a b " * (1 + i % 11) + f"answer {i * 3}"}
+
+    with MDSWriter(columns={"prompt": "str", "completion": "str"}, out=str(tmp_path / "mds"),
+                   compression="zstd", hashes=["sha1"], size_limit=1 << 12) as w:
+        for i in range(300):
+            w.write(pc(i))
+    shards = json.loads((tmp_path / "mds" / "index.json").read_text())["shards"]
+    assert len(shards) > 2
+    (tmp_path / "jsonl").mkdir()
+    i = 0
+    for s, shard in enumerate(shards):
+        with open(tmp_path / "jsonl" / f"part-{s:03d}.jsonl", "w") as f:
+            for _ in range(shard["samples"]):
+                f.write(json.dumps(pc(i)) + "\n")
+                i += 1
+    tok = str(data / "tok" / "tokenizer.json")
+    mds = zephon.Dataset.from_path("pc", str(tmp_path / "mds"), fmt="mds")
+    js = zephon.Dataset.from_path("pc", str(tmp_path / "jsonl"), fmt="jsonl")
+    want = sft_batches(js, daemon, tok)
+    assert want and any(0 in sum(mask, []) and 1 in sum(mask, []) for _, mask in want)
+    assert sft_batches(mds, daemon, tok) == want

@@ -1,7 +1,9 @@
 """SFT loss masks from a Parquet column (issue 16) through zephond, against files written
 by DuckDB (write_sft_files.mjs): the mask column (0/1 values, or flat [start, end) spans)
 gives exactly the tokens and loss_mask of the JSONL twin DuckDB reads back; a mask of
-another length than its tokens fails naming the file, the row and both lengths.
+another length than its tokens fails naming the file, the row and both lengths; and
+prompt/completion text columns tokenized with tokenize(field=[...], loss_on=[...]) give the
+tokens and masks of the JSONL twin.
 
 Needs `make setup-parquet` (DuckDB through npm); skips saying so otherwise."""
 from __future__ import annotations
@@ -76,3 +78,26 @@ def test_mask_length_mismatch_names_file_row_and_lengths(data, daemon):
     message = str(info.value)
     assert "part-0.parquet" in message and "row 0" in message, message
     assert "2 values" in message and "3 tokens" in message, message
+
+
+def test_prompt_completion_columns_tokenize_as_their_jsonl_twin(data, daemon, tmp_path):
+    from test_tokenize_pipeline import tiny_tokenizer_json
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text(tiny_tokenizer_json(), encoding="utf-8")
+
+    def sft(ds):
+        ws = zephon.StaticMixtureWorkSource([ds], seed=5, chunk_size=16)
+        pipe = (zephon.Pipeline(ws)
+                .tokenize(str(tok), field=["prompt", "completion"], loss_on=["completion"],
+                          special_tokens="bos_eos", bos_token_id=1, eos_token_id=2)
+                .pack_flat(257, algorithm="best_fit", num_bins=4, pad_token_id=0)
+                .batch(2).options(daemon=daemon.socket, canonical_replicas=1))
+        out = [(np.array(b["tokens"]).tolist(), np.array(b["loss_mask"]).tolist())
+               for b in pipe]
+        pipe.close()
+        return out
+
+    want = sft(zephon.Dataset("pc", str(data / "pc-jsonl"), fmt="jsonl"))
+    assert want and any(0 in sum(m, []) and 1 in sum(m, []) for _, m in want)
+    # The null completions are skipped (on_null="skip", the default): the same records.
+    assert sft(zephon.Dataset("pc", str(data / "pc"), fmt="parquet")) == want

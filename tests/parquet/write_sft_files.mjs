@@ -7,6 +7,9 @@
 //                                [start, end) pair)
 // OUT_DIR/sft-jsonl/part-{0,1}.jsonl  the same non-null records: input_ids, loss_mask
 // OUT_DIR/bad/part-0.parquet      a record whose loss_mask is one value short
+// OUT_DIR/pc/part-{0,1}.parquet   prompt VARCHAR, completion VARCHAR (every 9th row's
+//                                completion null): prompt/completion text columns
+// OUT_DIR/pc-jsonl/part-{0,1}.jsonl  the same non-null records: prompt, completion
 import { DuckDBInstance } from '@duckdb/node-api';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -43,4 +46,20 @@ for (let s = 0; s < 2; s++) {
   fs.writeFileSync(path.join(out, 'sft-jsonl', `part-${s}.jsonl`), lines.join('\n') + '\n');
 }
 await write('bad', 'part-0.parquet', sft(0, 1));
+
+// Prompt/completion text: Unicode and whitespace in both columns.
+const pc = (s) => `SELECT
+    'question ' || i || ' über ' || repeat('ab ', (i * 3 + ${s}) % 7) AS prompt,
+    CASE WHEN i % 9 = 4 THEN NULL ELSE
+      repeat('a b ', 1 + (i * 5) % 11) || 'answer ' || (i * 7 + ${s}) || ' ✓' END AS completion
+  FROM range(${150 + 20 * s}) t(i) ORDER BY i`;
+for (let s = 0; s < 2; s++) {
+  const file = await write('pc', `part-${s}.parquet`, pc(s));
+  fs.mkdirSync(path.join(out, 'pc-jsonl'), { recursive: true });
+  const reader = await db.runAndReadAll(
+    `SELECT prompt, completion FROM read_parquet('${q(file)}')`);
+  const lines = reader.getRowsJson().filter(([, c]) => c !== null).map(([p, c]) =>
+    JSON.stringify({ prompt: p, completion: c }));
+  fs.writeFileSync(path.join(out, 'pc-jsonl', `part-${s}.jsonl`), lines.join('\n') + '\n');
+}
 console.log(`wrote ${out}`);

@@ -205,8 +205,8 @@ class Pipeline:
         "skip". ``split_special_tokens=True`` encodes special tokens in the text as plain
         text.
 
-        SFT prompt/completion (JSONL): ``field=["prompt", "completion"]`` tokenizes each
-        field and concatenates them, in the order given, into one sample (BOS, per
+        SFT prompt/completion (JSONL fields, Parquet or MDS string columns):
+        ``field=["prompt", "completion"]`` tokenizes each field and concatenates them, in the order given, into one sample (BOS, per
         ``special_tokens``, before the first field's tokens, EOS after the last's);
         ``loss_on=["completion"]`` masks (loss mask 0) the tokens of the fields not
         listed (BOS counts with the first field, EOS with the last). Batches then carry

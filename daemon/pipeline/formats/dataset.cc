@@ -250,6 +250,13 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
   RecordField field;
   field.kind = text != nullptr ? RecordField::Kind::kText : RecordField::Kind::kTokens;
   field.name = text != nullptr ? text->field : shard_options.field;
+  // Prompt/completion: the text columns after the first (text->field is fields[0]).
+  std::vector<RecordField> part_fields;
+  if (text != nullptr && !text->fields.empty()) {
+    for (size_t k = 1; k < text->fields.size(); ++k) {
+      part_fields.push_back({RecordField::Kind::kText, text->fields[k]});
+    }
+  }
   // Each job reads its shard's identity, file and checksum under `files_mu` (DatasetFiles
   // is thread-compatible; jobs start in shard order) and converts it outside; at most
   // shards_at_once source files are open at a time.
@@ -266,22 +273,32 @@ absl::StatusOr<std::vector<std::unique_ptr<ShardReader>>> OpenRecords(
       Prepared& p = prepared[i];
       DatasetFiles::Identity id;
       std::unique_ptr<ShardFile> file, mask_file;
+      std::vector<std::unique_ptr<ShardFile>> part_files(part_fields.size());
       {
         absl::MutexLock lock(&files_mu);
         ASSIGN_OR_RETURN(id, files.SourceIdentity(ref.path));
         ASSIGN_OR_RETURN(file, files.Open(ref.path));
-        // The mask column is read by a second reader of the same file, in lockstep.
+        // The mask column, and each tokenize field after the first, is read by another
+        // reader of the same file, in lockstep.
         if (shard_options.loss_mask.enabled()) {
           ASSIGN_OR_RETURN(mask_file, files.Open(ref.path));
+        }
+        for (auto& part_file : part_files) {
+          ASSIGN_OR_RETURN(part_file, files.Open(ref.path));
         }
       }
       ASSIGN_OR_RETURN(p.checksum, format.checksum(*file, ref));
       const auto open = [&]() { return format.open(std::move(file), ref, field); };
       const RecordField mask_field{RecordField::Kind::kTokens, shard_options.loss_mask.field};
       const auto open_mask = [&]() { return format.open(std::move(mask_file), ref, mask_field); };
+      std::vector<RecordSourceOpener> open_parts;
+      for (size_t k = 0; k < part_fields.size(); ++k) {
+        open_parts.push_back(
+            [&, k]() { return format.open(std::move(part_files[k]), ref, part_fields[k]); });
+      }
       ASSIGN_OR_RETURN(p.shard, RecordShard::Open(ref.path, id.size, id.bytes, p.checksum,
                                                   shard_options, open, id.unchanged,
-                                                  open_mask));
+                                                  open_mask, open_parts));
       return absl::OkStatus();
     });
   }
@@ -403,12 +420,6 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const proto::DatasetSpec&
         "), whose records can be null; drop it"));
   }
   RETURN_IF_ERROR(CheckLossMaskSource(spec, format, record != nullptr, text != nullptr));
-  if (text != nullptr && !text->fields.empty() && format != "jsonl") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset '", spec.name(), "' (path ", spec.path(), ") is in format '", format,
-        "': tokenize fields (prompt/completion) reads several fields of JSONL records; "
-        "in this format tokenize one column with field=..."));
-  }
   std::vector<TextShardStats> text_stats;
   std::vector<std::string> checksums;
   std::vector<std::unique_ptr<ShardReader>> shards;

@@ -56,9 +56,33 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
   RecordSource::Value value, mask_value;
   std::vector<int64_t> mask_numbers;
   std::vector<uint8_t> mask;
+  // Prompt/completion: each part's value of the current record, and repaired copies.
+  std::vector<RecordSource::Value> part_values(options.parts.size());
+  std::vector<std::string> repaired_parts(options.parts.size() + 1);
+  std::vector<std::string_view> texts;
   while (true) {
     ASSIGN_OR_RETURN(bool more, source->Next(&value));
     if (!more) break;
+    // The source whose value is null, for the on_null="error" message.
+    RecordSource* null_in = value.kind == RecordSource::Value::Kind::kNull ? source : nullptr;
+    for (size_t i = 0; i < options.parts.size(); ++i) {
+      ASSIGN_OR_RETURN(bool has_part, options.parts[i]->Next(&part_values[i]));
+      if (!has_part) {
+        return absl::DataLossError(absl::StrCat(
+            options.parts[i]->Where(), ": tokenize field ", i + 2,
+            " ends before the first (record ", stats->records, ")"));
+      }
+      // A null part makes the record null (counted or refused below, as on_null says).
+      if (part_values[i].kind == RecordSource::Value::Kind::kNull) {
+        if (null_in == nullptr) null_in = options.parts[i];
+        value.kind = RecordSource::Value::Kind::kNull;
+      } else if (part_values[i].kind != RecordSource::Value::Kind::kText) {
+        return absl::InternalError(absl::StrCat(options.parts[i]->Where(),
+                                                ": the source yielded ",
+                                                KindName(part_values[i].kind),
+                                                " where text was asked for"));
+      }
+    }
     if (options.mask != nullptr) {
       ASSIGN_OR_RETURN(bool has_mask, options.mask->Next(&mask_value));
       if (!has_mask) {
@@ -75,8 +99,8 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
     if (value.kind == RecordSource::Value::Kind::kNull) {
       if (options.on_null == OnNull::kError) {
         return absl::InvalidArgumentError(absl::StrCat(
-            source->Where(), ": the field is null; fix the data, or pass on_null=\"skip\" to "
-                             "skip (and count) null records"));
+            null_in->Where(), ": the field is null; fix the data, or pass on_null=\"skip\" "
+                              "to skip (and count) null records"));
       }
       ++stats->null_records;
       continue;
@@ -109,6 +133,24 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
       stats->tokens += value.tokens.size();
       stats->tokenized_bytes += 4 * value.tokens.size();
       if (progress != nullptr) progress->Add(4 * value.tokens.size());
+      continue;
+    }
+    if (!text->fields.empty()) {
+      // Every field as valid UTF-8 (AddRecordParts' contract), repaired where needed.
+      texts.assign({value.text});
+      for (const RecordSource::Value& part : part_values) texts.push_back(part.text);
+      bool invalid = false;
+      for (size_t i = 0; i < texts.size(); ++i) {
+        stats->tokenized_bytes += texts[i].size();
+        if (!simdjson::validate_utf8(texts[i].data(), texts[i].size())) {
+          repaired_parts[i] = tokenizer::ReplaceInvalidUtf8(texts[i]);
+          texts[i] = repaired_parts[i];
+          invalid = true;
+        }
+      }
+      stats->invalid_utf8_records += invalid ? 1 : 0;
+      converter->AddRecordParts(number, texts);
+      if (converter->BlockFull()) RETURN_IF_ERROR(converter->Dispatch());
       continue;
     }
     std::string_view record = value.text;

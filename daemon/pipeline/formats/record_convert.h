@@ -17,6 +17,7 @@
 #define ZEPHON_DAEMON_PIPELINE_FORMATS_RECORD_CONVERT_H_
 
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -51,6 +52,13 @@ struct RecordConvertOptions {
   // INVALID_ARGUMENT naming the mask source's Where() and both lengths.
   RecordSource* mask = nullptr;
   LossMaskFormat mask_format = LossMaskFormat::kValues;
+  // Text records with text->fields (prompt/completion): the sources of fields[1..],
+  // read in lockstep with `source` (which reads fields[0]); a record's values are
+  // encoded one after another (TextBlockConverter::AddRecordParts: BOS with the first,
+  // EOS with the last, each field's tokens masked per text->loss_on). A record null in
+  // any of its fields is a null record (on_null). A part that ends before `source` is
+  // DATA_LOSS naming it; one that is not text is INTERNAL (the opener asked for text).
+  std::vector<RecordSource*> parts;
 };
 
 // Converts every record of `source` into `writer` (not committed) and sets *stats'

@@ -257,6 +257,105 @@ TEST_F(RecordConvertTest, SameCacheBytesAsTheJsonlTextConversion) {
   EXPECT_TRUE(stats.SameCounts(*(*shard)->text_stats()));
 }
 
+// Prompt/completion over two columns (tokenize fields): the same cache bytes, masks
+// included, as the JSONL conversion of records holding both fields.
+TEST_F(RecordConvertTest, PromptCompletionColumnsMatchTheJsonlConversion) {
+  text_.fields = {"prompt", "completion"};
+  text_.field = "prompt";
+  text_.loss_on = {false, true};
+  text_.special_tokens = tokenizer::SpecialTokens::kBosEos;
+  std::string jsonl;
+  std::vector<Record> prompts, completions;
+  for (int i = 0; i < 30; ++i) {
+    const std::string prompt = absl::StrCat("question ", i, " asks");
+    const std::string completion = absl::StrCat("answer ", i * 7, " tells");
+    absl::StrAppend(&jsonl, "{\"prompt\": \"", prompt, "\", \"completion\": \"", completion,
+                    "\"}\n");
+    prompts.emplace_back(prompt);
+    completions.emplace_back(completion);
+  }
+  const std::string path = dir_ + "/pc.jsonl";
+  ASSERT_TRUE(WriteTextFile(path, jsonl).ok());
+  JsonlShardOptions jo;
+  jo.cache_dir = dir_ + "/pc_jsonl_cache";
+  jo.text = &text_;
+  auto shard = JsonlShard::Open(path, jo);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+
+  MemorySource prompt_source(prompts, 30), completion_source(completions, 30);
+  RecordConvertOptions options;
+  options.text = &text_;
+  options.convert.block_bytes = 90;
+  options.parts = {&completion_source};
+  const std::string prefix = dir_ + "/pc";
+  CacheWriter writer(prefix, /*with_mask=*/true);
+  ASSERT_TRUE(writer.Create().ok());
+  TextShardStats stats;
+  const absl::Status converted =
+      ConvertRecords(&prompt_source, "mem.src", options, &writer, &stats);
+  ASSERT_TRUE(converted.ok()) << converted;
+  ASSERT_TRUE(writer.Commit().ok());
+  for (const char* suffix : {".tok", ".off", ".msk"}) {
+    EXPECT_EQ(ReadFile(prefix + suffix), ReadFile((*shard)->cache_prefix() + suffix)) << suffix;
+  }
+  EXPECT_EQ(stats.samples, 30u);
+  EXPECT_EQ(stats.tokens, (*shard)->text_stats()->tokens);
+  // Prompts are masked, so the mask holds both values.
+  const std::string mask = ReadFile(prefix + ".msk");
+  EXPECT_NE(mask.find('\0'), std::string::npos);
+  EXPECT_NE(mask.find('\1'), std::string::npos);
+}
+
+TEST_F(RecordConvertTest, ANullPartNullsTheRecordAndAShortPartIsDataLoss) {
+  text_.fields = {"prompt", "completion"};
+  text_.field = "prompt";
+  text_.loss_on = {false, true};
+  const std::vector<Record> prompts = {std::string("a b"), std::string("c d"),
+                                       std::string("e f")};
+  {
+    MemorySource prompt_source(prompts, 3);
+    MemorySource completion_source({std::string("x"), std::monostate(), std::string("z")}, 3);
+    RecordConvertOptions options;
+    options.text = &text_;
+    options.parts = {&completion_source};
+    CacheWriter writer(dir_ + "/nullpart", true);
+    ASSERT_TRUE(writer.Create().ok());
+    TextShardStats stats;
+    ASSERT_TRUE(ConvertRecords(&prompt_source, "mem.src", options, &writer, &stats).ok());
+    EXPECT_EQ(stats.null_records, 1u);
+    EXPECT_EQ(stats.samples, 2u);
+  }
+  {
+    MemorySource prompt_source(prompts, 3);
+    MemorySource completion_source({std::string("x"), std::monostate(), std::string("z")}, 3);
+    RecordConvertOptions options;
+    options.text = &text_;
+    options.on_null = OnNull::kError;
+    options.parts = {&completion_source};
+    CacheWriter writer(dir_ + "/nullerror", true);
+    ASSERT_TRUE(writer.Create().ok());
+    TextShardStats stats;
+    const absl::Status s = ConvertRecords(&prompt_source, "mem.src", options, &writer, &stats);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("mem.src record 1: the field is null"), std::string::npos) << s;
+  }
+  {
+    MemorySource prompt_source(prompts, 3);
+    MemorySource completion_source({std::string("x")}, std::nullopt);
+    RecordConvertOptions options;
+    options.text = &text_;
+    options.parts = {&completion_source};
+    CacheWriter writer(dir_ + "/short", true);
+    ASSERT_TRUE(writer.Create().ok());
+    TextShardStats stats;
+    const absl::Status s = ConvertRecords(&prompt_source, "mem.src", options, &writer, &stats);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+    EXPECT_NE(s.message().find("tokenize field 2 ends before the first (record 1)"),
+              std::string::npos)
+        << s;
+  }
+}
+
 TEST(TextStatsTest, NullFreeStatsKeepTheV1BytesAndV2RoundTrips) {
   TextShardStats stats;
   stats.records = 5;

@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
     const std::string& name, uint64_t source_bytes, const std::string& identity,
     const std::string& checksum, const RecordShardOptions& options,
     const RecordSourceOpener& open, const std::function<absl::Status()>& unchanged,
-    const RecordSourceOpener& open_mask) {
+    const RecordSourceOpener& open_mask, const std::vector<RecordSourceOpener>& open_parts) {
   if (options.format.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": record shard without a format"));
   }
@@ -58,13 +58,22 @@ absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": a loss mask column needs token mode and an opener for it"));
   }
+  const size_t parts = options.text != nullptr && !options.text->fields.empty()
+                           ? options.text->fields.size() - 1
+                           : 0;
+  if (open_parts.size() != parts) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", open_parts.size(),
+                                                   " openers for the ", parts,
+                                                   " tokenize fields after the first"));
+  }
   CacheSpec spec;
   spec.name = name;
   spec.source_bytes = source_bytes;
   spec.cache_dir = options.cache_dir;
   spec.key = Key(identity, checksum, options);
   spec.with_stats = true;
-  spec.with_mask = options.loss_mask.enabled();
+  spec.with_mask = options.loss_mask.enabled() ||
+                   (options.text != nullptr && TextHasLossMask(*options.text));
   spec.token_cache = options.token_cache;
   RecordConvertOptions convert;
   convert.text = options.text;
@@ -78,6 +87,12 @@ absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
       ASSIGN_OR_RETURN(mask, open_mask());
       with_mask.mask = mask.get();
       with_mask.mask_format = options.loss_mask.format;
+    }
+    std::vector<std::unique_ptr<RecordSource>> part_sources;
+    for (const RecordSourceOpener& open_part : open_parts) {
+      ASSIGN_OR_RETURN(std::unique_ptr<RecordSource> part, open_part());
+      with_mask.parts.push_back(part.get());
+      part_sources.push_back(std::move(part));
     }
     return ConvertRecords(source.get(), name, with_mask, writer, stats);
   };

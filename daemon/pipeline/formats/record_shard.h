@@ -52,14 +52,18 @@ class RecordShard final : public CachedShard {
   // LocalSourceIdentity / RemoteSourceIdentity, `checksum` the format's checksum of it.
   // `unchanged` (may be null) is called after a conversion: ABORTED when a local source
   // changed meanwhile. `open_mask` opens the loss-mask column's records (required with
-  // options.loss_mask, called with `open` on a miss). REQUIRES: non-empty format, cache_dir and field (or text with
-  // ValidateTextTokenization OK); INVALID_ARGUMENT naming `name` otherwise.
+  // options.loss_mask, called with `open` on a miss). `open_parts` open the text
+  // columns of text->fields[1..] (prompt/completion; `open` reads fields[0]), one per
+  // field, required then and called with `open` on a miss. REQUIRES: non-empty format,
+  // cache_dir and field (or text with ValidateTextTokenization OK); INVALID_ARGUMENT
+  // naming `name` otherwise.
   // Errors: the opener's and the conversion's (record_convert.h), cache I/O.
   static absl::StatusOr<std::unique_ptr<RecordShard>> Open(
       const std::string& name, uint64_t source_bytes, const std::string& identity,
       const std::string& checksum, const RecordShardOptions& options,
       const RecordSourceOpener& open, const std::function<absl::Status()>& unchanged,
-      const RecordSourceOpener& open_mask = nullptr);
+      const RecordSourceOpener& open_mask = nullptr,
+      const std::vector<RecordSourceOpener>& open_parts = {});
 
   // The key of the cache Open uses (exposed for tests and tools).
   static std::string Key(const std::string& identity, const std::string& checksum,
