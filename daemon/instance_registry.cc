@@ -52,8 +52,10 @@ std::string InstanceKey(const std::string& run_key, const RankIdentity& identity
 // (schedule_resume.h; its schedule history then goes into *resume_state). The files
 // first: the hash cannot see bytes rewritten at the same size, and a mismatch there
 // names the file and the property that changed. A schedule change together with a
-// batch or flush change is refused (naming the schedule): resume with one, then the
-// other.
+// batch or flush change is checked in two steps: the schedule against the checkpoint
+// with this Pipeline's batching reverted to the checkpoint's (so nothing else may
+// differ, and the past bound is the checkpoint's), then the batching against the
+// checkpoint's spec carrying the new schedule.
 absl::StatusOr<checkpoint::ResumedSpecChanges> CheckResumedData(
     proto::CheckpointState* resume_state,
     const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
@@ -64,17 +66,39 @@ absl::StatusOr<checkpoint::ResumedSpecChanges> CheckResumedData(
                      checkpoint::DescribeDatasets(datasets, spec.work_source().weight_by()));
     RETURN_IF_ERROR(checkpoint::CompareDatasets(resume.datasets(), contents));
   }
+  const auto hash_of = [&datasets](const proto::PipelineSpec& s) {
+    return pipeline::SpecHash(s, datasets);
+  };
   std::vector<proto::ScheduleRevision> history;
   ASSIGN_OR_RETURN(const bool accepted,
-                   checkpoint::AcceptSchedule(
-                       resume, spec, spec_hash,
-                       [&datasets](const proto::PipelineSpec& s) {
-                         return pipeline::SpecHash(s, datasets);
-                       },
-                       &history));
+                   checkpoint::AcceptSchedule(resume, spec, spec_hash, hash_of, &history));
   if (accepted) {
     *resume_state->mutable_schedule_history() = {history.begin(), history.end()};
     return checkpoint::ResumedSpecChanges{};
+  }
+  if (resume.spec().work_source().schedule_size() > 0 &&
+      spec.work_source().schedule_size() > 0) {
+    const proto::PipelineSpec at_saved_batching =
+        checkpoint::WithBatchingOf(spec, resume.spec());
+    const std::string at_saved_hash = hash_of(at_saved_batching);
+    ASSIGN_OR_RETURN(const bool schedule_ok,
+                     checkpoint::AcceptSchedule(resume, at_saved_batching, at_saved_hash,
+                                                hash_of, &history));
+    if (schedule_ok) {
+      // The checkpoint as if taken under the new schedule: only its spec and hash are
+      // read by CheckResumedSpec.
+      proto::CheckpointState rescheduled;
+      *rescheduled.mutable_spec() = resume.spec();
+      *rescheduled.mutable_spec()->mutable_work_source()->mutable_schedule() =
+          spec.work_source().schedule();
+      rescheduled.mutable_spec()->mutable_work_source()->set_interpolate(
+          spec.work_source().interpolate());
+      rescheduled.set_spec_hash(hash_of(rescheduled.spec()));
+      ASSIGN_OR_RETURN(checkpoint::ResumedSpecChanges changes,
+                       checkpoint::CheckResumedSpec(rescheduled, spec, spec_hash, datasets));
+      *resume_state->mutable_schedule_history() = {history.begin(), history.end()};
+      return changes;
+    }
   }
   return checkpoint::CheckResumedSpec(resume, spec, spec_hash, datasets);
 }

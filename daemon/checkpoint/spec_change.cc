@@ -129,6 +129,16 @@ std::string WithReason(const std::string& diff) {
 
 }  // namespace
 
+proto::PipelineSpec WithBatchingOf(const proto::PipelineSpec& spec,
+                                   const proto::PipelineSpec& from) {
+  proto::PipelineSpec out = spec;
+  proto::BatchSpec* batch = FindBatch(&out);
+  const proto::BatchSpec* from_batch = FindBatch(from);
+  if (batch != nullptr && from_batch != nullptr) *batch = *from_batch;
+  out.set_flush_every_k_chunks(from.flush_every_k_chunks());
+  return out;
+}
+
 std::string FirstSpecDifference(const proto::PipelineSpec& saved,
                                 const proto::PipelineSpec& now) {
   return MessageDifference(saved, now, "");

@@ -53,6 +53,11 @@ struct ResumedSpecChanges {
 std::string FirstSpecDifference(const proto::PipelineSpec& saved,
                                 const proto::PipelineSpec& now);
 
+// `spec` with its batch operator and flush_every_k_chunks taken from `from` (both
+// resolved specs): what a restore may change, reverted, so the rest can be compared.
+proto::PipelineSpec WithBatchingOf(const proto::PipelineSpec& spec,
+                                   const proto::PipelineSpec& from);
+
 // See the file comment. `now` is this Pipeline's resolved spec, `now_hash` its
 // SpecHash over `datasets` (the datasets opened for it).
 absl::StatusOr<ResumedSpecChanges> CheckResumedSpec(

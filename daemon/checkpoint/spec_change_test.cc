@@ -65,6 +65,20 @@ TEST(SpecChangeTest, MicrobatchSizeAndDropLastMayChange) {
   EXPECT_TRUE(changes->batch);
 }
 
+TEST(SpecChangeTest, WithBatchingOfRevertsOnlyTheBatchOperatorAndFlushGrouping) {
+  proto::PipelineSpec now = Spec();
+  now.mutable_operators(1)->mutable_batch()->set_microbatch_size(2);
+  now.set_flush_every_k_chunks(4);
+  now.mutable_work_source()->set_seed(6);  // not batching: kept
+  const proto::PipelineSpec reverted = WithBatchingOf(now, Spec());
+  EXPECT_EQ(reverted.operators(1).batch().microbatch_size(), 4u);
+  EXPECT_EQ(reverted.flush_every_k_chunks(), 2u);
+  EXPECT_EQ(reverted.work_source().seed(), 6u);
+  now.mutable_work_source()->set_seed(5);
+  EXPECT_EQ(pipeline::SpecHash(WithBatchingOf(now, Spec()), Corpus()),
+            Saved(Spec()).spec_hash());
+}
+
 TEST(SpecChangeTest, FieldsSpelledDifferentlyThatHashAlikeAreNoDifference) {
   // A checkpoint from before weight_by existed stores it unset; today's resolve says
   // SAMPLES. The hash treats them alike, so a microbatch change still resumes.

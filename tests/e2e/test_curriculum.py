@@ -99,6 +99,49 @@ def test_phase_reaches_status_and_metrics(tmp_path, three_sets):
     assert rc == 0, d.log.read_text()
 
 
+def test_schedule_and_microbatch_change_together_on_resume(daemon, three_sets):
+    """A checkpoint taken with microbatch 2 resumes with microbatch 1 and a changed
+    schedule future at once: the rows are those of a fresh run with the new schedule
+    (its past is the old one's), and the history records the revision; a changed past
+    with a changed microbatch is still refused naming the entry."""
+    old = [(0, {"web": 1, "code": 1}), (40, {"math": 1})]
+    new = [(0, {"web": 1, "code": 1}), (40, {"code": 1, "math": 1})]
+
+    def pipe(schedule, microbatch, run_id, restore=None):
+        ws = zephon.ScheduledMixtureWorkSource(three_sets, unit="chunks", chunk_size=10,
+                                               exhausted_policy="repeat", schedule=schedule)
+        p = (zephon.Pipeline(ws).pack_flat(max_length=16).batch(microbatch)
+             .options(daemon=daemon.socket, run_id=run_id, canonical_replicas=1))
+        return p.restore(restore) if restore is not None else p
+
+    def rows(p, batches):
+        out = []
+        for _, b in zip(range(batches), p):
+            out += [tuple(r) for r in np.array(b["tokens"]).tolist()]
+        return out
+
+    first = pipe(old, 2, "mb2")
+    it = iter(first)
+    for _ in range(5):  # 10 rows of 2 samples: chunks 0..1, far from chunk 40
+        next(it)
+    state = first.checkpoint()
+    first.close()
+    reference = pipe(new, 1, "fresh")
+    want = rows(reference, 10 + 400)[10:]  # through the new phase (chunk 40 = row 200)
+    reference.close()
+    resumed = pipe(new, 1, "mb2", restore=state)
+    got = rows(resumed, 400)
+    after = resumed.checkpoint()
+    resumed.close()
+    assert got == want
+    history = zephon.inspect_checkpoint(after)["schedule_history"]
+    assert len(history) == 2, history
+    past = [(0, {"web": 1}), (40, {"math": 1})]
+    with pytest.raises(zephon.errors.ZephonError,
+                       match=r"work_source.schedule\[0\] \(starting at chunk 0\) differs"):
+        pipe(past, 1, "mb2", restore=state).attach()
+
+
 def test_linear_ramp_moves_the_share_chunk_by_chunk(daemon, three_sets):
     ws = zephon.ScheduledMixtureWorkSource(
         three_sets[:2], unit="chunks", chunk_size=20, interpolate="linear",
