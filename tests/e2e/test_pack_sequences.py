@@ -152,18 +152,21 @@ def test_to_training_refuses_and_pack_flat_batches_have_no_segments(corpus, daem
 
 def test_options_are_checked_before_attach(corpus):
     ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
-    base = zephon.Pipeline(zephon.StaticMixtureWorkSource([ds]))
+
+    def fresh():  # builders change the Pipeline they are called on
+        return zephon.Pipeline(zephon.StaticMixtureWorkSource([ds]))
+
     with pytest.raises(errors.InvalidOptionError,
                        match=r"Pipeline.pack_sequences: algorithm 'first_fit' needs num_bins"):
-        base.pack_sequences(L)
+        fresh().pack_sequences(L)
     with pytest.raises(errors.InvalidOptionError, match="'wrap' never pads"):
-        base.pack_sequences(L, algorithm="wrap", pad_token_id=3)
+        fresh().pack_sequences(L, algorithm="wrap", pad_token_id=3)
     with pytest.raises(errors.InvalidOptionError, match="already packs with pack_flat"):
-        base.pack_flat(L).pack_sequences(L, num_bins=2)
+        fresh().pack_flat(L).pack_sequences(L, num_bins=2)
     with pytest.raises(errors.InvalidOptionError, match=r"call pack_sequences\(\) before batch"):
-        base.batch(2).pack_sequences(L, num_bins=2)
+        fresh().batch(2).pack_sequences(L, num_bins=2)
     # A shuffle after pack_sequences shuffles its records, as after pack_flat.
-    base.pack_sequences(L, num_bins=2).shuffle(8).batch(2)
+    fresh().pack_sequences(L, num_bins=2).shuffle(8).batch(2)
 
 
 def test_zephond_refuses_a_second_packer(corpus, daemon):

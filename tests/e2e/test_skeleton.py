@@ -136,8 +136,10 @@ def test_bad_spec_values_get_clear_errors(daemon, corpus, tmp_path):
         missing = zephon.Dataset.from_path("x", str(tmp_path / "missing"), fmt="megatron")
         zephon.Pipeline(zephon.StaticMixtureWorkSource([missing])).pack_flat(129).batch(2) \
             .options(daemon=daemon.socket).attach()
-    with pytest.raises(TypeError, match="unknown Pipeline option"):
-        pipeline(corpus, daemon.socket, dp_size=2)
+    # As upstream: an unknown option warns, naming the closest known one, and is ignored.
+    with pytest.warns(UserWarning, match="unknown Pipeline option 'prefetch_batch' ignored; "
+                                         "did you mean 'prefetch_batches'"):
+        pipeline(corpus, daemon.socket, prefetch_batch=2)
     with pytest.raises(ValueError, match="mapping"):
         pipeline(corpus, daemon.socket, mapping_strategy="diagonal").attach()
 

@@ -20,12 +20,15 @@ from .errors import (DaemonUnavailableError, InvalidOptionError, NotFoundError, 
                      PipelineError, ResourceExhaustedError, SpecMismatchError, ZephonError,
                      ZephonTimeoutError)
 from .pipeline import Pipeline, daemon_status
-from .sources import Dataset, ScheduledMixtureWorkSource, StaticMixtureWorkSource
+from .sources import (Dataset, MixtureSpec, ScheduledMixtureWorkSource, StaticMixtureWorkSource,
+                      TokenEstimation)
 from .tokenizer import Tokenizer
 
 __all__ = [
-    "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "NotFoundError",
+    "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "MixtureSpec",
+    "NotFoundError",
     "PeerLostError", "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId",
-    "ScheduledMixtureWorkSource", "SpecMismatchError", "StaticMixtureWorkSource", "Tokenizer",
+    "ScheduledMixtureWorkSource", "SpecMismatchError", "StaticMixtureWorkSource",
+    "TokenEstimation", "Tokenizer",
     "ZephonError", "ZephonTimeoutError", "daemon_status", "inspect_checkpoint", "write_megatron_dataset",
 ]

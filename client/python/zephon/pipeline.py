@@ -19,7 +19,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from . import _native, _spec_enums, _tokenize, errors
+from . import _native, _spec_enums, _tokenize, _tokenizer_ids, errors
 from .batch import Batch
 from .sources import StaticMixtureWorkSource
 
@@ -33,6 +33,22 @@ _EXEC_OPTIONS = {"prefetch_batches", "read_timeout_s", "join_timeout_s", "num_th
                  "daemon_timeout_s"}
 _CLIENT_OPTIONS = {"daemon", "attach_timeout_s", "max_open_batches"}
 _ALL_OPTIONS = _RANK_OPTIONS | _SPEC_OPTIONS | _EXEC_OPTIONS | _CLIENT_OPTIONS
+# Upstream's (the Python Zephon's RuntimeOptions) execution knobs that have no meaning
+# for a daemon that computes every batch deterministically in its own process: accepted
+# and ignored, so recipes written for upstream run unchanged (README, "Coming from the
+# Python Zephon"). max_workers maps onto num_threads, io_options is validated.
+_UPSTREAM_NOOP_OPTIONS = {
+    "runner", "per_stage_runner", "mp_context", "worker_allocation", "default_stage_prefetch",
+    "per_stage_prefetch", "op_queue_capacity", "ipc_transport", "ipc_buffer_bytes",
+    "mixture_config", "allow_latency_flush_in_deterministic", "shutdown_mode",
+    "auto_validation", "mtp_mode", "mtp_buffer", "mtp_buffer_bytes", "mtp_prefetch",
+    "mtp_auto_checkpoint", "shm_coalesce", "shm_min_item_bytes",
+    "shm_min_new_allocation_bytes", "shm_min_forward_bytes", "shm_compact_above_ratio",
+    "shm_compact_min_savings_bytes", "shm_max_coalesced_bytes", "coalesce_tensors",
+    "shm_min_size", "max_worker_retries", "aggregate_serializer", "aggregate_compressor",
+    "execution_tracking", "metrics_sink_config"}
+_UPSTREAM_OPTIONS = _UPSTREAM_NOOP_OPTIONS | {"deterministic", "max_workers", "io_options"}
+_MAX_NUM_THREADS = 1024  # daemon/exec/worker_pool.h kMaxWorkerThreads
 
 _live_readers: "weakref.WeakSet[_Reader]" = weakref.WeakSet()
 
@@ -145,8 +161,8 @@ def _detach_all() -> None:
 class Pipeline:
     """``Pipeline(work_source).shuffle(...).pack_flat(...).batch(...).options(...)``.
 
-    Builder methods return a new Pipeline; iteration attaches this rank (once) and yields
-    one :class:`Batch` per step.
+    Builder methods change this Pipeline and return it (as upstream's do); iteration
+    attaches this rank (once) and yields one :class:`Batch` per step.
 
     Loans: a batch is a loan of a ring slot. It is released by
     ``batch.close()``, by leaving ``with batch:``, by garbage collection, or when the
@@ -168,23 +184,25 @@ class Pipeline:
         self._closed = False
 
     # ----- builder -----------------------------------------------------------------
-    def _with(self, **changes) -> "Pipeline":
+    def _with(self) -> "Pipeline":
+        """The Pipeline the builders change: this one. As upstream's, builders mutate the
+        Pipeline and return it, so ``p.pack_flat(...)`` without reassigning keeps the
+        operator, and chained or separate calls build the same pipeline."""
         if self._reader is not None:
             raise RuntimeError("this Pipeline is already attached; build a new one")
-        p = copy.copy(self)
-        p._operators = list(self._operators)
-        p._options = dict(self._options)
-        for k, v in changes.items():
-            setattr(p, k, v)
-        return p
+        return self
 
-    def tokenize(self, tokenizer, *, field: str | Sequence[str] = "text",
+    def tokenize(self, tokenizer=None, *, tokenizer_id: str | None = None,
+                 field: str | Sequence[str] = "text",
                  special_tokens: str = "bos_eos",
                  bos_token_id: int | None = None, eos_token_id: int | None = None,
                  max_length: int | None = None, truncation: bool = False,
                  split_long_samples: bool = False, on_missing: str = "error",
                  split_special_tokens: bool = False,
-                 loss_on: Sequence[str] | None = None) -> "Pipeline":
+                 loss_on: Sequence[str] | None = None,
+                 parallelism: int | None = None,
+                 add_attention_mask: bool = False,
+                 preserve_upstream_payload: bool = False) -> "Pipeline":
         """Reads the datasets as text: each record's string ``field`` (a JSONL field, or
         the text column of a Parquet or MDS dataset) is encoded in zephond (the same
         tokenizer as :class:`zephon.Tokenizer`) into one sample. The first operator
@@ -212,7 +230,32 @@ class Pipeline:
         listed (BOS counts with the first field, EOS with the last). Batches then carry
         ``loss_mask`` and :meth:`Batch.to_training` sets the masked labels to
         ``ignore_index``. Truncation and ``split_long_samples`` cut the mask with the
-        tokens. Bad values raise InvalidOptionError (a ValueError) naming the argument."""
+        tokens. Bad values raise InvalidOptionError (a ValueError) naming the argument.
+
+        Upstream's spellings: ``tokenizer_id=`` instead of ``tokenizer`` (a local path, a
+        Hugging Face model id resolved in the local Hugging Face cache, never downloaded,
+        or ``"__fallback__"``, a built-in byte-level tokenizer for tests whose ids are not
+        upstream's fallback's); ``parallelism`` is accepted (zephond tokenizes on its own
+        worker pool); ``add_attention_mask=False`` is what zephond does (packed rows carry
+        no attention mask: use ``to_training``'s ``padding_mask`` / ``cu_seqlens``);
+        ``preserve_upstream_payload`` is accepted (packed batches carry tokens, not the
+        source records)."""
+        if (tokenizer is None) == (tokenizer_id is None):
+            raise errors.InvalidOptionError(
+                "Pipeline.tokenize: pass the tokenizer (positional) or tokenizer_id=, "
+                "exactly one", errors.INVALID_ARGUMENT)
+        if tokenizer_id is not None:
+            tokenizer = _tokenizer_ids.resolve(tokenizer_id)
+        _check_parallelism("tokenize", parallelism)
+        if add_attention_mask is not False:
+            raise errors.InvalidOptionError(
+                "Pipeline.tokenize: add_attention_mask=True is not supported: packed rows carry "
+                "no attention mask; use to_training(return_padding_mask=True) or "
+                "return_cu_seqlens=True", errors.INVALID_ARGUMENT)
+        if not isinstance(preserve_upstream_payload, bool):
+            raise errors.InvalidOptionError(
+                f"Pipeline.tokenize: preserve_upstream_payload must be a bool, not "
+                f"{preserve_upstream_payload!r}", errors.INVALID_ARGUMENT)
         if any("tokenize" in op for op in self._operators):
             raise errors.InvalidOptionError("Pipeline.tokenize: this Pipeline already "
                                             "tokenizes; call tokenize() once",
@@ -231,8 +274,9 @@ class Pipeline:
         p._operators.append(op)
         return p
 
-    def shuffle(self, buffer_size: int = 8192, seed: int = 0, *, algorithm: str = "streaming",
-                warmup_growth: float | None = None) -> "Pipeline":
+    def shuffle(self, buffer_size: int | None = 8192, seed: int = 0, *,
+                algorithm: str = "streaming", warmup_growth: float | None = None,
+                parallelism: int | None = None) -> "Pipeline":
         """Per-lane deterministic shuffle, emptied at every flush group's end. Before
         ``pack_flat`` it shuffles samples; between ``pack_flat`` and ``batch`` it shuffles
         packed rows (the flush group is packed, then its rows reordered). At most one
@@ -248,10 +292,16 @@ class Pipeline:
           first, each next one ``warmup_growth`` (default 1.5, in (1, 1024]) times larger
           up to ``buffer_size``: output starts sooner after a flush.
 
-        Bad values raise InvalidOptionError (a ValueError) naming the argument."""
+        ``buffer_size=None`` is the default 8192 and ``parallelism`` is accepted, as
+        upstream spells them. Bad values raise InvalidOptionError (a ValueError) naming
+        the argument."""
         def refuse(message: str):
             raise errors.InvalidOptionError(f"Pipeline.shuffle: {message}",
                                             errors.INVALID_ARGUMENT)
+
+        if buffer_size is None:
+            buffer_size = 8192
+        _check_parallelism("shuffle", parallelism)
 
         names = [_PACKING if next(iter(op)) in _PACKERS else next(iter(op))
                  for op in self._operators]
@@ -348,7 +398,8 @@ class Pipeline:
                   max_candidate_age: int | None = None,
                   min_sequence_length: int | None = None,
                   flush_strategy: str | None = None,
-                  max_sequences_per_bin: int | None = None) -> "Pipeline":
+                  max_sequences_per_bin: int | None = None,
+                  parallelism: int | None = None) -> "Pipeline":
         """Packs each lane's samples into records of exactly ``max_length`` cells
         (normally seq_len + 1). ``positions`` restart at 0 for every piece of a document.
         All packing state is per lane and emptied at each flush group's end.
@@ -382,7 +433,9 @@ class Pipeline:
         falls below it; ``flush_strategy`` (first_fit/best_fit) picks the bin emitted at
         the ``num_bins`` limit: ``"fifo"`` (the oldest) or ``"fullest"``;
         ``max_sequences_per_bin`` (every padding algorithm) caps the documents (pieces)
-        per record."""
+        per record. ``parallelism`` is accepted as upstream spells it (zephond plans
+        packing per lane and materializes on its worker pool)."""
+        _check_parallelism("pack_flat", parallelism)
         return self._packing("pack_flat", max_length, algorithm, emit_positions,
                              pad_token_id=pad_token_id, num_bins=num_bins,
                              drop_oversized=drop_oversized,
@@ -399,7 +452,8 @@ class Pipeline:
                        max_candidate_age: int | None = None,
                        min_sequence_length: int | None = None,
                        flush_strategy: str | None = None,
-                       max_sequences_per_bin: int | None = None) -> "Pipeline":
+                       max_sequences_per_bin: int | None = None,
+                       parallelism: int | None = None) -> "Pipeline":
         """Packs like :meth:`pack_flat` (the same algorithms, options and records) and keeps
         each record's segment boundaries, for varlen attention: upstream's envelope of
         segments. Each batch carries ``segment_lengths`` (int32 [B, W]: row r's segments'
@@ -414,6 +468,7 @@ class Pipeline:
         cells after a record's segments are not data. ``to_training`` does not convert
         these batches (use pack_flat for that); ``max_sequences_per_bin`` also bounds W,
         and so the ring's slot size (without it, W may reach ``max_length``)."""
+        _check_parallelism("pack_sequences", parallelism)
         if pad_token_id is None and algorithm != "wrap":
             pad_token_id = 0
         return self._packing("pack_sequences", max_length, algorithm, emit_positions,
@@ -487,6 +542,85 @@ class Pipeline:
         p._operators.append({name: op})
         return p
 
+    # ----- upstream's other builders ----------------------------------------------------
+    def decode_text(self, *, parallelism: int | None = None) -> "Pipeline":
+        """Upstream's bytes -> str step before ``tokenize``. zephond reads text records
+        (JSONL fields, Parquet/MDS string columns) as text already, so this changes
+        nothing; it is accepted before any other operator."""
+        _check_parallelism("decode_text", parallelism)
+        if self._operators:
+            raise errors.InvalidOptionError(
+                f"Pipeline.decode_text: call it before {next(iter(self._operators[0]))}()",
+                errors.INVALID_ARGUMENT)
+        return self._with()
+
+    def _delay(self, max_delay_ms: float = 1.0, parallelism: int | None = None) -> "Pipeline":
+        """Upstream's test-only operator (random per-record delays that exercise its
+        reordering). zephond's order never depends on timing, so it changes nothing."""
+        if isinstance(max_delay_ms, bool) or not isinstance(max_delay_ms, (int, float)) \
+                or max_delay_ms < 0:
+            raise errors.InvalidOptionError(
+                f"Pipeline._delay: max_delay_ms must be a number >= 0, not {max_delay_ms!r}",
+                errors.INVALID_ARGUMENT)
+        _check_parallelism("_delay", parallelism)
+        return self._with()
+
+    def fetch_parallelism(self, parallelism: int) -> "Pipeline":
+        """Upstream's number of concurrent shard fetches. zephond reads shards with its
+        own readers (``--shards-at-once``, the shard cache's downloads), node-wide; the
+        value is checked and changes nothing."""
+        _check_parallelism("fetch_parallelism", parallelism, required=True)
+        return self._with()
+
+    def prefetch(self, buffer_size: int = 2, parallelism: int | None = None) -> "Pipeline":
+        """Upstream's read-ahead of fetched items. zephond fills the ring ahead of the
+        trainer (``options(prefetch_batches=...)``); the values are checked and change
+        nothing. Once per Pipeline, as upstream."""
+        if getattr(self, "_prefetch_set", False):
+            raise RuntimeError("Pipeline.prefetch: already called; call it once")
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
+            raise errors.InvalidOptionError(
+                f"Pipeline.prefetch: buffer_size must be an int >= 1, not {buffer_size!r}",
+                errors.INVALID_ARGUMENT)
+        _check_parallelism("prefetch", parallelism)
+        self._with()._prefetch_set = True
+        return self
+
+    def preflight_tokenizers(self, strict: bool = True) -> dict:
+        """Loads this Pipeline's tokenizer here, as zephond will, before any rank attaches:
+        returns ``{"tokenize": {"source": ..., "loaded": bool, "fingerprint": ...}}``
+        (empty without tokenize). A tokenizer that cannot be loaded raises
+        InvalidOptionError with ``strict`` (else ``loaded`` is False with ``error``). An
+        s3:// tokenizer is zephond's to load: reported, not loaded."""
+        from .tokenizer import Tokenizer
+        report: dict[str, Any] = {}
+        for op in self._operators:
+            t = op.get("tokenize")
+            if t is None:
+                continue
+            entry: dict[str, Any] = {"source": t.get("tokenizer_path", "inline tokenizer.json")}
+            path = t.get("tokenizer_path")
+            if path is not None and path.startswith("s3://"):
+                entry.update(loaded=False, note="an s3:// tokenizer is loaded by zephond")
+            else:
+                try:
+                    tok = (Tokenizer(path) if path is not None else
+                           _tokenize._reload_json({"tokenizer_json":
+                                                   base64.b64decode(t["tokenizer_json"]),
+                                                   "tokenizer_config_json":
+                                                   base64.b64decode(t["tokenizer_config_json"])
+                                                   if t.get("tokenizer_config_json") else None},
+                                                  {}))
+                    entry.update(loaded=True, fingerprint=tok.fingerprint)
+                except (errors.ZephonError, OSError, ValueError) as e:
+                    if strict:
+                        raise errors.InvalidOptionError(
+                            f"Pipeline.preflight_tokenizers: {entry['source']}: {e}",
+                            errors.INVALID_ARGUMENT) from None
+                    entry.update(loaded=False, error=str(e))
+            report["tokenize"] = entry
+        return report
+
     def batch(self, microbatch_size: int, drop_last: bool = True) -> "Pipeline":
         """Groups ``microbatch_size`` packed records of one lane into a batch."""
         p = self._with()
@@ -497,15 +631,48 @@ class Pipeline:
     def options(self, **kwargs) -> "Pipeline":
         """Data identity (dp_degree, dp_group_id), coordination identity (world_size,
         global_rank, run_id, aggregate_dir), lanes (canonical_replicas, mapping_strategy,
-        lane_routing) and execution knobs. Unknown names raise TypeError.
+        lane_routing) and execution knobs.
 
         A relative ``aggregate_dir`` is made absolute against the current directory now.
         ``canonical_replicas`` left unset (None) is the initial dp_degree; an explicit 0 is
-        refused. Bounds: world_size <= 131072, canonical_replicas <= 65536."""
-        unknown = set(kwargs) - _ALL_OPTIONS
-        if unknown:
-            raise TypeError(f"unknown Pipeline option(s) {sorted(unknown)}; valid options: "
-                            f"{', '.join(sorted(_ALL_OPTIONS))}")
+        refused. Bounds: world_size <= 131072, canonical_replicas <= 65536.
+
+        Upstream's execution knobs are accepted: ``max_workers`` sets ``num_threads``
+        (zephond's worker threads for this pipeline, at most 1024) unless that is given;
+        ``io_options`` (a dict or ``zephon.io.StoreOptions``) is validated, the caches
+        being zephond's; ``deterministic=True`` is what zephond always is and
+        ``deterministic=False`` is refused; ``runner``, ``mtp_mode``, ``op_queue_capacity``,
+        ``default_stage_prefetch`` and the other process-layout knobs change nothing
+        (the daemon is already another process). An unknown name warns (as upstream
+        does), naming the closest known option, and is ignored."""
+        import difflib
+        import warnings
+        known = _ALL_OPTIONS | _UPSTREAM_OPTIONS
+        for name in sorted(set(kwargs) - known):
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            warnings.warn(f"unknown Pipeline option {name!r} ignored{hint}", UserWarning,
+                          stacklevel=2)
+            del kwargs[name]
+        if "deterministic" in kwargs:
+            if kwargs.pop("deterministic") is False:
+                raise errors.InvalidOptionError(
+                    "Pipeline.options: deterministic=False is not supported: zephond computes "
+                    "every batch as a pure function of the spec and lane positions, which is "
+                    "what makes checkpoints and elastic resume exact; drop the option",
+                    errors.INVALID_ARGUMENT)
+        if "io_options" in kwargs:
+            from .io.options import StoreOptions
+            StoreOptions.from_any(kwargs.pop("io_options"))
+        max_workers = kwargs.pop("max_workers", None)
+        if max_workers is not None and "num_threads" not in kwargs \
+                and "num_threads" not in self._options:
+            if isinstance(max_workers, bool) or not isinstance(max_workers, int) \
+                    or max_workers < 1:
+                raise TypeError(f"option max_workers must be an int >= 1, got {max_workers!r}")
+            kwargs["num_threads"] = min(max_workers, _MAX_NUM_THREADS)
+        for name in _UPSTREAM_NOOP_OPTIONS & kwargs.keys():
+            del kwargs[name]
         aggregate_dir = kwargs.get("aggregate_dir")
         if aggregate_dir is not None:
             # zephond does not share this process's cwd (and refuses a relative path):
@@ -730,6 +897,16 @@ def daemon_status(daemon: str | None = None, timeout_s: float = 10.0) -> dict:
                                      ctypes.byref(err))
     _check(code, err)
     return json.loads(_native.take_string(out))
+
+
+def _check_parallelism(op: str, value, required: bool = False) -> None:
+    """Upstream's per-operator parallelism: None (unless required) or an int >= 1."""
+    if value is None and not required:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise errors.InvalidOptionError(
+            f"Pipeline.{op}: parallelism must be an int >= 1{'' if required else ' or None'}, "
+            f"not {value!r}", errors.INVALID_ARGUMENT)
 
 
 # The packing operators; _PACKING stands for either in operator-order checks.

@@ -174,6 +174,45 @@ def _per_dataset(option: str, value, names: list[str], check, plain: type) -> di
     return {name: check(f"{option}[{name!r}]", v) for name, v in value.items()}
 
 
+class MixtureSpec:
+    """Upstream's mixture object: ``{dataset_name: weight}`` (relative weights > 0).
+    ``StaticMixtureWorkSource(mixture=MixtureSpec({...}))`` is the same work source as
+    ``mixture={...}``."""
+
+    def __init__(self, weights: Mapping[str, float]):
+        if not isinstance(weights, Mapping) or not weights:
+            raise ValueError("MixtureSpec needs a non-empty {dataset_name: weight} mapping")
+        for name, w in weights.items():
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or \
+                    not (math.isfinite(w) and w > 0):
+                raise ValueError(f"MixtureSpec weight of {name!r} is {w!r}: weights must be "
+                                 "finite numbers > 0")
+        self.weights = dict(weights)
+
+    @property
+    def normalized(self) -> dict[str, float]:
+        total = sum(self.weights.values())
+        return {k: v / total for k, v in self.weights.items()}
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, MixtureSpec) and self.weights == other.weights
+
+    def __repr__(self) -> str:
+        return f"MixtureSpec({self.weights!r})"
+
+
+class TokenEstimation:
+    """Upstream's marker for token-share weights: ``token_estimation=TokenEstimation()`` is
+    ``weight_by="tokens"`` (zephond measures tokens per sample with its own deterministic
+    rule, see StaticMixtureWorkSource)."""
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TokenEstimation)
+
+    def __repr__(self) -> str:
+        return "TokenEstimation()"
+
+
 class StaticMixtureWorkSource:
     """A fixed set of datasets mixed at fixed weights, cut into chunks of sample pointers.
 
@@ -203,17 +242,35 @@ class StaticMixtureWorkSource:
     or with ``max_repeats`` on one dataset is refused by zephond, naming it.
     ``reshuffle_on_repeat=False`` replays the first pass's order in every pass
     (default True: each pass reshuffles).
+
+    Upstream's spellings are accepted: ``mixture=MixtureSpec({...})``,
+    ``token_estimation=TokenEstimation()`` (= ``weight_by="tokens"``; None = samples) and
+    ``exhausted_policy=None`` (the default, ``"stop_after_passes"``).
     """
 
     def __init__(self, datasets: Sequence[Dataset], mixture: Mapping[str, float] |
-                 Sequence[float] | None = None, seed: int = 0, chunk_size: int = 1024,
+                 Sequence[float] | MixtureSpec | None = None, seed: int = 0,
+                 chunk_size: int = 1024,
                  shuffle_shards: bool = True, shuffle_within_shard: bool = False,
                  shuffle_block_size: int | str | None = None,
-                 exhausted_policy: str | Mapping[str, str] = "stop_after_passes",
+                 exhausted_policy: str | Mapping[str, str] | None = "stop_after_passes",
                  stop_after_passes: int | Mapping[str, int] = 1,
                  max_repeats: int | Mapping[str, int] | None = None,
                  weight_by: str = "samples",
-                 reshuffle_on_repeat: bool | Mapping[str, bool] = True):
+                 reshuffle_on_repeat: bool | Mapping[str, bool] = True,
+                 token_estimation: TokenEstimation | None = None):
+        if isinstance(mixture, MixtureSpec):
+            mixture = mixture.weights
+        if exhausted_policy is None:
+            exhausted_policy = "stop_after_passes"
+        if token_estimation is not None:
+            if not isinstance(token_estimation, TokenEstimation):
+                raise TypeError("token_estimation must be a zephon.work.TokenEstimation or "
+                                f"None, got {type(token_estimation).__name__}")
+            if weight_by != "samples":
+                raise ValueError("token_estimation=TokenEstimation() is weight_by='tokens'; "
+                                 f"do not also pass weight_by={weight_by!r}")
+            weight_by = "tokens"
         datasets = list(datasets)
         if not datasets or not all(isinstance(d, Dataset) for d in datasets):
             raise TypeError("StaticMixtureWorkSource needs a non-empty list of zephon.Dataset")
