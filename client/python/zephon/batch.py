@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import ctypes
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -12,6 +12,48 @@ from . import _native, errors
 # shm::DType codes -> numpy dtypes (shm/ring_layout.h).
 _DTYPES = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32, 6: np.int32,
            7: np.uint64, 8: np.int64, 9: np.float32, 10: np.float64}
+
+
+# to_training(tokens_field=...): names of this batch's packed token tensor ("auto" as
+# upstream's default; "input_ids" is upstream's usual field name).
+_TOKENS_FIELD_NAMES = ("auto", "input_ids", "tokens")
+
+
+class _RenameError(KeyError, ValueError):
+    """to_training(rename_fields=...) named a key the call does not return: upstream
+    raises ValueError, this library raised KeyError; both keep catching it."""
+
+    def __str__(self) -> str:  # the message, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
+def _resolve_dtype(dtype: Any) -> np.dtype | None:
+    """to_training(dtype=...) -> a numpy dtype, or None (keep the ring's dtype, views).
+    "auto" is int64 (torch.long for torch output, as upstream's default). Accepts numpy
+    dtypes (and their names) and torch dtypes; only signed integers, so that a negative
+    ignore_index fits the labels."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str) and dtype == "auto":
+        return np.dtype(np.int64)
+    resolved = None
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None and isinstance(dtype, torch.dtype):
+            try:
+                resolved = torch.empty(0, dtype=dtype).numpy().dtype
+            except (TypeError, RuntimeError):
+                resolved = None
+    if resolved is None or resolved.kind != "i":
+        raise ValueError(f"dtype={dtype!r}: to_training takes None (the ring's dtype, "
+                         "zero-copy), 'auto' (int64) or a signed integer numpy/torch dtype "
+                         "(e.g. torch.long, torch.int32, np.int64)")
+    return resolved
 
 
 class SampleId(NamedTuple):
@@ -88,6 +130,13 @@ class Batch:
         return [SampleId(a, b, c) for a, b, c in self._view("sample_ids").tolist()]
 
     @property
+    def lane_ids(self) -> tuple[int, ...]:
+        """Upstream's ``SampleBatch.lane_ids``: the lane of each row (every row of a batch
+        comes from its one lane, ``self.lane``)."""
+        rows = self._layout["tokens"][1][0] if "tokens" in self._layout else 0
+        return (self.lane,) * rows
+
+    @property
     def ids_array(self) -> np.ndarray:
         """``ids`` as an int64 array [n, 3] (a view, valid while the batch is open)."""
         self._check_open()
@@ -134,7 +183,13 @@ class Batch:
                     return_padding_mask: bool = False,
                     return_loss_mask: bool = False,
                     flatten: bool = False,
-                    rename_fields: Mapping[str, str] | None = None) -> dict[str, Any]:
+                    rename_fields: Mapping[str, str] | None = None,
+                    tokens_field: str = "auto",
+                    dtype: Any = None,
+                    exclude_fields: Sequence[str] = (),
+                    position_mode: str = "preserve",
+                    eos_mask_loss: bool = False,
+                    eos_token_id: int | None = None) -> dict[str, Any]:
         """Shapes this batch into what a language-model training step consumes.
 
         Fields (before ``rename_fields``), for ``tokens`` of shape [B, L]:
@@ -149,6 +204,9 @@ class Batch:
           to the next document's first token is trained on.
           ``mask_document_boundaries=True`` sets to ``ignore_index`` every label whose
           target is the first token of a segment (``positions == 0``).
+          ``eos_mask_loss=True`` (needs ``eos_token_id``, an int) sets to ``ignore_index``
+          every label whose *input* token is ``eos_token_id``: the prediction from a
+          document's EOS to whatever follows it (upstream's definition). Needs labels.
         - SFT loss mask: when the batch carries ``loss_mask`` (uint8 [B, L]: a dataset
           with ``loss_mask_field`` or ``tokenize(loss_on=...)``; 1 = trained on, 0 =
           masked, padding always 0), the mask is *label-aligned*: ``labels[:, t]``
@@ -157,14 +215,18 @@ class Batch:
           last token and trained on, while predictions of prompt tokens are not.
         - ``loss_mask`` (``return_loss_mask``): bool, aligned like ``labels``
           ([B, S]; [B, L] without labels): with labels, True exactly where the label is
-          kept (not ``ignore_index``: the loss mask, padding and, with
-          ``mask_document_boundaries``, the boundaries); without labels, the batch's
+          kept (not ``ignore_index``: the loss mask, padding and, when asked, the
+          boundaries and EOS predictions); without labels, the batch's
           ``loss_mask`` (or, without one, the padding mask).
         - ``padding_mask`` (``return_padding_mask``): bool, aligned with ``input_ids``
           ([B, S] with labels, else [B, L]), True at real tokens and False at padding
           (all True without padding).
-        - ``positions`` (``return_positions``, when the batch has them): aligned with
-          ``input_ids``; they restart at 0 at every document segment.
+        - ``positions`` (``return_positions``): aligned with ``input_ids``. With
+          ``position_mode="preserve"`` (default) the batch's positions, restarting at 0
+          at every document segment (absent when the batch has none); with
+          ``"sequence"``, ``0 .. width - 1`` in every row, ignoring documents (computed,
+          so present even without a positions field). ``cu_seqlens`` and
+          ``mask_document_boundaries`` always use the document positions.
         - ``cu_seqlens`` (``return_cu_seqlens``): int32 [n + 1], the segment boundaries
           over the flattened inputs (row-major, B*S tokens), e.g. ``[0, 4, 7, ..., B*S]``,
           as varlen / FlexAttention document masking wants them. A boundary is at each
@@ -174,27 +236,58 @@ class Batch:
           labels are ``ignore_index``, so it adds nothing to the loss. Needs the
           ``positions`` field.
         - ``num_valid_tokens`` (``return_num_valid_tokens``, needs labels): a Python int,
-          the number of labels that are not ``ignore_index`` (padding and loss-masked
-          labels excluded): the token count to normalise an SFT loss by.
+          the number of labels that are not ``ignore_index`` (padding, loss-masked and
+          EOS-masked labels excluded): the token count to normalise an SFT loss by.
         - ``ids``: the contributing :class:`SampleId` list (never renamed, never a tensor).
 
-        ``flatten=True`` reshapes [B, S] fields to [B*S]. ``rename_fields`` renames output
-        keys, e.g. ``{"input_ids": "tokens"}`` (Megatron style); unknown keys raise.
+        ``tokens_field``: which field holds the tokens; ``"auto"`` (default),
+        ``"input_ids"`` and ``"tokens"`` all name this batch's packed ``tokens``; anything
+        else raises ValueError. ``flatten=True`` reshapes [B, S] fields to [B*S].
+        ``rename_fields`` renames output keys, e.g. ``{"input_ids": "tokens"}`` (Megatron
+        style); a key this call does not return raises an error that is both a KeyError
+        and a ValueError. ``exclude_fields`` drops output keys after renaming, e.g.
+        ``("ids",)``; names not in the output are ignored (``"texts"`` never is).
         ``as_torch``: torch tensors (``torch.from_numpy``) when True, or when None and
         torch is importable; numpy arrays otherwise.
 
-        Copies and views: ``input_ids``, ``labels`` and ``positions`` are read-only views
-        of the batch's shared memory (no copy; torch tensors share that memory too), so
-        they are valid only while the batch is open (copy, e.g. ``.clone()`` or a device
-        transfer, before releasing it), and must not be written to. These are copies:
-        ``labels`` when ``mask_document_boundaries`` or the batch has padding or a loss mask
-        (it is modified); ``padding_mask``; ``loss_mask``; ``input_ids``,
-        ``labels`` and ``positions`` when ``flatten`` and ``return_labels`` (dropping a
-        column per row makes them non-contiguous, so reshaping copies); ``cu_seqlens``
-        (computed). Unsigned token dtypes are widened to int64 in masked labels so that a
-        negative ``ignore_index`` fits.
+        ``dtype`` sets the integer dtype of ``input_ids``, ``labels`` and ``positions``
+        (not the bool masks; ``cu_seqlens`` stays int32): ``None`` (default) keeps the
+        ring's dtype and the zero-copy views described below; ``"auto"`` is int64
+        (``torch.long`` for torch output, upstream's default); or a signed integer torch
+        or numpy dtype (``torch.long``, ``torch.int32``, ``np.int64``, ...). With a
+        dtype those three fields are always copies (writable, valid after the batch is
+        released). Unlike upstream, ``dtype=None`` does not return Python lists.
+
+        Copies and views (``dtype=None``): ``input_ids``, ``labels`` and ``positions``
+        are read-only views of the batch's shared memory (no copy; torch tensors share
+        that memory too), so they are valid only while the batch is open (copy, e.g.
+        ``.clone()`` or a device transfer, before releasing it), and must not be written
+        to. These are copies: ``labels`` when ``mask_document_boundaries``,
+        ``eos_mask_loss`` or the batch has padding or a loss mask (it is modified);
+        ``padding_mask``; ``loss_mask``; ``positions`` with ``position_mode="sequence"``;
+        ``input_ids``, ``labels`` and ``positions`` when ``flatten`` and
+        ``return_labels`` (dropping a column per row makes them non-contiguous, so
+        reshaping copies); ``cu_seqlens`` (computed). Unsigned token dtypes are widened
+        to int64 in masked labels so that a negative ``ignore_index`` fits.
         """
         self._check_open()
+        if tokens_field not in _TOKENS_FIELD_NAMES:
+            raise ValueError(
+                f"tokens_field={tokens_field!r}: this batch's tokens are its 'tokens' field "
+                f"(accepted names: {', '.join(map(repr, _TOKENS_FIELD_NAMES))}); "
+                f"fields: {sorted(self.keys())}")
+        if position_mode not in ("preserve", "sequence"):
+            raise ValueError(f"position_mode={position_mode!r}: use 'preserve' or 'sequence'")
+        if isinstance(exclude_fields, str):
+            raise TypeError("exclude_fields must be a sequence of names, not a string")
+        if eos_mask_loss:
+            if eos_token_id is None or isinstance(eos_token_id, bool) or not isinstance(
+                    eos_token_id, (int, np.integer)):
+                raise ValueError("eos_mask_loss=True needs eos_token_id, an int (the "
+                                 f"tokenizer's EOS id); got {eos_token_id!r}")
+            if not return_labels:
+                raise ValueError("eos_mask_loss=True needs return_labels=True")
+        out_dtype = _resolve_dtype(dtype)
         if "tokens" not in self._layout:
             raise KeyError(f"batch has no 'tokens' field; fields: {sorted(self.keys())}")
         if "segment_lengths" in self._layout:
@@ -231,16 +324,27 @@ class Batch:
                 masked = ~real[:, 1:] if masked is None else masked | ~real[:, 1:]
             if trained is not None and not trained.all():
                 masked = ~trained[:, 1:] if masked is None else masked | ~trained[:, 1:]
+            if eos_mask_loss:
+                # Upstream's definition: the label whose *input* token is EOS (the
+                # prediction EOS -> next document's first token) is ignore_index. Upstream
+                # tests (datologyai/zephon): tokens [1, 10, 2, 1, 20, 2] with
+                # eos_token_id=2 give labels [10, 2, -100, 20, 2]
+                # (shm-coalesce test of to_training(eos_mask_loss=True)); and
+                # test_pack_flat_eos_loss_and_continuous_positions: loss_mask
+                # [1, 1, 0, 1, 1], num_valid_tokens 4. Guide §6.4 / internals §5.3:
+                # "optionally the EOS→next-doc prediction (eos_mask_loss)".
+                at_eos = inputs == eos_token_id
+                masked = at_eos if masked is None else masked | at_eos
             if masked is not None:
-                dtype = labels.dtype if labels.dtype.kind == "i" else np.int64
-                labels = labels.astype(dtype, copy=True)  # a copy: never write shared memory
+                label_dtype = labels.dtype if labels.dtype.kind == "i" else np.int64
+                labels = labels.astype(label_dtype, copy=True)  # never write shared memory
                 labels[masked] = ignore_index
             out["input_ids"] = inputs
             out["labels"] = labels
             in_real = real[:, :-1] if real is not None else None
             if return_loss_mask:
                 # Exactly the labels kept: the loss mask, padding and (when asked) the
-                # document boundaries together.
+                # document boundaries and EOS predictions together.
                 out["loss_mask"] = (~masked if masked is not None
                                     else np.ones(labels.shape, dtype=bool))
         else:
@@ -255,9 +359,16 @@ class Batch:
         if return_padding_mask:
             out["padding_mask"] = (np.ascontiguousarray(in_real) if in_real is not None
                                    else np.ones(inputs.shape, dtype=bool))
-        if return_positions and in_pos is not None:
-            out["positions"] = in_pos
+        if return_positions:
+            if position_mode == "sequence":
+                rows, width = inputs.shape
+                seq_dtype = in_pos.dtype if in_pos is not None else np.int64
+                out["positions"] = np.tile(np.arange(width, dtype=seq_dtype), (rows, 1))
+            elif in_pos is not None:
+                out["positions"] = in_pos
         if return_cu_seqlens:
+            # Document positions even with position_mode="sequence" (as upstream: the
+            # model's positions change, the attention boundaries do not).
             rows, width = in_pos.shape
             starts = np.flatnonzero(in_pos.reshape(-1) == 0)
             row_starts = np.arange(rows, dtype=np.int64) * width
@@ -265,6 +376,12 @@ class Batch:
             out["cu_seqlens"] = bounds.astype(np.int32)
         if return_num_valid_tokens:
             out["num_valid_tokens"] = int(np.count_nonzero(out["labels"] != ignore_index))
+        if out_dtype is not None:
+            for key in ("input_ids", "labels", "positions"):
+                if key in out:
+                    # Always an owned copy (a view of shared memory is copied even when
+                    # the dtype already matches; labels masked above are reused).
+                    out[key] = out[key].astype(out_dtype, copy=not out[key].flags.owndata)
         if flatten:
             for key in ("input_ids", "labels", "positions", "padding_mask", "loss_mask"):
                 if key in out:
@@ -285,10 +402,12 @@ class Batch:
         if rename_fields:
             unknown = set(rename_fields) - set(out)
             if unknown:
-                raise KeyError(f"rename_fields names {sorted(unknown)}, which this call does "
-                               f"not return; fields: {sorted(out)}")
+                raise _RenameError(f"rename_fields names {sorted(unknown)}, which this call "
+                                   f"does not return; fields: {sorted(out)}")
             out = {rename_fields.get(k, k): v for k, v in out.items()}
         out["ids"] = self.ids
+        for key in exclude_fields:
+            out.pop(key, None)
         return out
 
     # ----- lifetime --------------------------------------------------------------------
