@@ -122,6 +122,34 @@ class Dataset:
     def from_path(cls, name: str, path: str, fmt: str | None = None, **kwargs) -> "Dataset":
         return cls(name, path, fmt=fmt, **kwargs)
 
+    @classmethod
+    def from_dict(cls, name: str, shards, **kwargs) -> "Dataset":
+        """An in-memory dataset (upstream's spelling): ``shards`` is ``{key:
+        InMemoryShard(rows)}`` (in key order) or a list of shards, each row a dict, e.g.
+        ``{"text": ...}`` for ``tokenize`` or ``{"input_ids": [...]}`` with
+        ``field="input_ids"``. The rows are written to a private JSONL directory that
+        zephond reads (zephon/_in_memory.py: where, the size bound, and its removal when
+        this Dataset is collected); other keyword arguments are Dataset's."""
+        from . import _in_memory
+        if "fmt" in kwargs and kwargs["fmt"] not in (None, "jsonl"):
+            raise _invalid(f"Dataset.from_dict({name!r}): in-memory rows are JSONL; drop fmt")
+        kwargs.pop("fmt", None)
+        root = _in_memory.write_shards(name, shards)
+        try:
+            ds = cls(name, root, fmt="jsonl", **kwargs)
+        except BaseException:
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        _in_memory.own(ds, root)
+        return ds
+
+    def __getstate__(self) -> dict:
+        # A copy in another process reads the files; only the creator removes them.
+        state = dict(self.__dict__)
+        state.pop("_in_memory_finalizer", None)
+        return state
+
     def to_spec(self) -> dict:
         spec = {"name": self.name, "path": self.path}
         if self.fmt:
