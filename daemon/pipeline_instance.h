@@ -76,6 +76,8 @@ struct InstanceConfig {
   // A curriculum's schedule revisions (CheckpointState.schedule_history), carried into
   // this instance's checkpoints.
   std::vector<proto::ScheduleRevision> schedule_history;
+  // The runs this one continues (CheckpointState.lineage), carried into its checkpoints.
+  std::vector<proto::RunLineage> lineage;
   std::string explain_stream;  // the engine's own description
   // Requested materialize parallelism and reorder window (capped by the pool).
   exec::OrderedStageOptions materialize;

@@ -107,12 +107,9 @@ absl::StatusOr<ResolvedAttach> ResolveAttach(const proto::AttachRequest& request
 
   ASSIGN_OR_RETURN(out.identity, ResolveIdentity(request.rank()));
   RankIdentity& identity = out.identity;
-  if (resume != nullptr && !identity.run_id.empty() && identity.run_id != resume->run_id()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this checkpoint belongs to run_id='", resume->run_id(), "' but this Pipeline is "
-        "run_id='", identity.run_id, "': restore the checkpoint of this run, or resume with "
-        "run_id='", resume->run_id(), "'"));
-  }
+  // A checkpoint restored into another run_id (a restarted job given a new id, a forked
+  // run) continues that run's stream under the new id; the registry records the old id
+  // and round in the new run's lineage (CheckpointState.lineage).
   if (identity.local_peers > defaults.reader_capacity) {
     if (request.rank().local_peers() > 0) {
       return absl::InvalidArgumentError(absl::StrCat(

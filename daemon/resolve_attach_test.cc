@@ -206,6 +206,17 @@ TEST(ResolveAttachTest, AutoLocalPeersAreCappedAtTheReadersPerInstance) {
   EXPECT_EQ(r->geometry.reader_capacity, 4u);
 }
 
+TEST(ResolveAttachTest, ACheckpointOfAnotherRunIdMayBeRestored) {
+  // A restarted job given a new run_id, or a run forked from another, continues the
+  // stream; the registry records the old run in the new run's lineage.
+  const proto::CheckpointState other = Checkpoint(2, "other");
+  proto::AttachRequest r = Request(2, 0);
+  r.mutable_spec()->set_canonical_replicas(2);
+  absl::StatusOr<ResolvedAttach> resolved = Resolve(r, &other);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_NE(resolved->identity.run_id, "other");
+}
+
 struct BadCase {
   const char* what;
   proto::AttachRequest request;
@@ -216,7 +227,6 @@ struct BadCase {
 
 TEST(ResolveAttachTest, EveryViolationNamesTheOptionAndValues) {
   static const proto::CheckpointState kEight = Checkpoint(8);
-  static const proto::CheckpointState kOtherRun = Checkpoint(1, "other");
   static proto::CheckpointState kShort = [] {
     proto::CheckpointState c = Checkpoint(4);
     c.mutable_lanes()->RemoveLast();
@@ -273,8 +283,6 @@ TEST(ResolveAttachTest, EveryViolationNamesTheOptionAndValues) {
                      "canonical_replicas=4 but the checkpoint was taken with "
                      "canonical_replicas=8"});
   }
-  cases.push_back({"resume another run", Request(2, 0), &kOtherRun, kPrecondition,
-                   "this checkpoint belongs to run_id='other'"});
   cases.push_back({"checkpoint lacks a lane", Request(4, 3), &kShort,
                    absl::StatusCode::kDataLoss, "the checkpoint has no progress for lane 3"});
   {

@@ -27,6 +27,7 @@ std::shared_ptr<const checkpoint::RoundInstance> RoundInstanceOf(
   out->spec_hash = config.spec_hash;
   out->spec = config.spec;
   out->schedule_history = config.schedule_history;
+  out->lineage = config.lineage;
   out->datasets = config.datasets;
   out->world_size = config.identity.world_size;
   out->canonical_replicas = config.identity.canonical_replicas;

@@ -64,6 +64,7 @@ absl::StatusOr<proto::CheckpointReport> LocalRounds::PreMerge(
     *report.mutable_spec() = instance.spec;
     *report.mutable_schedule_history() = {instance.schedule_history.begin(),
                                           instance.schedule_history.end()};
+    *report.mutable_lineage() = {instance.lineage.begin(), instance.lineage.end()};
     if (report.datasets_size() == 0) {
       // Every instance of the run has the same spec hash, hence the same files: one
       // description serves the report (cached per dataset after the first round).

@@ -75,6 +75,7 @@ struct RoundInstance {
   std::string spec_hash;
   proto::PipelineSpec spec;  // resolved
   std::vector<proto::ScheduleRevision> schedule_history;  // CheckpointState field 15
+  std::vector<proto::RunLineage> lineage;                 // CheckpointState field 16
   std::vector<std::shared_ptr<const pipeline::Dataset>> datasets;
   uint32_t world_size = 1;
   uint32_t canonical_replicas = 1;

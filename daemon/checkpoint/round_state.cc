@@ -293,6 +293,7 @@ proto::CheckpointState RoundState::Merge(int64_t created_unix_ms) const {
   *state.mutable_spec() = first_.spec();
   *state.mutable_datasets() = first_.datasets();
   *state.mutable_schedule_history() = first_.schedule_history();
+  *state.mutable_lineage() = first_.lineage();
   state.set_round(first_.round());
   state.set_world_size(first_.world_size());
   state.set_created_unix_ms(created_unix_ms);

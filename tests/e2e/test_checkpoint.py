@@ -333,8 +333,7 @@ def test_restore_refuses_bad_checkpoints(corpus, nodes, tmp_path):
         attach(bytes(corrupt))
     with pytest.raises(zephon.ZephonError, match="truncated|short"):
         attach(state[: len(state) // 2])
-    with pytest.raises(zephon.ZephonError, match="run_id='r6'"):
-        attach(state, run_id="other")
+    attach(state, run_id="other")  # another run_id continues the run (test_run_identity)
     with pytest.raises(zephon.ZephonError, match="canonical_replicas=4"):
         attach(state, canonical_replicas=4)
     with pytest.raises(zephon.ZephonError, match="spec hash"):

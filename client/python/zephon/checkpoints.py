@@ -111,7 +111,9 @@ def inspect_checkpoint(state: bytes) -> dict:
     parameters, ``seed``, ``canonical_replicas``, ``chunk_size``, ...); ``dataset_files``:
     per dataset, the shard count, samples and bytes recorded for restore's checks;
     ``schedule_history``: a curriculum's schedule revisions (empty until a resume changed
-    its future), each ``from_chunk``, ``round``, ``interpolate`` and ``schedule``.
+    its future), each ``from_chunk``, ``round``, ``interpolate`` and ``schedule``;
+    ``lineage``: the runs this one continues, oldest first (``run_id`` and the ``round``
+    restored), when a checkpoint was restored under another run_id.
 
     Raises ValueError naming the problem for bytes that are not a Zephon checkpoint (or
     a damaged one, or one of a newer format than this package reads), TypeError for
@@ -142,6 +144,8 @@ def inspect_checkpoint(state: bytes) -> dict:
         "mid_window": len(counts) > 1,
         "spec": _spec_summary(raw.get("spec", {}), raw),
         "schedule_history": _schedule_history(raw),
+        "lineage": [{"run_id": str(r.get("run_id", "")), "round": int(r.get("round", 0))}
+                    for r in raw.get("lineage", [])],
         "dataset_files": [{"name": d.get("name", ""),
                            "shards": len(d.get("shards", [])),
                            "samples": sum(s.get("samples", 0) for s in d.get("shards", [])),

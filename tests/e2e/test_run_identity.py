@@ -1,0 +1,58 @@
+"""Run identity as upstream allows it (issue 17): a checkpoint restored into a Pipeline of
+another run_id (a restarted job given a new id, a forked run) continues the stream under
+the new id, and the new run's checkpoints carry the lineage."""
+from __future__ import annotations
+
+import numpy as np
+
+import zephon
+
+
+def pipe(corpus, socket, run_id, agg, restore=None):
+    ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+    ws = zephon.StaticMixtureWorkSource([ds], seed=4, chunk_size=16)
+    p = (zephon.Pipeline(ws).shuffle(32, seed=1).pack_flat(max_length=65).batch(2)
+         .options(daemon=socket, run_id=run_id, aggregate_dir=str(agg), canonical_replicas=1))
+    return p.restore(restore) if restore is not None else p
+
+
+def take(it, n):
+    return [np.array(next(it)["tokens"]) for _ in range(n)]
+
+
+def test_restore_under_a_new_run_id_continues_the_stream_and_records_the_lineage(
+        corpus, daemon, tmp_path):
+    agg = tmp_path / "agg"
+    first = pipe(corpus, daemon.socket, "job-a", agg)
+    it = iter(first)
+    take(it, 4)
+    state_a = first.checkpoint()
+    reference = take(it, 8)
+    first.close()
+
+    second = pipe(corpus, daemon.socket, "job-b", agg, restore=state_a)
+    it = iter(second)
+    got = take(it, 4)
+    state_b = second.checkpoint()
+    second.close()
+    assert all(np.array_equal(a, b) for a, b in zip(reference[:4], got))
+    info = zephon.inspect_checkpoint(state_b)
+    assert info["run_id"] == "job-b"
+    assert info["lineage"] == [{"run_id": "job-a", "round": 0}]
+    assert info["round"] == 1, "the round numbering continues from the restored round"
+    assert list((agg / "job-b").glob("checkpoint-*")), "written under the new run's id"
+
+    # A second hop keeps the whole lineage, oldest first; the same id adds nothing.
+    third = pipe(corpus, daemon.socket, "job-c", agg, restore=state_b)
+    it = iter(third)
+    assert all(np.array_equal(a, b) for a, b in zip(reference[4:6], take(it, 2)))
+    state_c = third.checkpoint()
+    third.close()
+    assert zephon.inspect_checkpoint(state_c)["lineage"] == [
+        {"run_id": "job-a", "round": 0}, {"run_id": "job-b", "round": 1}]
+    again = pipe(corpus, daemon.socket, "job-c", agg, restore=state_c)
+    it = iter(again)
+    assert all(np.array_equal(a, b) for a, b in zip(reference[6:8], take(it, 2)))
+    assert zephon.inspect_checkpoint(again.checkpoint())["lineage"] == \
+        zephon.inspect_checkpoint(state_c)["lineage"]
+    again.close()
