@@ -86,6 +86,7 @@ setup-parquet: setup-npm
 
 test-py: build setup-s3 setup-tokenize setup-parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
+	PYTHONPATH=client/python $(PY) -m pytest -q tests/upstream_trainers
 	$(PY) -m pytest -q tests/parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/s3
 	$(PY) -m pytest -q tests/tokenize

@@ -210,13 +210,18 @@ def pipelines() -> list[tuple[str, zephon.Pipeline]]:
             + [{"special_tokens": v} for v in _spec_enums.CHOICES["special_tokens"]]):
         out.append((f"tokenize {type(source).__name__} {kwargs}",
                     zephon.Pipeline(ws).tokenize(source, **kwargs).pack_flat(65).batch(2)))
-    base = zephon.Pipeline(ws).pack_flat(129).batch(2)
+    def base():  # builders change the Pipeline they are called on: one per case
+        return zephon.Pipeline(ws).pack_flat(129).batch(2)
+
     options = sorted(pipeline_module._ALL_OPTIONS - pipeline_module._CLIENT_OPTIONS)
     for option in options:
         for value in probe_values(option):
-            out.append((f"option {option}={value!r}", base.options(**{option: value})))
-    out.append(("every option", base.options(**{o: probe_values(o)[0] for o in options})))
-    out.append(("restore", base.options().restore(b"\x00checkpoint bytes\xff")))
+            out.append((f"option {option}={value!r}", base().options(**{option: value})))
+    out.append(("every option", base().options(**{o: probe_values(o)[0] for o in options})))
+    restored = base()
+    # The request's encoding of restore bytes (restore() itself refuses non-checkpoints).
+    restored._restore = b"\x00checkpoint bytes\xff"
+    out.append(("restore", restored))
     return out
 
 
@@ -235,11 +240,13 @@ def test_every_request_matches_the_proto_descriptors():
 
 
 def test_every_option_reaches_the_request():
-    base = zephon.Pipeline(work_sources()[0]).pack_flat(129).batch(2)
-    baseline = base._request()
+    def base():  # builders change the Pipeline they are called on: one per case
+        return zephon.Pipeline(work_sources()[0]).pack_flat(129).batch(2)
+
+    baseline = base()._request()
     for option in sorted(pipeline_module._ALL_OPTIONS - pipeline_module._CLIENT_OPTIONS):
         for value in probe_values(option):
-            assert base.options(**{option: value})._request() != baseline, (
+            assert base().options(**{option: value})._request() != baseline, (
                 f"Pipeline option {option}={value!r} left the attach request unchanged")
 
 

@@ -818,12 +818,24 @@ class Pipeline:
     def restore(self, state: bytes) -> "Pipeline":
         """Resumes from a merged checkpoint (bytes from :meth:`checkpoint`) on this
         Pipeline's topology, which may differ from the saving run's as long as
-        ``canonical_replicas`` allows it (left unset, it is taken from the checkpoint).
-        Call before iterating. Returns self."""
+        ``canonical_replicas`` allows it (left unset, it is taken from the checkpoint),
+        and under this Pipeline's run_id (another run's checkpoint continues its stream;
+        the lineage is recorded). Call before iterating. Returns self. Bytes that are not
+        a checkpoint raise InvalidOptionError (a ValueError) here."""
         if self._reader is not None:
             raise RuntimeError("restore() must be called before the Pipeline is iterated")
         if not isinstance(state, (bytes, bytearray, memoryview)) or len(state) == 0:
             raise TypeError("restore() needs the bytes returned by checkpoint()")
+        # Checked now, as upstream's restore() does (trainers turn its ValueError into a
+        # "malformed or incompatible" resume error): bytes that are not a checkpoint, a
+        # damaged one or one of a newer format raise ValueError here, not at attach.
+        from .checkpoints import inspect_checkpoint
+        try:
+            inspect_checkpoint(bytes(state))
+        except ValueError as e:
+            raise errors.InvalidOptionError(
+                f"restore(): {str(e).removeprefix('inspect_checkpoint(): ')}",
+                errors.INVALID_ARGUMENT) from None
         self._restore = bytes(state)
         return self
 

@@ -1,0 +1,1 @@
+"""Stub (ours) of megatron.core: only the ``mpu`` submodule is imported."""

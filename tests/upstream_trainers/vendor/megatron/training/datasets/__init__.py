@@ -1,0 +1,1 @@
+"""Stub package (ours) holding the vendored, unchanged zephon_dataloader.py."""

@@ -1,0 +1,1 @@
+"""Stub (ours): holds the data/loss/tokenizer stand-ins zephon_dataloader imports."""

@@ -1,0 +1,1 @@
+"""Stub (ours): torchtitan.components.data."""
