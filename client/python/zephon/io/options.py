@@ -34,6 +34,17 @@ def parse_size_bytes(value: int | str | None, what: str) -> int | None:
     raise TypeError(f"{what} must be an int or a size string, got {type(value).__name__}")
 
 
+def _from_mapping(cls, value: Mapping[str, Any]):
+    """`cls` (a dataclass) from a dict of its field names; unknown keys raise TypeError
+    naming them and the fields."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {unknown}; fields: "
+                        f"{', '.join(sorted(known))}")
+    return cls(**dict(value))
+
+
 @dataclasses.dataclass(frozen=True)
 class CacheOptions:
     """Upstream's local shard cache options (names and defaults as upstream's)."""
@@ -67,12 +78,7 @@ class CacheOptions:
         if isinstance(value, cls):
             return value
         if isinstance(value, Mapping):
-            known = {f.name for f in dataclasses.fields(cls)}
-            unknown = sorted(set(value) - known)
-            if unknown:
-                raise TypeError(f"CacheOptions has no field(s) {unknown}; fields: "
-                                f"{', '.join(sorted(known))}")
-            return cls(**dict(value))
+            return _from_mapping(cls, value)
         raise TypeError(f"CacheOptions.from_any takes None, a bool, a dict or CacheOptions, "
                         f"got {type(value).__name__}")
 
@@ -95,11 +101,6 @@ class StoreOptions:
         if isinstance(value, cls):
             return value
         if isinstance(value, Mapping):
-            known = {f.name for f in dataclasses.fields(cls)}
-            unknown = sorted(set(value) - known)
-            if unknown:
-                raise TypeError(f"StoreOptions has no field(s) {unknown}; fields: "
-                                f"{', '.join(sorted(known))}")
-            return cls(**dict(value))
+            return _from_mapping(cls, value)
         raise TypeError(f"StoreOptions.from_any takes None, a dict or StoreOptions, got "
                         f"{type(value).__name__}")
