@@ -459,7 +459,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
     config.schedule_history.assign(resume->state.schedule_history().begin(),
                                    resume->state.schedule_history().end());
     config.lineage.assign(resume->state.lineage().begin(), resume->state.lineage().end());
-    if (resume->state.run_id() != attach.identity.run_id) {
+    if (!resume->state.run_id().empty() && resume->state.run_id() != attach.identity.run_id) {
       proto::RunLineage parent;
       parent.set_run_id(resume->state.run_id());
       parent.set_round(resume->state.round());

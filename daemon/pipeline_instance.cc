@@ -411,7 +411,9 @@ proto::InstanceStatus PipelineInstance::Status() const {
   }
   for (uint32_t lane : config_.owned_lanes) s.add_owned_lanes(lane);
   AddMixtureStatus(batches_->Mixture(), DatasetNames(config_.spec), &s);
-  if (const std::optional<uint64_t> g = FurthestChunk(); g.has_value()) {
+  const bool curriculum = batches_->stream().source()->CurriculumAt(0).has_value();
+  if (const std::optional<uint64_t> g = curriculum ? FurthestChunk() : std::nullopt;
+      g.has_value()) {
     if (const auto at = batches_->stream().source()->CurriculumAt(*g); at.has_value()) {
       AddCurriculumStatus(*at, DatasetNames(config_.spec), s.mutable_curriculum());
     }

@@ -36,6 +36,13 @@ def test_rows_reach_the_batches_and_a_spawned_process_reads_them_too(daemon):
         there = pool.apply(decoded_documents, (pickle.loads(pickle.dumps(ds)), daemon.socket))
     assert there == here, "the same stream in another process"
     assert os.path.isdir(root), "a copy in another process never removes the files"
+    pid = os.fork()
+    if pid == 0:  # a forked child dropping its inherited copy must not remove the files
+        del ds
+        gc.collect()
+        os._exit(0 if os.path.isdir(root) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and os.path.isdir(root)
     del ds
     gc.collect()
     assert not os.path.exists(root), "the directory goes with its Dataset"

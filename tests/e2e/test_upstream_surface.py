@@ -98,6 +98,9 @@ def test_upstream_options_are_accepted_mapped_or_refused(corpus, daemon):
         zephon.Pipeline(zephon.StaticMixtureWorkSource([ds])).options(deterministic=False)
     with pytest.warns(UserWarning, match="'max_worker' ignored; did you mean 'max_workers'"):
         zephon.Pipeline(zephon.StaticMixtureWorkSource([ds])).options(max_worker=2)
+    # A misspelt identity option is never dropped quietly (ranks would share data).
+    with pytest.raises(TypeError, match="'dp_group'; did you mean 'dp_group_id'"):
+        zephon.Pipeline(zephon.StaticMixtureWorkSource([ds])).options(dp_group=1)
     with pytest.raises(TypeError, match="StoreOptions has no field"):
         zephon.Pipeline(zephon.StaticMixtureWorkSource([ds])).options(io_options={"x": 1})
     with pytest.raises(RuntimeError, match="prefetch: already called"):

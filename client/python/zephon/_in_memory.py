@@ -2,11 +2,12 @@
 the trainer process, written by this client to a private JSONL shard directory that
 zephond reads like any JSONL dataset.
 
-The directory (mode 0700) is ``$ZEPHON_IN_MEMORY_DIR`` when set (point it at a directory
-zephond can read when it runs as another user or in another container), else a fresh
-``zephon-in-memory-*`` directory under the temporary directory. It is removed when the
-Dataset that owns it is garbage-collected or the process exits; a Dataset pickled into
-another process (e.g. a spawned rank) reads the same files and never removes them. Rows
+The directory is a fresh ``zephon-in-memory-*`` directory (mode 0700: zephond must run as
+this user, or root, to read it) under ``$ZEPHON_IN_MEMORY_DIR`` when set (a mount zephond
+also sees, when it runs in another container), else under the temporary directory. It
+is removed when the Dataset that owns it is garbage-collected or the process exits, by
+the process that wrote it only: a Dataset pickled into another process (a spawned
+rank) or inherited by a forked child reads the same files and never removes them. Rows
 are JSON objects (str, int, float, bool, None, lists and dicts of them); the shards of
 one dataset may hold at most ``ZEPHON_IN_MEMORY_MAX_BYTES`` (default 1 GiB) of JSON:
 larger data belongs in files.
@@ -70,7 +71,7 @@ def write_shards(name: str, shards) -> str:
     base = os.environ.get("ZEPHON_IN_MEMORY_DIR") or None
     if base:
         os.makedirs(base, mode=0o700, exist_ok=True)
-    root = tempfile.mkdtemp(prefix="zephon-in-memory-", dir=base)
+    root = os.path.abspath(tempfile.mkdtemp(prefix="zephon-in-memory-", dir=base))
     limit, written = _max_bytes(), 0
     try:
         for k, shard in enumerate(shards_list):
@@ -97,6 +98,14 @@ def write_shards(name: str, shards) -> str:
     return root
 
 
+def _remove_if_creator(root: str, creator_pid: int) -> None:
+    # A forked child inherits the finalizer: only the writing process removes the files.
+    if os.getpid() == creator_pid:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def own(dataset, root: str) -> None:
-    """Removes `root` when `dataset` is collected or at exit (whichever comes first)."""
-    dataset._in_memory_finalizer = weakref.finalize(dataset, shutil.rmtree, root, True)
+    """Removes `root` when `dataset` is collected or at exit (whichever comes first), in
+    this process only."""
+    dataset._in_memory_finalizer = weakref.finalize(dataset, _remove_if_creator, root,
+                                                    os.getpid())

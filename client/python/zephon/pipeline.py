@@ -305,12 +305,15 @@ class Pipeline:
 
         names = [_PACKING if next(iter(op)) in _PACKERS else next(iter(op))
                  for op in self._operators]
+        packer = next((next(iter(op)) for op in self._operators
+                       if next(iter(op)) in _PACKERS), "pack_flat")
         if "batch" in names:
-            refuse("shuffle after batch would reorder whole batches; call it between "
-                   "pack_flat() and batch() to shuffle packed rows")
+            refuse(f"shuffle after batch would reorder whole batches; call it between "
+                   f"{packer}() and batch() to shuffle packed rows")
         position = names[names.index(_PACKING) + 1:] if _PACKING in names else names
         if "shuffle" in position:
-            where = "between pack_flat and batch" if _PACKING in names else "before pack_flat"
+            where = (f"between {packer} and batch" if _PACKING in names
+                     else "before pack_flat")
             refuse(f"this Pipeline already shuffles {where}: one shuffle per position")
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
             refuse(f"buffer_size must be an int >= 1, got {buffer_size!r}")
@@ -603,15 +606,19 @@ class Pipeline:
             if path is not None and path.startswith("s3://"):
                 entry.update(loaded=False, note="an s3:// tokenizer is loaded by zephond")
             else:
+                # Loaded with the ids the operator asks for, as zephond will load it.
+                opts = {"split_special_tokens": bool(t.get("split_special_tokens", False)),
+                        "bos_token_id": t.get("bos_token_id"),
+                        "eos_token_id": t.get("eos_token_id")}
                 try:
-                    tok = (Tokenizer(path) if path is not None else
+                    tok = (Tokenizer(path, **opts) if path is not None else
                            _tokenize._reload_json({"tokenizer_json":
                                                    base64.b64decode(t["tokenizer_json"]),
                                                    "tokenizer_config_json":
                                                    base64.b64decode(t["tokenizer_config_json"])
                                                    if t.get("tokenizer_config_json") else None},
-                                                  {}))
-                    entry.update(loaded=True, fingerprint=tok.fingerprint)
+                                                  opts))
+                    entry.update(loaded=True, fingerprint=t.get("fingerprint", tok.fingerprint))
                 except (errors.ZephonError, OSError, ValueError) as e:
                     if strict:
                         raise errors.InvalidOptionError(
@@ -644,12 +651,19 @@ class Pipeline:
         ``deterministic=False`` is refused; ``runner``, ``mtp_mode``, ``op_queue_capacity``,
         ``default_stage_prefetch`` and the other process-layout knobs change nothing
         (the daemon is already another process). An unknown name warns (as upstream
-        does), naming the closest known option, and is ignored."""
+        does), naming the closest known option, and is ignored, except one closest to an
+        identity option (``dp_group``, ``global_rnk``, ...), which raises TypeError: a
+        quietly dropped identity would give ranks the wrong data."""
         import difflib
         import warnings
         known = _ALL_OPTIONS | _UPSTREAM_OPTIONS
         for name in sorted(set(kwargs) - known):
             close = difflib.get_close_matches(name, sorted(known), n=1)
+            if close and close[0] in _RANK_OPTIONS | _SPEC_OPTIONS:
+                # A misspelt data- or coordination-identity option must not pass quietly:
+                # every rank would get the default (e.g. the same DP group's data).
+                raise TypeError(f"unknown Pipeline option {name!r}; did you mean "
+                                f"{close[0]!r}? (identity options are never ignored)")
             hint = f"; did you mean {close[0]!r}?" if close else ""
             warnings.warn(f"unknown Pipeline option {name!r} ignored{hint}", UserWarning,
                           stacklevel=2)
@@ -829,9 +843,9 @@ class Pipeline:
         # Checked now, as upstream's restore() does (trainers turn its ValueError into a
         # "malformed or incompatible" resume error): bytes that are not a checkpoint, a
         # damaged one or one of a newer format raise ValueError here, not at attach.
-        from .checkpoints import inspect_checkpoint
+        from .checkpoints import _decode
         try:
-            inspect_checkpoint(bytes(state))
+            _decode(bytes(state))
         except ValueError as e:
             raise errors.InvalidOptionError(
                 f"restore(): {str(e).removeprefix('inspect_checkpoint(): ')}",

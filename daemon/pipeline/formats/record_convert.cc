@@ -63,18 +63,22 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
   while (true) {
     ASSIGN_OR_RETURN(bool more, source->Next(&value));
     if (!more) break;
-    // The source whose value is null, for the on_null="error" message.
+    // The source whose value is null and its field, for the on_null="error" message.
     RecordSource* null_in = value.kind == RecordSource::Value::Kind::kNull ? source : nullptr;
+    size_t null_field = 0;
     for (size_t i = 0; i < options.parts.size(); ++i) {
       ASSIGN_OR_RETURN(bool has_part, options.parts[i]->Next(&part_values[i]));
       if (!has_part) {
         return absl::DataLossError(absl::StrCat(
-            options.parts[i]->Where(), ": tokenize field ", i + 2,
-            " ends before the first (record ", stats->records, ")"));
+            options.parts[i]->Where(), ": tokenize field ", i + 2, " ('", text->fields[i + 1],
+            "') ends before the first (record ", stats->records, ")"));
       }
       // A null part makes the record null (counted or refused below, as on_null says).
       if (part_values[i].kind == RecordSource::Value::Kind::kNull) {
-        if (null_in == nullptr) null_in = options.parts[i];
+        if (null_in == nullptr) {
+          null_in = options.parts[i];
+          null_field = i + 1;
+        }
         value.kind = RecordSource::Value::Kind::kNull;
       } else if (part_values[i].kind != RecordSource::Value::Kind::kText) {
         return absl::InternalError(absl::StrCat(options.parts[i]->Where(),
@@ -98,9 +102,13 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
     }
     if (value.kind == RecordSource::Value::Kind::kNull) {
       if (options.on_null == OnNull::kError) {
+        const std::string which =
+            text != nullptr && !text->fields.empty()
+                ? absl::StrCat("field '", text->fields[null_field], "'")
+                : std::string("the field");
         return absl::InvalidArgumentError(absl::StrCat(
-            null_in->Where(), ": the field is null; fix the data, or pass on_null=\"skip\" "
-                              "to skip (and count) null records"));
+            null_in->Where(), ": ", which, " is null; fix the data, or pass on_null=\"skip\" "
+            "to skip (and count) null records"));
       }
       ++stats->null_records;
       continue;

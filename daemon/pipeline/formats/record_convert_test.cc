@@ -337,7 +337,9 @@ TEST_F(RecordConvertTest, ANullPartNullsTheRecordAndAShortPartIsDataLoss) {
     TextShardStats stats;
     const absl::Status s = ConvertRecords(&prompt_source, "mem.src", options, &writer, &stats);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(s.message().find("mem.src record 1: the field is null"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("mem.src record 1: field 'completion' is null"),
+              std::string::npos)
+        << s;
   }
   {
     MemorySource prompt_source(prompts, 3);
@@ -350,7 +352,8 @@ TEST_F(RecordConvertTest, ANullPartNullsTheRecordAndAShortPartIsDataLoss) {
     TextShardStats stats;
     const absl::Status s = ConvertRecords(&prompt_source, "mem.src", options, &writer, &stats);
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-    EXPECT_NE(s.message().find("tokenize field 2 ends before the first (record 1)"),
+    EXPECT_NE(s.message().find("tokenize field 2 ('completion') ends before the first "
+                               "(record 1)"),
               std::string::npos)
         << s;
   }
