@@ -19,6 +19,7 @@
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/dataset_content.h"
+#include "daemon/checkpoint/mid_window.h"
 #include "daemon/checkpoint/schedule_resume.h"
 #include "daemon/pipeline/spec.h"
 #include "daemon/storage/open_store.h"
@@ -301,7 +302,18 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
   out.reply.set_next_round(out.instance->config().next_round);
   out.reply.set_producer_timeout_ms(attach.limits.producer_timeout_ms);
   out.reply.set_ring_slots(out.instance->config().geometry.slot_count);
-  for (const std::string& w : identity.warnings) {
+  std::vector<std::string> warnings = identity.warnings;
+  if (resume != nullptr && resume->state.dp_degree() != 0 &&
+      resume->state.dp_degree() != identity.dp_degree) {
+    // Upstream warns here too: such a checkpoint restores exactly, but on another
+    // topology the following steps hold other batch sets than the saving one's would.
+    if (const std::optional<std::string> mid = checkpoint::MidWindowWarning(resume->state)) {
+      warnings.push_back(absl::StrCat(
+          "restoring on dp_degree=", identity.dp_degree, " a checkpoint saved on dp_degree=",
+          resume->state.dp_degree(), " and taken mid-window: ", *mid));
+    }
+  }
+  for (const std::string& w : warnings) {
     out.reply.add_warnings(w);
     Log()->warn("run={} instance={} rank={} ring={} gen={}: {}", run_key,
                 out.instance->config().instance_id, identity.global_rank,

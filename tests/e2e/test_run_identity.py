@@ -1,6 +1,7 @@
 """Run identity as upstream allows it (issue 17): a checkpoint restored into a Pipeline of
 another run_id (a restarted job given a new id, a forked run) continues the stream under
-the new id, and the new run's checkpoints carry the lineage."""
+the new id, and the new run's checkpoints carry the lineage; restoring a mid-window
+checkpoint on another topology warns, as upstream's does."""
 from __future__ import annotations
 
 import numpy as np
@@ -56,3 +57,33 @@ def test_restore_under_a_new_run_id_continues_the_stream_and_records_the_lineage
     assert zephon.inspect_checkpoint(again.checkpoint())["lineage"] == \
         zephon.inspect_checkpoint(state_c)["lineage"]
     again.close()
+
+
+def test_restoring_a_mid_window_checkpoint_on_another_topology_warns(corpus, daemon,
+                                                                     tmp_path):
+    import pytest
+    ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+
+    def make(**options):
+        ws = zephon.StaticMixtureWorkSource([ds], seed=4, chunk_size=16)
+        return (zephon.Pipeline(ws).pack_flat(max_length=65).batch(2)
+                .options(daemon=daemon.socket, canonical_replicas=2, run_id="mid",
+                         aggregate_dir=str(tmp_path / "agg"), **options))
+
+    one = make()
+    next(iter(one))  # one batch of C=2 lanes: mid-window
+    with pytest.warns(RuntimeWarning, match="mid-window"):
+        state = one.checkpoint()
+    one.close()
+    same = make().restore(state)
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        same.attach()
+    same.close()
+    assert not [w for w in seen if "mid-window" in str(w.message)], "same topology: quiet"
+    other = make(world_size=2, global_rank=0, dp_degree=2, dp_group_id=0).restore(state)
+    with pytest.warns(RuntimeWarning, match=r"restoring on dp_degree=2 a checkpoint saved on "
+                                            r"dp_degree=1 and taken mid-window"):
+        other.attach()
+    other.close()
