@@ -47,6 +47,12 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
     if (progress != nullptr) progress->End();
   };
   const TextTokenization* const text = options.text;
+  if (!options.parts.empty() &&
+      (text == nullptr || text->fields.size() != options.parts.size() + 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": ", options.parts.size(), " part sources need text with ",
+        options.parts.size() + 1, " tokenize fields"));
+  }
   const RecordSource::Value::Kind want =
       text != nullptr ? RecordSource::Value::Kind::kText : RecordSource::Value::Kind::kTokens;
   std::optional<TextBlockConverter> converter;

@@ -58,6 +58,7 @@ struct RecordConvertOptions {
   // EOS with the last, each field's tokens masked per text->loss_on). A record null in
   // any of its fields is a null record (on_null). A part that ends before `source` is
   // DATA_LOSS naming it; one that is not text is INTERNAL (the opener asked for text).
+  // Parts without text holding parts.size() + 1 fields are INVALID_ARGUMENT.
   std::vector<RecordSource*> parts;
 };
 

@@ -359,6 +359,21 @@ TEST_F(RecordConvertTest, ANullPartNullsTheRecordAndAShortPartIsDataLoss) {
   }
 }
 
+TEST_F(RecordConvertTest, PartsWithoutMatchingTokenizeFieldsAreRefused) {
+  MemorySource prompts({std::string("a")}, 1), extra({std::string("b")}, 1);
+  RecordConvertOptions options;
+  options.text = &text_;  // one field (no `fields`), but a part source
+  options.parts = {&extra};
+  CacheWriter writer(dir_ + "/parts_refused");
+  ASSERT_TRUE(writer.Create().ok());
+  TextShardStats stats;
+  const absl::Status s = ConvertRecords(&prompts, "mem.src", options, &writer, &stats);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("1 part sources need text with 2 tokenize fields"),
+            std::string::npos)
+      << s;
+}
+
 TEST(TextStatsTest, NullFreeStatsKeepTheV1BytesAndV2RoundTrips) {
   TextShardStats stats;
   stats.records = 5;
