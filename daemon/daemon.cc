@@ -185,6 +185,9 @@ absl::Status Daemon::StartServers() {
     aggregator_options.s3 = *s3;
     aggregator_options.env = env_;
     aggregator_ = std::make_unique<checkpoint::RoundAggregator>(aggregator_options);
+    options.forget_finished_rounds = [aggregator = aggregator_.get()](const std::string& run) {
+      return aggregator->ForgetRun(run);
+    };
   }
   options.default_prefetch_batches = f.prefetch_batches;
   // Created before the registry and shut down after it: instances submit to it.

@@ -238,6 +238,7 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
   std::string run_key = identity.run_id;
   if (run_key.empty()) run_key = absl::StrCat("local-", ++anonymous_runs_);
   const std::string key = InstanceKey(run_key, identity);
+  std::string reused_run_warning;
 
   Attachment out;
   // How many reader slots a new instance holds at the stream's start.
@@ -292,6 +293,22 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
           identity.dp_group_id, " failed while this rank attached (see zephond's log and "
           "its other ranks' errors); restart the job or retry the attach"));
     }
+    if (resume == nullptr && !identity.run_id.empty() && !HasInstanceOfRun(run_key) &&
+        options_.forget_finished_rounds) {
+      // A fresh run under the id of a run that ended (a job restarted from scratch): its
+      // rounds start again at 0, so the old run's finished rounds are forgotten.
+      if (const size_t forgotten = options_.forget_finished_rounds(run_key); forgotten > 0) {
+        reused_run_warning = absl::StrCat(
+            "run_id='", identity.run_id, "' was used by a run that ended: its ", forgotten,
+            " finished checkpoint round(s) on this daemon are forgotten, and this run's "
+            "rounds start again at 0",
+            identity.aggregate_dir.empty()
+                ? std::string()
+                : absl::StrCat(" and replace its checkpoints under ", identity.aggregate_dir,
+                               "/", identity.run_id),
+            ". Use a new run_id to keep both runs, or restore() to continue the old one");
+      }
+    }
     ASSIGN_OR_RETURN(out.instance,
                      CreateInstance(request, attach, opened, resume, key, run_key, reserve));
     RETURN_IF_ERROR(
@@ -303,6 +320,7 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
   out.reply.set_producer_timeout_ms(attach.limits.producer_timeout_ms);
   out.reply.set_ring_slots(out.instance->config().geometry.slot_count);
   std::vector<std::string> warnings = identity.warnings;
+  if (!reused_run_warning.empty()) warnings.push_back(reused_run_warning);
   if (resume != nullptr && resume->state.dp_degree() != 0 &&
       resume->state.dp_degree() != identity.dp_degree) {
     // Upstream warns here too: such a checkpoint restores exactly, but on another
@@ -587,6 +605,17 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::FindInstance
     }
   }
   return absl::NotFoundError(absl::StrCat("no instance '", instance_id, "' in this zephond"));
+}
+
+bool InstanceRegistry::HasInstanceOfRun(const std::string& run_key) const {
+  for (const auto& [key, group] : instances_) {
+    for (const auto& instance : group) {
+      if (instance->config().run_key == run_key && instance->attached_readers() > 0) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 std::set<uint32_t> InstanceRegistry::LocalRanksOfRun(const std::string& run_key) const {

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ struct RegistryOptions {
   std::string metrics_address;
   // Name of this daemon in logs, reports and rendezvous files.
   std::string daemon_label;
+  // Forgets the leader-side finished checkpoint rounds of a run (RoundAggregator::
+  // ForgetRun), returning how many; called when a fresh (not restored) run takes an id
+  // whose earlier run has no instance left here. Null = nothing to forget.
+  std::function<size_t(const std::string& run_id)> forget_finished_rounds;
   // This zephond process's unique id, written to rendezvous files (AggregateDir's
   // LeaderRecord) so its checkpoint router recognizes them; empty = not written.
   std::string daemon_instance;
@@ -210,6 +215,9 @@ class InstanceRegistry final : public checkpoint::RunRoster {
       const proto::AttachRequest& request, const ResolvedAttach& attach,
       const OpenedDatasets& opened, const Resume* resume, const std::string& key,
       const std::string& run_key, uint32_t reserve) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether an instance of `run_key` still has a reader attached here (one whose last
+  // reader left is winding down: its run has ended on this daemon).
+  bool HasInstanceOfRun(const std::string& run_key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RegistryOptions options_;
   const std::shared_ptr<TokenizerCache> tokenizers_;  // options_.tokenizers or our own

@@ -244,6 +244,24 @@ absl::Status RoundAggregator::AbandonedError(const Round& round,
       waited, " while waiting for ", MissingWithHint(round.state)));
 }
 
+size_t RoundAggregator::ForgetRun(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  auto run = runs_.find(run_id);
+  if (run == runs_.end()) return 0;
+  size_t forgotten = 0;
+  auto& rounds = run->second.rounds;
+  for (auto it = rounds.begin(); it != rounds.end();) {
+    if (it->second->phase == Round::Phase::kDone) {
+      it = rounds.erase(it);  // waiting submitters hold their own reference
+      ++forgotten;
+    } else {
+      ++it;
+    }
+  }
+  if (rounds.empty()) runs_.erase(run);
+  return forgotten;
+}
+
 void RoundAggregator::CollectGarbage(absl::Time now) {
   for (auto run = runs_.begin(); run != runs_.end();) {
     std::vector<std::pair<absl::Time, uint64_t>> finished;

@@ -97,6 +97,11 @@ class RoundAggregator {
   // writing its file finishes. Idempotent, sticky.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Forgets the finished rounds of `run_id` (rounds still collecting are kept) and
+  // returns how many: a fresh run that reuses the id of a run that has ended starts its
+  // rounds again at 0, and must not meet the old run's outcomes as "late reports".
+  size_t ForgetRun(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Rounds still collecting reports (for status and tests; instantly stale).
   size_t pending_rounds() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -221,6 +221,24 @@ TEST(RoundAggregatorTest, RetriedAndLateReportsOfACompletedRoundGetTheSameBytes)
   EXPECT_TRUE(MessageHas(stale.status(), "restarted under the same run_id"));
 }
 
+TEST(RoundAggregatorTest, AForgottenRunStartsItsRoundsAfresh) {
+  RunShape shape;
+  RoundAggregator agg;
+  ASSERT_TRUE(SubmitAll(&agg, {MakeReport(shape, "node-a", {0, 1, 2}),
+                               MakeReport(shape, "node-b", {3, 4, 5})})[0]
+                  .ok());
+  EXPECT_EQ(agg.ForgetRun("no-such-run"), 0u);
+  EXPECT_EQ(agg.ForgetRun(shape.run_id), 1u);
+  EXPECT_EQ(agg.ForgetRun(shape.run_id), 0u);
+  // The same run_id from scratch: its round 0 is a new round, not a late report.
+  RunShape restarted = shape;
+  restarted.taken = 2;
+  const std::vector<Result> again = SubmitAll(
+      &agg, {MakeReport(restarted, "node-a", {0, 1, 2}), MakeReport(restarted, "node-b", {3, 4, 5})});
+  ASSERT_TRUE(again[0].ok()) << again[0].status();
+  EXPECT_EQ(again[0]->checkpoint(), again[1]->checkpoint());
+}
+
 TEST(RoundAggregatorTest, FailedWriteFailsTheRoundForEveryone) {
   RunShape shape;
   const std::string dir = MakeTempDir();

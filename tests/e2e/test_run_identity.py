@@ -87,3 +87,25 @@ def test_restoring_a_mid_window_checkpoint_on_another_topology_warns(corpus, dae
                                             r"dp_degree=1 and taken mid-window"):
         other.attach()
     other.close()
+
+
+def test_a_fresh_run_may_reuse_the_id_of_a_run_that_ended(corpus, daemon, tmp_path):
+    """A job restarted from scratch under its old run_id works, warning that the id was
+    reused, instead of failing its first checkpoint as a 'late report' of the old run's
+    round 0 (the pattern of parametrized test suites and of manual restarts)."""
+    import pytest
+    agg = tmp_path / "agg"
+    old = pipe(corpus, daemon.socket, "again", agg)
+    next(iter(old))
+    old.checkpoint()
+    old.close()
+    fresh = pipe(corpus, daemon.socket, "again", agg)
+    with pytest.warns(RuntimeWarning, match=r"run_id='again' was used by a run that ended: its "
+                                            r"1 finished checkpoint round\(s\) .* forgotten"):
+        fresh.attach()
+    it = iter(fresh)
+    take(it, 3)  # another position than the old run's round 0
+    state = fresh.checkpoint()
+    fresh.close()
+    info = zephon.inspect_checkpoint(state)
+    assert info["round"] == 0 and info["total_batches"] == 3 and info["lineage"] == []
