@@ -20,7 +20,7 @@ import zephon  # noqa: E402
 from mds_writer import MDSWriter  # noqa: E402
 from zephond_process import Daemon  # noqa: E402
 from test_tokenize_pipeline import tiny_tokenizer_json  # noqa: E402
-from twin_batches import batch_digests  # noqa: E402
+from twin_batches import batch_digests, prompt_completion_batches  # noqa: E402
 
 RECORDS = 900
 
@@ -30,26 +30,35 @@ def record(i: int) -> dict:
     return {"tokens": ids, "text": ("ab a b " * (1 + (i * 5) % 40)) + f"row {i}"}
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("mds-pipeline")
-    with MDSWriter(columns={"tokens": "ndarray:uint16", "text": "str"}, out=str(out / "mds"),
-                   compression="zstd", hashes=["sha1"], size_limit=1 << 14) as w:
-        for i in range(RECORDS):
-            w.write(record(i))
-    # The JSONL twin has one file per MDS shard, of the same samples: a dataset's order
-    # depends on its shards, so the twins must have the same ones.
+def write_mds_and_jsonl_twin(out: Path, columns: dict, n: int, make, to_json, *,
+                             size_limit: int) -> list:
+    """Writes records make(0..n-1) as MDS under out/mds and their JSONL twin under
+    out/jsonl (to_json of each), one JSONL file per MDS shard of the same samples: a
+    dataset's order depends on its shards, so the twins must have the same ones. Returns
+    the MDS index's shards."""
+    with MDSWriter(columns=columns, out=str(out / "mds"), compression="zstd",
+                   hashes=["sha1"], size_limit=size_limit) as w:
+        for i in range(n):
+            w.write(make(i))
     shards = json.loads((out / "mds" / "index.json").read_text())["shards"]
-    assert len(shards) > 3
     (out / "jsonl").mkdir()
     i = 0
     for s, shard in enumerate(shards):
         with open(out / "jsonl" / f"part-{s:03d}.jsonl", "w") as f:
             for _ in range(shard["samples"]):
-                r = record(i)
-                f.write(json.dumps({"input_ids": r["tokens"].tolist(), "text": r["text"]}) + "\n")
+                f.write(json.dumps(to_json(make(i))) + "\n")
                 i += 1
-    assert i == RECORDS
+    assert i == n
+    return shards
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mds-pipeline")
+    shards = write_mds_and_jsonl_twin(
+        out, {"tokens": "ndarray:uint16", "text": "str"}, RECORDS, record,
+        lambda r: {"input_ids": r["tokens"].tolist(), "text": r["text"]}, size_limit=1 << 14)
+    assert len(shards) > 3
     tok = out / "tok" / "tokenizer.json"
     tok.parent.mkdir()
     tok.write_text(tiny_tokenizer_json(), encoding="utf-8")
@@ -89,19 +98,6 @@ def test_a_missing_column_lists_the_columns(data, daemon):
         batches(mds, daemon)
 
 
-def sft_batches(ds, daemon, tok) -> list[tuple[list, list]]:
-    """Tokens and loss masks of every batch of tokenize(fields) -> best_fit -> batch(2)."""
-    ws = zephon.StaticMixtureWorkSource([ds], seed=3, chunk_size=16)
-    pipe = (zephon.Pipeline(ws)
-            .tokenize(tok, field=["prompt", "completion"], loss_on=["completion"],
-                      special_tokens="bos_eos", bos_token_id=1, eos_token_id=2)
-            .pack_flat(257, algorithm="best_fit", num_bins=4, pad_token_id=0)
-            .batch(2).options(daemon=daemon.socket, canonical_replicas=1))
-    out = [(np.array(b["tokens"]).tolist(), np.array(b["loss_mask"]).tolist()) for b in pipe]
-    pipe.close()
-    return out
-
-
 def test_prompt_completion_columns_tokenize_as_their_jsonl_twin(tmp_path, data, daemon):
     """tokenize(field=["prompt", "completion"], loss_on=[...]) over two MDS str columns
     gives the tokens and loss masks of the JSONL records holding both fields."""
@@ -109,22 +105,12 @@ def test_prompt_completion_columns_tokenize_as_their_jsonl_twin(tmp_path, data, 
         return {"prompt": f"question {i} " + "ab " * (i % 7),
                 "completion": "a b " * (1 + i % 11) + f"answer {i * 3}"}
 
-    with MDSWriter(columns={"prompt": "str", "completion": "str"}, out=str(tmp_path / "mds"),
-                   compression="zstd", hashes=["sha1"], size_limit=1 << 12) as w:
-        for i in range(300):
-            w.write(pc(i))
-    shards = json.loads((tmp_path / "mds" / "index.json").read_text())["shards"]
+    shards = write_mds_and_jsonl_twin(tmp_path, {"prompt": "str", "completion": "str"}, 300,
+                                      pc, lambda r: r, size_limit=1 << 12)
     assert len(shards) > 2
-    (tmp_path / "jsonl").mkdir()
-    i = 0
-    for s, shard in enumerate(shards):
-        with open(tmp_path / "jsonl" / f"part-{s:03d}.jsonl", "w") as f:
-            for _ in range(shard["samples"]):
-                f.write(json.dumps(pc(i)) + "\n")
-                i += 1
     tok = str(data / "tok" / "tokenizer.json")
     mds = zephon.Dataset.from_path("pc", str(tmp_path / "mds"), fmt="mds")
     js = zephon.Dataset.from_path("pc", str(tmp_path / "jsonl"), fmt="jsonl")
-    want = sft_batches(js, daemon, tok)
+    want = prompt_completion_batches(js, daemon.socket, tok, seed=3)
     assert want and any(0 in sum(mask, []) and 1 in sum(mask, []) for _, mask in want)
-    assert sft_batches(mds, daemon, tok) == want
+    assert prompt_completion_batches(mds, daemon.socket, tok, seed=3) == want

@@ -82,20 +82,12 @@ def test_mask_length_mismatch_names_file_row_and_lengths(data, daemon):
 
 def test_prompt_completion_columns_tokenize_as_their_jsonl_twin(data, daemon, tmp_path):
     from test_tokenize_pipeline import tiny_tokenizer_json
+    from twin_batches import prompt_completion_batches
     tok = tmp_path / "tokenizer.json"
     tok.write_text(tiny_tokenizer_json(), encoding="utf-8")
 
     def sft(ds):
-        ws = zephon.StaticMixtureWorkSource([ds], seed=5, chunk_size=16)
-        pipe = (zephon.Pipeline(ws)
-                .tokenize(str(tok), field=["prompt", "completion"], loss_on=["completion"],
-                          special_tokens="bos_eos", bos_token_id=1, eos_token_id=2)
-                .pack_flat(257, algorithm="best_fit", num_bins=4, pad_token_id=0)
-                .batch(2).options(daemon=daemon.socket, canonical_replicas=1))
-        out = [(np.array(b["tokens"]).tolist(), np.array(b["loss_mask"]).tolist())
-               for b in pipe]
-        pipe.close()
-        return out
+        return prompt_completion_batches(ds, daemon.socket, str(tok), seed=5)
 
     want = sft(zephon.Dataset("pc", str(data / "pc-jsonl"), fmt="jsonl"))
     assert want and any(0 in sum(m, []) and 1 in sum(m, []) for _, m in want)
