@@ -152,18 +152,14 @@ absl::StatusOr<ResumedSpecChanges> CheckResumedSpec(
   const proto::PipelineSpec& saved = resume.spec();
   // The checkpoint's spec with what a restore may change taken from this Pipeline.
   ResumedSpecChanges changes;
-  proto::PipelineSpec candidate = saved;
-  proto::BatchSpec* saved_batch = FindBatch(&candidate);
+  const proto::BatchSpec* saved_batch = FindBatch(saved);
   const proto::BatchSpec* now_batch = FindBatch(now);
-  if (saved_batch != nullptr && now_batch != nullptr &&
-      !google::protobuf::util::MessageDifferencer::Equals(*saved_batch, *now_batch)) {
-    *saved_batch = *now_batch;
-    changes.batch = true;
+  changes.batch = saved_batch != nullptr && now_batch != nullptr &&
+                  !google::protobuf::util::MessageDifferencer::Equals(*saved_batch, *now_batch);
+  if (saved.flush_every_k_chunks() != now.flush_every_k_chunks()) {
+    changes.saved_flush_every_k_chunks = saved.flush_every_k_chunks();
   }
-  if (candidate.flush_every_k_chunks() != now.flush_every_k_chunks()) {
-    changes.saved_flush_every_k_chunks = candidate.flush_every_k_chunks();
-    candidate.set_flush_every_k_chunks(now.flush_every_k_chunks());
-  }
+  const proto::PipelineSpec candidate = WithBatchingOf(saved, now);
   // The hashes decide (they treat some differently spelled fields alike: an unset
   // weight_by of an older checkpoint and SAMPLES now); the field walk only names what
   // differs.
