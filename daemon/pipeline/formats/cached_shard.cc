@@ -52,7 +52,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
   std::optional<TextShardStats> stats;
   // A usable cache: both files consistent, and with_stats its matching .stats.
   const auto try_open = [&]() {
-    CachePair cache = TryOpenCache(prefix, spec.with_mask);
+    CachePair cache = TryOpenCache(prefix, spec.with_mask, spec.with_text);
     if (cache.tok != nullptr && spec.with_stats) {
       stats = ReadStats(prefix, cache);
       if (!stats.has_value()) cache = CachePair();
@@ -69,7 +69,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
     if (cache.tok == nullptr) {
       RETURN_IF_ERROR(EnsureDir(spec.cache_dir));
       const absl::Time start = absl::Now();
-      CacheWriter writer(prefix, spec.with_mask);
+      CacheWriter writer(prefix, spec.with_mask, spec.with_text);
       RETURN_IF_ERROR(writer.Create());
       RETURN_IF_ERROR(convert(&writer, &converted));
       if (unchanged) RETURN_IF_ERROR(unchanged());
@@ -83,7 +83,8 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
       if (cache.tok == nullptr) {
         return absl::InternalError(absl::StrCat("token cache ", prefix, ".{tok,off",
                                                 spec.with_stats ? ",stats" : "",
-                                                spec.with_mask ? ",msk" : "", "} for ",
+                                                spec.with_mask ? ",msk" : "",
+                                                spec.with_text ? ",txt,txo" : "", "} for ",
                                                 spec.name,
                                                 " is inconsistent right after being written"));
       }
@@ -106,6 +107,8 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
   opened.tok = std::move(cache.tok);
   opened.off = std::move(cache.off);
   opened.msk = std::move(cache.msk);
+  opened.txt = std::move(cache.txt);
+  opened.txo = std::move(cache.txo);
   opened.stats = stats;
   opened.pin = std::move(pin);
   return opened;
@@ -118,6 +121,8 @@ CachedShard::CachedShard(Opened opened)
       tok_(std::move(opened.tok)),
       off_(std::move(opened.off)),
       msk_(std::move(opened.msk)),
+      txt_(std::move(opened.txt)),
+      txo_(std::move(opened.txo)),
       num_samples_(off_->size() / 8 - 1),
       text_stats_(opened.stats),
       pin_(std::move(opened.pin)) {}
@@ -150,6 +155,24 @@ absl::Status CachedShard::CopyLossMask(uint64_t index, uint64_t offset, uint64_t
                                               Offset(index) + offset + i,
                                               " (not 0 or 1): delete it to rebuild"));
     }
+  }
+  return absl::OkStatus();
+}
+
+uint64_t CachedShard::TextBytes(uint64_t index) const {
+  if (txo_ == nullptr) return 0;
+  return LoadU64(txo_->data() + 8 * (index + 1)) - LoadU64(txo_->data() + 8 * index);
+}
+
+absl::Status CachedShard::CopyText(uint64_t index, std::string* out) const {
+  if (txt_ == nullptr) return ShardReader::CopyText(index, out);
+  const uint64_t begin = LoadU64(txo_->data() + 8 * index);
+  const uint64_t end = LoadU64(txo_->data() + 8 * (index + 1));
+  out->resize(end - begin);
+  const absl::Status s = txt_->ReadAt(begin, end - begin, out->data());
+  if (!s.ok()) {
+    out->clear();
+    return absl::Status(s.code(), absl::StrCat("text of ", name_, ": ", s.message()));
   }
   return absl::OkStatus();
 }

@@ -166,13 +166,14 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(
   spec.name = name;
   spec.source_bytes = source_bytes;
   spec.cache_dir = options.cache_dir;
-  spec.key = text != nullptr ? CacheKey(kTextCacheDomain, identity, TextOptionBytes(*text))
+  spec.key = text != nullptr ? CacheKey(kTextCacheDomain, identity, TextCacheKeyBytes(*text))
              : options.loss_mask.enabled()
                  ? CacheKey(kJsonlMaskCacheDomain, identity,
                             MaskedKeyBytes(options.field, options.loss_mask))
                  : CacheKey(kJsonlCacheDomain, identity, options.field);
   spec.with_stats = text != nullptr;
   spec.with_mask = text != nullptr ? TextHasLossMask(*text) : options.loss_mask.enabled();
+  spec.with_text = text != nullptr && text->keep_text;
   spec.token_cache = options.token_cache;
   const auto convert = [&](CacheWriter* writer, TextShardStats* stats) -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader, lines());

@@ -24,7 +24,7 @@ std::string RecordShard::Key(const std::string& identity, const std::string& che
   rest.push_back(static_cast<char>(options.on_null));
   if (options.text != nullptr) {
     rest += std::string("text\0", 5);
-    rest += TextOptionBytes(*options.text);
+    rest += TextCacheKeyBytes(*options.text);
   } else {
     rest += "tokens";
   }
@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
   spec.with_stats = true;
   spec.with_mask = options.loss_mask.enabled() ||
                    (options.text != nullptr && TextHasLossMask(*options.text));
+  spec.with_text = options.text != nullptr && options.text->keep_text;
   spec.token_cache = options.token_cache;
   RecordConvertOptions convert;
   convert.text = options.text;

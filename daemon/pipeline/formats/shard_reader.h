@@ -48,6 +48,22 @@ class ShardReader {
     return absl::OkStatus();
   }
 
+  // Whether the shard keeps each sample's source text (TextTokenization::keep_text;
+  // only token-cache shards can).
+  virtual bool HasText() const { return false; }
+  // Sample `index`'s source text, replacing *out. REQUIRES: index < NumSamples().
+  // Errors: FAILED_PRECONDITION without text; those of CopyTokens otherwise.
+  // Bytes of sample `index`'s source text (0 without text). REQUIRES as CopyText.
+  virtual uint64_t TextBytes(uint64_t index) const {
+    (void)index;
+    return 0;
+  }
+  virtual absl::Status CopyText(uint64_t index, std::string* out) const {
+    (void)index;
+    out->clear();
+    return absl::FailedPreconditionError(FileName() + " keeps no text");
+  }
+
   // Convenience for tests and small callers: appends the same tokens to `out` (on
   // error `out` is left as it was).
   absl::Status AppendTokens(uint64_t index, uint64_t offset, uint64_t count,

@@ -60,6 +60,7 @@ struct TextBlock {
   std::vector<int32_t> ids;            // every sample's ids back to back
   std::vector<uint8_t> mask;           // TextHasLossMask: one byte per id (else empty)
   std::vector<uint64_t> lengths;       // per sample
+  std::vector<uint32_t> sample_records;  // keep_text: each sample's index in `records`
   uint64_t truncated = 0, split = 0;
   absl::Status status;
 
@@ -108,7 +109,8 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
   // mmap threshold, fresh pages to fault in).
   block->ids.reserve(block->text.size() / 3 + 16 * block->records.size());
   block->lengths.reserve(block->records.size());
-  for (const TextBlock::Record& r : block->records) {
+  for (size_t ri = 0; ri < block->records.size(); ++ri) {
+    const TextBlock::Record& r = block->records[ri];
     // Encode appends: the record's ids land in place, no per-record copy.
     const size_t start = block->ids.size();
     const std::string_view record = std::string_view(block->text).substr(r.begin, r.size);
@@ -131,14 +133,15 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
       block->ids.resize(start + max);
       if (TextHasLossMask(text)) block->mask.resize(start + max);
       block->lengths.push_back(max);
-      continue;
-    }
-    if (text.long_samples != TextTokenization::LongSamples::kSplit || n <= max) {
+    } else if (text.long_samples != TextTokenization::LongSamples::kSplit || n <= max) {
       block->lengths.push_back(n);
-      continue;
+    } else {
+      ++block->split;
+      for (uint64_t at = 0; at < n; at += max) block->lengths.push_back(std::min(max, n - at));
     }
-    ++block->split;
-    for (uint64_t at = 0; at < n; at += max) block->lengths.push_back(std::min(max, n - at));
+    if (text.keep_text) {
+      block->sample_records.resize(block->lengths.size(), static_cast<uint32_t>(ri));
+    }
   }
 }
 
@@ -229,9 +232,24 @@ absl::Status TextBlockConverter::WriteOldest() {
   RETURN_IF_ERROR(block->status);
   size_t at = 0;
   const bool masked = !block->mask.empty() || TextHasLossMask(text_);
-  for (uint64_t len : block->lengths) {
+  std::string repaired;  // keep_text: a record's text made valid UTF-8
+  size_t repaired_record = SIZE_MAX;
+  for (size_t i = 0; i < block->lengths.size(); ++i) {
+    const uint64_t len = block->lengths[i];
+    std::string_view kept;
+    if (text_.keep_text) {
+      const TextBlock::Record& r = block->records[block->sample_records[i]];
+      kept = std::string_view(block->text).substr(r.begin, r.size);
+      if (!r.valid_utf8 && !tokenizer::IsValidUtf8(kept)) {
+        if (repaired_record != block->sample_records[i]) {
+          repaired = tokenizer::ReplaceInvalidUtf8(kept);
+          repaired_record = block->sample_records[i];
+        }
+        kept = repaired;
+      }
+    }
     RETURN_IF_ERROR(writer_->Add(block->ids.data() + at, len,
-                                 masked ? block->mask.data() + at : nullptr));
+                                 masked ? block->mask.data() + at : nullptr, kept));
     at += len;
   }
   if (options_.progress != nullptr) options_.progress->Add(block->text.size());
@@ -312,6 +330,12 @@ std::string TextOptionBytes(const TextTokenization& text) {
     }
     for (bool on : text.loss_on) bytes.push_back(on ? 1 : 0);
   }
+  return bytes;
+}
+
+std::string TextCacheKeyBytes(const TextTokenization& text) {
+  std::string bytes = TextOptionBytes(text);
+  if (text.keep_text) bytes += std::string("\0keep_text", 10);
   return bytes;
 }
 

@@ -97,6 +97,9 @@ absl::Status ValidateTextTokenization(const TextTokenization& text, const std::s
 // `fields`: "\0fields\0", each field "\0", one u8 per loss_on flag. Text cache keys and
 // the dataset fingerprint cover them.
 std::string TextOptionBytes(const TextTokenization& text);
+// What a text cache key covers: TextOptionBytes, then "\0keep_text" when the cache
+// also keeps the text (another set of files; the samples are the same).
+std::string TextCacheKeyBytes(const TextTokenization& text);
 
 // The persisted form of the counts and back; false when `bytes` is not such a record.
 // "zephon-text-stats-v1\0" + the first 7 counts (u64 LE) when null_records is 0, so a

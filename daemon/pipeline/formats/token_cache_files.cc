@@ -22,16 +22,21 @@ constexpr size_t kWriteChunkBytes = 1 << 20;
 
 // A cache pair is usable if .off holds N + 1 non-decreasing offsets starting at 0 and
 // ending at the .tok token count.
-bool CacheConsistent(const ShardFile& tok, const ShardFile& off) {
+// Whether `off` holds u64 LE offsets from 0, non-decreasing, ending at `end`.
+bool OffsetsConsistent(const ShardFile& off, uint64_t end) {
   const std::string_view o(off.data(), off.size());
-  if (o.size() < 8 || o.size() % 8 != 0 || tok.size() % 4 != 0) return false;
+  if (o.size() < 8 || o.size() % 8 != 0) return false;
   uint64_t prev = 0;
   for (size_t i = 0; i < o.size(); i += 8) {
     const uint64_t v = LoadU64(o.data() + i);
     if ((i == 0 && v != 0) || v < prev) return false;
     prev = v;
   }
-  return prev == tok.size() / 4;
+  return prev == end;
+}
+
+bool CacheConsistent(const ShardFile& tok, const ShardFile& off) {
+  return tok.size() % 4 == 0 && OffsetsConsistent(off, tok.size() / 4);
 }
 
 }  // namespace
@@ -149,21 +154,36 @@ absl::Status TempFile::Error(const char* what) const {
       absl::StrCat(what, " token cache file ", temp_, ": ", strerror(errno)));
 }
 
-CacheWriter::CacheWriter(const std::string& prefix, bool with_mask)
+CacheWriter::CacheWriter(const std::string& prefix, bool with_mask, bool with_text)
     : prefix_(prefix),
       tok_(prefix + ".tok"),
       off_(prefix + ".off"),
-      msk_(with_mask ? std::make_unique<TempFile>(prefix + ".msk") : nullptr) {}
+      msk_(with_mask ? std::make_unique<TempFile>(prefix + ".msk") : nullptr),
+      txt_(with_text ? std::make_unique<TempFile>(prefix + ".txt") : nullptr),
+      txo_(with_text ? std::make_unique<TempFile>(prefix + ".txo") : nullptr) {}
 
 absl::Status CacheWriter::Create() {
   RETURN_IF_ERROR(tok_.Create());
   RETURN_IF_ERROR(off_.Create());
   if (msk_ != nullptr) RETURN_IF_ERROR(msk_->Create());
+  if (txt_ != nullptr) {
+    RETURN_IF_ERROR(txt_->Create());
+    RETURN_IF_ERROR(txo_->Create());
+    AppendU64(0, &txo_buf_);
+  }
   AppendU64(0, &off_buf_);
   return absl::OkStatus();
 }
 
-absl::Status CacheWriter::Add(const int32_t* ids, size_t n, const uint8_t* mask) {
+absl::Status CacheWriter::Add(const int32_t* ids, size_t n, const uint8_t* mask,
+                              std::string_view text) {
+  if (txt_ != nullptr) {
+    txt_buf_.append(text);
+    text_total_ += text.size();
+    AppendU64(text_total_, &txo_buf_);
+    RETURN_IF_ERROR(txt_->Write(&txt_buf_, false));
+    RETURN_IF_ERROR(txo_->Write(&txo_buf_, false));
+  }
   if (msk_ != nullptr) {
     if (mask == nullptr) {
       msk_buf_.append(n, '\1');
@@ -196,6 +216,12 @@ absl::Status CacheWriter::Commit(
     RETURN_IF_ERROR(msk_->Write(&msk_buf_, true));
     RETURN_IF_ERROR(msk_->Commit());
   }
+  if (txt_ != nullptr) {
+    RETURN_IF_ERROR(txt_->Write(&txt_buf_, true));
+    RETURN_IF_ERROR(txt_->Commit());
+    RETURN_IF_ERROR(txo_->Write(&txo_buf_, true));
+    RETURN_IF_ERROR(txo_->Commit());
+  }
   for (const auto& [suffix, bytes] : extra) {
     TempFile file(prefix_ + suffix);
     RETURN_IF_ERROR(file.Create());
@@ -209,7 +235,7 @@ absl::Status CacheWriter::Commit(
 // The offsets are read into memory (8 bytes a sample); the tokens are read with pread
 // per sample, so a cache file shrunk under the daemon is a DATA_LOSS error naming it,
 // not a SIGBUS.
-CachePair TryOpenCache(const std::string& prefix, bool with_mask) {
+CachePair TryOpenCache(const std::string& prefix, bool with_mask, bool with_text) {
   CachePair pair;
   auto off_file = OpenLocalShardFile(prefix + ".off");
   auto tok = OpenLocalShardFile(prefix + ".tok");
@@ -221,6 +247,19 @@ CachePair TryOpenCache(const std::string& prefix, bool with_mask) {
     auto msk = OpenLocalShardFile(prefix + ".msk");
     if (!msk.ok() || (*msk)->size() != (*tok)->size() / 4) return pair;
     pair.msk = *std::move(msk);
+  }
+  if (with_text) {
+    // .txo resident (8 bytes a sample, as .off); .txt read with pread per sample.
+    auto txt = OpenLocalShardFile(prefix + ".txt");
+    auto txo_file = OpenLocalShardFile(prefix + ".txo");
+    if (!txt.ok() || !txo_file.ok()) return pair;
+    auto txo = MakeResident(*std::move(txo_file));
+    if (!txo.ok() || (*txo)->size() != (*off)->size() ||
+        !OffsetsConsistent(**txo, (*txt)->size())) {
+      return pair;
+    }
+    pair.txt = *std::move(txt);
+    pair.txo = *std::move(txo);
   }
   pair.tok = *std::move(tok);
   pair.off = *std::move(off);
