@@ -30,6 +30,10 @@ constexpr char kValidTokens[] = "valid_tokens";
 constexpr char kSampleIds[] = "sample_ids";
 constexpr char kLossMask[] = "loss_mask";
 constexpr char kSegmentLengths[] = "segment_lengths";
+constexpr char kRecordOffsets[] = "record_offsets";
+constexpr char kText[] = "text";
+constexpr char kTextOffsets[] = "text_offsets";
+constexpr char kChunkIds[] = "chunk_ids";
 
 }  // namespace
 
@@ -40,6 +44,13 @@ BatchSchema BatchSchema::Of(const pipeline::LaneOptions& lanes) {
   schema.emit_positions = lanes.emit_positions;
   schema.valid_tokens = lanes.pack.pads();
   schema.loss_mask = lanes.loss_mask;
+  if (lanes.records) {
+    schema.records = true;
+    schema.text = lanes.text;
+    schema.emit_positions = false;
+    schema.valid_tokens = false;
+    return schema;
+  }
   if (lanes.segments) {
     schema.max_segments =
         pipeline::MaxSegmentsPerRecord(lanes.max_length, lanes.pack.max_sequences_per_bin);
@@ -49,6 +60,20 @@ BatchSchema BatchSchema::Of(const pipeline::LaneOptions& lanes) {
 
 std::vector<TensorSchema> BatchSchema::Tensors() const {
   std::vector<TensorSchema> tensors;
+  if (records) {
+    const uint64_t cells = SaturatingMul(rows, record_tokens);
+    const uint64_t offsets = SaturatingAdd(rows, 1);
+    tensors.push_back({kTokens, shm::DType::kInt32, {cells}});
+    tensors.push_back({kRecordOffsets, shm::DType::kInt64, {offsets}});
+    if (loss_mask) tensors.push_back({kLossMask, shm::DType::kUInt8, {cells}});
+    if (text) {
+      tensors.push_back({kText, shm::DType::kUInt8, {SaturatingMul(rows, record_text_bytes)}});
+      tensors.push_back({kTextOffsets, shm::DType::kInt64, {offsets}});
+    }
+    tensors.push_back({kSampleIds, shm::DType::kInt64, {rows, 3}});
+    tensors.push_back({kChunkIds, shm::DType::kInt64, {rows}});
+    return tensors;
+  }
   tensors.push_back({kTokens, shm::DType::kInt32, {rows, cols}});
   if (emit_positions) tensors.push_back({kPositions, shm::DType::kInt32, {rows, cols}});
   if (valid_tokens) tensors.push_back({kValidTokens, shm::DType::kInt32, {rows}});
@@ -73,6 +98,49 @@ uint64_t BatchSchema::SlotPayloadBytes() const {
     end = SaturatingAdd(offset, bytes);
   }
   return end;
+}
+
+absl::StatusOr<pipeline::RecordCells> AddRecordTensors(
+    const BatchSchema& schema, uint32_t rows, const pipeline::RecordSizes& sizes,
+    const std::vector<pipeline::SampleId>& sample_ids, const std::vector<int64_t>& chunk_ids,
+    shm::SlotWriter* slot) {
+  // Checked before any tensor is added, so a refused batch leaves the slot untouched.
+  if (!schema.records || rows > schema.rows || sample_ids.size() != rows ||
+      chunk_ids.size() != rows || sizes.tokens > SaturatingMul(rows, schema.record_tokens) ||
+      sizes.text_bytes > SaturatingMul(rows, schema.record_text_bytes)) {
+    return absl::InternalError(absl::StrCat(
+        "a record batch of ", rows, " rows, ", sizes.tokens, " tokens and ", sizes.text_bytes,
+        " text bytes does not fit its slot's schema (", schema.rows, " rows of at most ",
+        schema.record_tokens, " tokens and ", schema.record_text_bytes, " text bytes)"));
+  }
+  pipeline::RecordCells cells;
+  ASSIGN_OR_RETURN(void* tokens, slot->AddTensor(kTokens, shm::DType::kInt32, {sizes.tokens}));
+  cells.tokens = static_cast<int32_t*>(tokens);
+  const uint64_t offsets = uint64_t{rows} + 1;
+  ASSIGN_OR_RETURN(void* off, slot->AddTensor(kRecordOffsets, shm::DType::kInt64, {offsets}));
+  cells.record_offsets = static_cast<int64_t*>(off);
+  if (schema.loss_mask) {
+    ASSIGN_OR_RETURN(void* mask, slot->AddTensor(kLossMask, shm::DType::kUInt8, {sizes.tokens}));
+    cells.loss_mask = static_cast<uint8_t*>(mask);
+  }
+  if (schema.text) {
+    ASSIGN_OR_RETURN(void* text, slot->AddTensor(kText, shm::DType::kUInt8, {sizes.text_bytes}));
+    cells.text = static_cast<char*>(text);
+    ASSIGN_OR_RETURN(void* toff, slot->AddTensor(kTextOffsets, shm::DType::kInt64, {offsets}));
+    cells.text_offsets = static_cast<int64_t*>(toff);
+  }
+  ASSIGN_OR_RETURN(void* ids_raw, slot->AddTensor(kSampleIds, shm::DType::kInt64,
+                                                  {static_cast<uint64_t>(rows), 3}));
+  auto* ids = static_cast<int64_t*>(ids_raw);
+  for (size_t i = 0; i < rows; ++i) {
+    ids[3 * i] = sample_ids[i].dataset;
+    ids[3 * i + 1] = sample_ids[i].shard;
+    ids[3 * i + 2] = static_cast<int64_t>(sample_ids[i].index);
+  }
+  ASSIGN_OR_RETURN(void* chunks, slot->AddTensor(kChunkIds, shm::DType::kInt64,
+                                                 {static_cast<uint64_t>(rows)}));
+  if (rows > 0) std::memcpy(chunks, chunk_ids.data(), rows * sizeof(int64_t));
+  return cells;
 }
 
 absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t rows,

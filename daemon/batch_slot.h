@@ -18,6 +18,12 @@
 // with rows <= microbatch_size (a short last batch has fewer), cols = max_length and
 // n <= rows * cols (a batch lists each contributing sample once, and each contributed
 // at least one token, i.e. one cell).
+// Record batches (no packer: `records`) are ragged instead (record_batch.h):
+//   tokens int32 [t], record_offsets int64 [rows+1], loss_mask uint8 [t] (as above),
+//   text uint8 [b] and text_offsets int64 [rows+1] (keep_text), sample_ids int64
+//   [rows, 3] (row r's sample), chunk_ids int64 [rows]
+// with t <= rows * record_tokens and b <= rows * record_text_bytes, the longest sample
+// and text of the datasets (pipeline::LongestRecord), set once they are open.
 // Value types and pure functions; thread-compatible.
 #ifndef ZEPHON_DAEMON_BATCH_SLOT_H_
 #define ZEPHON_DAEMON_BATCH_SLOT_H_
@@ -28,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/batching/lane_stream.h"
+#include "daemon/pipeline/batching/record_batch.h"
 #include "daemon/pipeline/sample_id.h"
 #include "shm/ring_layout.h"
 #include "shm/ring_writer.h"
@@ -50,8 +57,15 @@ struct BatchSchema {
   // pack_sequences: the widest segment_lengths row (pipeline::MaxSegmentsPerRecord);
   // 0 = no segment_lengths tensor (pack_flat).
   uint64_t max_segments = 0;
+  // Record batches (LaneOptions::records): cols is 0 and rows are ragged, each at most
+  // record_tokens tokens and record_text_bytes of text (with `text`).
+  bool records = false;
+  bool text = false;
+  uint64_t record_tokens = 0;
+  uint64_t record_text_bytes = 0;
 
-  // The schema of the batches a lane with `lanes` options produces.
+  // The schema of the batches a lane with `lanes` options produces (a record schema's
+  // bounds are left 0 for the caller to set from the datasets).
   static BatchSchema Of(const pipeline::LaneOptions& lanes);
 
   // The tensors in slot order, at their largest shapes.
@@ -76,6 +90,15 @@ struct BatchCells {
 // smaller than the schema's SlotPayloadBytes); INTERNAL if the schema wants segment
 // lengths and `segments` is null, or wider than max_segments, or not rows rows.
 // REQUIRES: rows <= schema.rows; sample_ids.size() <= rows * schema.cols.
+// Adds a record batch's tensors to `slot` in schema order (ragged; sizes from
+// pipeline::RecordSizesOf) and fills sample_ids and chunk_ids. Errors: those of
+// SlotWriter::AddTensor; INTERNAL if the sizes exceed the schema's bounds.
+// REQUIRES: a record schema; sample_ids and chunk_ids hold `rows` entries.
+absl::StatusOr<pipeline::RecordCells> AddRecordTensors(
+    const BatchSchema& schema, uint32_t rows, const pipeline::RecordSizes& sizes,
+    const std::vector<pipeline::SampleId>& sample_ids, const std::vector<int64_t>& chunk_ids,
+    shm::SlotWriter* slot);
+
 absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t rows,
                                            const std::vector<pipeline::SampleId>& sample_ids,
                                            const pipeline::SegmentTable* segments,

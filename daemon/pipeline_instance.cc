@@ -34,6 +34,27 @@ constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
 // to `masks` when it has one.
 absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
                         shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
+  if (batch.records) {
+    const pipeline::RecordSizes sizes{batch.tokens.size(), batch.text.size()};
+    ASSIGN_OR_RETURN(pipeline::RecordCells dst,
+                     AddRecordTensors(schema, batch.rows, sizes, batch.sample_ids,
+                                      batch.chunk_ids, slot));
+    std::memcpy(dst.tokens, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
+    std::memcpy(dst.record_offsets, batch.record_offsets.data(),
+                batch.record_offsets.size() * sizeof(int64_t));
+    if (dst.loss_mask != nullptr) {
+      std::memcpy(dst.loss_mask, batch.loss_mask.data(), batch.loss_mask.size());
+      masks->Add(batch.lane, batch.loss_mask.data(), batch.loss_mask.size(), 0);
+    }
+    if (dst.text != nullptr) {
+      std::memcpy(dst.text, batch.text.data(), batch.text.size());
+      std::memcpy(dst.text_offsets, batch.text_offsets.data(),
+                  batch.text_offsets.size() * sizeof(int64_t));
+    }
+    slot->set_lane(batch.lane);
+    slot->set_lane_batch_index(batch.lane_batch_index);
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(BatchCells dst, AddBatchTensors(schema, batch.rows, batch.sample_ids,
                                                    &batch.segments, slot));
   std::memcpy(dst.tokens, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t));
@@ -59,6 +80,18 @@ absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
 absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schema,
                        const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
                        shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
+  if (plan.records) {
+    const pipeline::RecordSizes sizes = pipeline::RecordSizesOf(plan, datasets);
+    const std::vector<int64_t> chunk_ids(plan.chunk_ids.begin(), plan.chunk_ids.end());
+    ASSIGN_OR_RETURN(pipeline::RecordCells dst,
+                     AddRecordTensors(schema, plan.rows, sizes, plan.sample_ids, chunk_ids,
+                                      slot));
+    RETURN_IF_ERROR(pipeline::MaterializeRecordsInto(plan, datasets, dst));
+    if (dst.loss_mask != nullptr) masks->Add(plan.lane, dst.loss_mask, sizes.tokens, 0);
+    slot->set_lane(plan.lane);
+    slot->set_lane_batch_index(plan.lane_batch_index);
+    return absl::OkStatus();
+  }
   pipeline::SegmentTable segments;
   if (schema.max_segments > 0) segments = pipeline::SegmentTableOf(plan);
   ASSIGN_OR_RETURN(BatchCells dst,

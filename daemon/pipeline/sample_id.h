@@ -10,6 +10,8 @@
 #include <ostream>
 #include <tuple>
 
+#include "common/mix.h"
+
 namespace zephon::pipeline {
 
 struct SampleId {
@@ -26,6 +28,13 @@ struct SampleId {
   }
   friend std::ostream& operator<<(std::ostream& os, const SampleId& id) {
     return os << "{" << id.dataset << "," << id.shard << "," << id.index << "}";
+  }
+};
+
+// For unordered containers keyed by SampleId.
+struct SampleIdHash {
+  size_t operator()(const SampleId& id) const {
+    return Combine(Combine(id.dataset, id.shard), id.index);
   }
 };
 

@@ -8,11 +8,17 @@
 // tokens and positions are row-major [rows, cols] (cols = pack_flat max_length).
 // A row ends in its padding cells, if any (algorithms other than "wrap").
 // sample_ids lists every sample that contributed >= 1 token, in order of first
-// appearance, without duplicates. Plain value types; thread-compatible.
+// appearance, without duplicates.
+// Record batches (no packer: `records`): cols is 0 and rows are ragged: row r's tokens
+// (and loss mask) are tokens[record_offsets[r], record_offsets[r + 1]); sample_ids and
+// chunk_ids hold one entry per row (repeats kept); with `text`, row r's source text is
+// text[text_offsets[r], text_offsets[r + 1]). No positions, padding or valid_tokens.
+// Plain value types; thread-compatible.
 #ifndef ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_
 #define ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "daemon/pipeline/sample_id.h"
@@ -59,6 +65,12 @@ struct Batch {
   // When the plan has segment_lengths (else empty).
   SegmentTable segments;
   std::vector<SampleId> sample_ids;
+  // Record batches only (see the file comment).
+  bool records = false;
+  std::vector<int64_t> record_offsets;  // [rows + 1]
+  std::vector<int64_t> chunk_ids;       // [rows]
+  std::string text;                     // with text
+  std::vector<int64_t> text_offsets;    // [rows + 1] with text
   // The lane position just before this batch's first record.
   LanePosition start;
   // The lane position right after this batch's last record (see the file comment).
@@ -95,7 +107,11 @@ struct BatchPlan {
   int32_t pad_token_id = 0;          // The value of padding segments' cells.
   bool loss_mask = false;            // The batch carries a loss mask (LaneOptions).
   bool segment_lengths = false;      // The batch carries a SegmentTable (pack_sequences).
+  // A record batch: cols 0, one whole-sample segment per row (Batch's file comment).
+  bool records = false;
+  bool text = false;                 // Record batches: rows carry their source text.
   std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
+  std::vector<uint64_t> chunk_ids;   // Record batches: each row's global chunk.
   LanePosition start;                // As Batch::start.
   LanePosition end;                  // As Batch::end.
 };

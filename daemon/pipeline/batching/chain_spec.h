@@ -1,7 +1,9 @@
 // The reordering operators of a lane's chain (shuffle, ensure_mixture) parsed from the
 // spec, and where the chain grammar lets them sit:
 //
-//   [tokenize] {shuffle | ensure_mixture}* pack_flat [shuffle] batch
+//   [tokenize] {shuffle | ensure_mixture}* [pack_flat [shuffle]] batch
+//
+// (Without a packer the batches are records, whole samples: lane_stream.h.)
 //
 // (pack_sequences sits where pack_flat does: the same packing, published with segment
 // boundaries; "pack_flat" below stands for either.)
@@ -28,7 +30,8 @@ namespace zephon::pipeline {
 
 inline constexpr char kChainGrammar[] =
     "operators are [tokenize], {shuffle, ensure_mixture} (each at most once, either "
-    "order), pack_flat or pack_sequences, [shuffle], batch";
+    "order), [pack_flat or pack_sequences, [shuffle]], batch (no packer: record "
+    "batches)";
 
 struct ReorderStages {
   ShuffleOptions sample_shuffle;  // Before pack_flat (buffer_size 0 = none).

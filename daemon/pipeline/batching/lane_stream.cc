@@ -7,18 +7,13 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/batching/chain_spec.h"
+#include "daemon/pipeline/batching/record_batch.h"
 #include "daemon/pipeline/batching/segment_table.h"
 #include "daemon/pipeline/ordering/shuffle_buffer.h"
 #include "daemon/pipeline/spec_string_form.h"
 
 namespace zephon::pipeline {
 namespace {
-
-struct SampleIdHash {
-  size_t operator()(const SampleId& id) const {
-    return Combine(Combine(id.dataset, id.shard), id.index);
-  }
-};
 
 // The packing knobs (packers.h) into *o, whose algorithm is set; unset = off.
 absl::Status PackKnobsFromSpec(const proto::PackFlatSpec& pack, const std::string& op,
@@ -136,6 +131,24 @@ std::string DescribeShuffle(const ShuffleOptions& o) {
   return s + ")";
 }
 
+// The batch operator at ops[i], the chain's last, into *o (returned).
+absl::StatusOr<LaneOptions> ParseBatch(const proto::PipelineSpec& spec, int i, LaneOptions* o) {
+  const auto& ops = spec.operators();
+  if (i >= ops.size() || !ops[i].has_batch()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("operators[", i, "]: expected batch (", kChainGrammar, ")"));
+  }
+  if (ops[i].batch().microbatch_size() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("operators[", i, "] batch.microbatch_size must be >= 1, got 0"));
+  }
+  o->microbatch_size = ops[i].batch().microbatch_size();
+  o->drop_last = ops[i].batch().drop_last();
+  ++i;
+  if (i < ops.size()) return AfterBatchError(spec, i);
+  return *o;
+}
+
 }  // namespace
 
 ShuffleOptions LaneOptions::sample_shuffle() const {
@@ -164,6 +177,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   int i = 0;
   // tokenize (checked by ResolveTokenize) turns text into samples before the lanes:
   // nothing here depends on it.
+  const bool keep_text = i < ops.size() && ops[i].has_tokenize() && ops[i].tokenize().keep_text();
   if (i < ops.size() && ops[i].has_tokenize()) ++i;
   for (int k = i; k < ops.size(); ++k) {
     if (ops[k].has_tokenize()) {
@@ -179,9 +193,24 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   o.shuffle_warmup_growth = stages.sample_shuffle.warmup_growth;
   o.mixture = stages.mixture;
   o.mixture_before_shuffle = stages.mixture_before_shuffle;
+  o.loss_mask = SpecHasLossMask(spec);
+  if (i < ops.size() && ops[i].has_batch()) {
+    // No packer: upstream's record batches, each record one whole sample.
+    o.records = true;
+    o.text = keep_text;
+    o.emit_positions = false;
+    return ParseBatch(spec, i, &o);
+  }
   if (i >= ops.size() || !(ops[i].has_pack_flat() || ops[i].has_pack_sequences())) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "operators[", i, "]: expected pack_flat or pack_sequences (", kChainGrammar, ")"));
+        "operators[", i, "]: expected pack_flat, pack_sequences or batch (", kChainGrammar,
+        ")"));
+  }
+  if (keep_text) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operators[0] tokenize.keep_text (preserve_upstream_payload) keeps each record's "
+        "text, but operators[", i, "] packs records into rows that have no one text: drop "
+        "keep_text, or the packer (to get record batches)"));
   }
   o.segments = ops[i].has_pack_sequences();
   const auto& pack = o.segments ? ops[i].pack_sequences() : ops[i].pack_flat();
@@ -199,23 +228,10 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   o.max_length = pack.max_length();
   ASSIGN_OR_RETURN(o.pack, PackOptionsFromSpec(pack, op_name));
   o.emit_positions = !pack.has_emit_positions() || pack.emit_positions();
-  o.loss_mask = SpecHasLossMask(spec);
   ++i;
   RETURN_IF_ERROR(ParseRowShuffle(spec, &i, &stages));
   o.row_shuffle = stages.row_shuffle;
-  if (i >= ops.size() || !ops[i].has_batch()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("operators[", i, "]: expected batch (", kChainGrammar, ")"));
-  }
-  if (ops[i].batch().microbatch_size() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("operators[", i, "] batch.microbatch_size must be >= 1, got 0"));
-  }
-  o.microbatch_size = ops[i].batch().microbatch_size();
-  o.drop_last = ops[i].batch().drop_last();
-  ++i;
-  if (i < ops.size()) return AfterBatchError(spec, i);
-  return o;
+  return ParseBatch(spec, i, &o);
 }
 
 std::string LaneOptions::Describe() const {
@@ -226,6 +242,11 @@ std::string LaneOptions::Describe() const {
   if (mixture.enabled) {
     s = mixture_before_shuffle ? absl::StrCat(mixture.Describe(), " -> ", s)
                                : absl::StrCat(s, mixture.Describe(), " -> ");
+  }
+  if (records) {
+    return absl::StrCat(s, "records", text ? " with text" : "", " -> batch(", microbatch_size,
+                        ", drop_last=", drop_last ? "true" : "false", "); flush every ",
+                        flush_every_k_chunks, " lane chunks");
   }
   std::string algorithm = PackAlgorithmName(pack.algorithm);
   switch (pack.algorithm) {
@@ -331,6 +352,7 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
 
 bool LaneStream::LoadGroup() {
   group_samples_.clear();
+  group_chunks_.clear();
   std::vector<SampleId> chunk;
   const std::optional<uint64_t> num_chunks = source_->NumChunks();
   for (uint64_t c = group_chunk_; c < group_chunk_ + options_.flush_every_k_chunks; ++c) {
@@ -339,12 +361,15 @@ bool LaneStream::LoadGroup() {
     if (num_chunks && g >= *num_chunks) break;  // Later lane chunks are later still.
     source_->Chunk(g, &chunk);
     group_samples_.insert(group_samples_.end(), chunk.begin(), chunk.end());
+    if (options_.records) {
+      for (const SampleId& id : chunk) group_chunks_[id].push_back(g);
+    }
   }
   if (group_samples_.empty()) return false;
   ReorderGroupSamples();
   sample_cursor_ = 0;
   group_flushed_ = false;
-  packer_ = Packer::Create(options_.pack);
+  if (!options_.records) packer_ = Packer::Create(options_.pack);
   synced_ = PackCounts{};
   ready_.clear();
   records_in_group_ = 0;
@@ -354,6 +379,7 @@ bool LaneStream::LoadGroup() {
 }
 
 void LaneStream::SyncDropCounts() {
+  if (packer_ == nullptr) return;  // Records mode drops nothing.
   const PackCounts& now = packer_->counts();
   stats_->dropped_tokens.fetch_add(now.dropped_tokens - synced_.dropped_tokens,
                                    std::memory_order_relaxed);
@@ -383,10 +409,26 @@ bool LaneStream::NextRecord(Record* record) {
       if (!LoadGroup()) ended_ = true;
       continue;
     }
+    if (options_.records && sample_cursor_ < group_samples_.size()) {
+      const SampleId id = group_samples_[sample_cursor_++];
+      FeedSample(id);  // Counted in the mixture figures; no packer.
+      const Dataset& d = *source_->datasets()[id.dataset];
+      record->segments.assign(1, Segment{id, 0, d.SampleLength(id.shard, id.index), false});
+      record->sample_ids.assign(1, id);
+      std::deque<uint64_t>& chunks = group_chunks_[id];
+      record->chunk = chunks.empty() ? 0 : chunks.front();
+      if (!chunks.empty()) chunks.pop_front();
+      ++records_in_group_;
+      return true;
+    }
     if (sample_cursor_ < group_samples_.size()) {
       const SampleId id = group_samples_[sample_cursor_++];
       FeedSample(id);
     } else if (!group_flushed_) {
+      if (packer_ == nullptr) {  // Records mode: nothing to flush.
+        group_flushed_ = true;
+        continue;
+      }
       packer_->Flush(&ready_);  // Every open bin is emitted at the group's end.
       group_flushed_ = true;
     } else {
@@ -407,15 +449,25 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   plan.pad_token_id = options_.pack.pad_token_id;
   plan.loss_mask = options_.loss_mask;
   plan.segment_lengths = options_.segments;
+  plan.records = options_.records;
+  plan.text = options_.text;
   plan.start = position();
   std::unordered_set<SampleId, SampleIdHash> seen;
   Record record;
+  uint64_t record_tokens = 0;
   while (plan.rows < options_.microbatch_size) {
     if (plan.rows == 0) plan.start = position();
     if (!NextRecord(&record)) break;
     plan.segments.insert(plan.segments.end(), record.segments.begin(), record.segments.end());
-    for (const SampleId& id : record.sample_ids) {
-      if (seen.insert(id).second) plan.sample_ids.push_back(id);
+    if (options_.records) {
+      // One id per row, repeats kept: row r is sample_ids[r].
+      plan.sample_ids.push_back(record.sample_ids.front());
+      plan.chunk_ids.push_back(record.chunk);
+      record_tokens += record.segments.front().count;
+    } else {
+      for (const SampleId& id : record.sample_ids) {
+        if (seen.insert(id).second) plan.sample_ids.push_back(id);
+      }
     }
     ++plan.rows;
   }
@@ -424,6 +476,11 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   }
   plan.end = position();
   plan.lane_batch_index = next_batch_index_++;
+  if (options_.records) {
+    stats_->records.fetch_add(plan.rows, std::memory_order_relaxed);
+    stats_->tokens.fetch_add(record_tokens, std::memory_order_relaxed);
+    return std::optional<BatchPlan>(std::move(plan));
+  }
   uint64_t padding = 0;
   for (const Segment& seg : plan.segments) {
     if (seg.padding) padding += seg.count;
@@ -518,6 +575,7 @@ absl::Status MaterializeInto(const BatchPlan& plan,
 
 absl::StatusOr<Batch> Materialize(const BatchPlan& plan,
                                   const std::vector<std::shared_ptr<const Dataset>>& datasets) {
+  if (plan.records) return MaterializeRecords(plan, datasets);
   Batch batch;
   batch.lane = plan.lane;
   batch.lane_batch_index = plan.lane_batch_index;

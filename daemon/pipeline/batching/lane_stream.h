@@ -22,6 +22,11 @@
 //     RowShuffleKey, then served in that order; LanePosition.records_into_group counts
 //     records in the shuffled order, so a restore replays (packs, permutes, skips)
 //     one flush group, as without it.
+//   * Without pack_flat (LaneOptions::records, upstream's record batches): every sample
+//     of the group, in the order above, is one record of its own length (an empty
+//     sample is an empty record); there is no padding and nothing is dropped. Rows are
+//     ragged (BatchPlan::records), each carries its sample id and the global chunk it
+//     came from.
 //   * batch: consecutive records, microbatch_size per batch; batches may span flush
 //     groups. At lane end a short batch is dropped if drop_last, else emitted.
 //     NOTE: proto3 has no presence for BatchSpec.drop_last, so an unset field means
@@ -42,6 +47,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -88,6 +94,11 @@ struct LaneOptions {
   bool mixture_before_shuffle = false;
   // The shuffle between pack_flat and batch, of packed rows (buffer_size 0 = none).
   ShuffleOptions row_shuffle;
+  // No packer in the chain: records are whole samples (see the file comment);
+  // max_length is 0 and pack, segments, emit_positions and row_shuffle are unused.
+  bool records = false;
+  // Records also carry their source text (tokenize keep_text; records only).
+  bool text = false;
 
   // The shuffle before pack_flat as ShuffleOptions (buffer_size 0 = none).
   ShuffleOptions sample_shuffle() const;
@@ -97,8 +108,8 @@ struct LaneOptions {
   // The only reader of the operator list. REQUIRES a resolved spec (ResolvePipeline
   // calls this after filling the defaults; others use ResolvedPipeline::lanes).
   // Operators must follow the chain grammar of chain_spec.h ([tokenize], {shuffle,
-  // ensure_mixture}, pack_flat or pack_sequences, [shuffle], batch; tokenize is not
-  // read here); INVALID_ARGUMENT naming the operator index and value otherwise (also:
+  // ensure_mixture}, [pack_flat or pack_sequences, [shuffle]], batch; tokenize is read
+  // only for keep_text, refused with a packer); INVALID_ARGUMENT naming the operator index and value otherwise (also:
   // max_length in [2, kMaxPackLength], microbatch_size >= 1, buffer_size >= 1, a known algorithm with
   // its fields (pad_token_id >= 0 required by all but wrap; num_bins 1..kMaxNumBins
   // for first_fit/best_fit; candidate_pool_size 1..kMaxCandidatePoolSize and
@@ -179,8 +190,9 @@ class LaneStream {
 
  private:
   struct Record {
-    std::vector<Segment> segments;     // Sum of counts == max_length.
+    std::vector<Segment> segments;     // Sum of counts == max_length (packed).
     std::vector<SampleId> sample_ids;  // Contributors in order, adjacent duplicates removed.
+    uint64_t chunk = 0;                // Records mode: the sample's global chunk.
   };
 
   LaneStream(std::shared_ptr<const WorkSource> source, const LaneOptions& options,
@@ -211,6 +223,10 @@ class LaneStream {
   bool group_loaded_ = false;
   bool ended_ = false;
   std::vector<SampleId> group_samples_;
+  // Records mode: the global chunks each sample of the group came from, in load order
+  // (a sample repeated in a group has one entry per occurrence; occurrences are
+  // indistinguishable, so the reorder operators need not carry them).
+  std::unordered_map<SampleId, std::deque<uint64_t>, SampleIdHash> group_chunks_;
   size_t sample_cursor_ = 0;
   bool group_flushed_ = false;
   std::unique_ptr<Packer> packer_;        // The current group's.
@@ -222,7 +238,8 @@ class LaneStream {
   std::shared_ptr<MixtureStats> mixture_stats_;  // Null without ensure_mixture.
 };
 
-// Reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch
+// A record plan (plan.records) is MaterializeRecords's (record_batch.h). Otherwise:
+// reads the tokens of `plan` from `datasets` (WorkSource::datasets()) into a Batch
 // with the plan's metadata; positions count 0.. within each segment; padding
 // segments are pad_token_id cells; valid_tokens is filled, and loss_mask when the plan
 // has one (as MaterializeInto's).

@@ -71,7 +71,7 @@ void LaneStream::MixGroupSamples() {
 
 void LaneStream::FeedSample(const SampleId& id) {
   const uint64_t length = source_->datasets()[id.dataset]->SampleLength(id.shard, id.index);
-  packer_->Add(id, length, &ready_);
+  if (packer_ != nullptr) packer_->Add(id, length, &ready_);  // Null in records mode.
   if (mixture_stats_ != nullptr) mixture_stats_->AddEmitted(id.dataset, length);
 }
 

@@ -242,10 +242,11 @@ TEST(LaneOptionsTest, OperatorListIsValidatedWithClearErrors) {
   bad.mutable_operators(1)->mutable_batch()->set_microbatch_size(0);
   EXPECT_FALSE(LaneOptions::FromSpec(bad).ok());
   bad = spec;
-  bad.mutable_operators()->SwapElements(0, 1);
+  bad.mutable_operators()->SwapElements(0, 1);  // batch, then pack_flat after it
   s = LaneOptions::FromSpec(bad);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("operators[0]"), std::string::npos);
+  EXPECT_NE(s.status().message().find("operators[1]"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("follow batch"), std::string::npos) << s.status();
   bad = spec;
   bad.mutable_operators(0)->mutable_pack_flat()->set_algorithm("greedy");
   EXPECT_FALSE(LaneOptions::FromSpec(bad).ok());
