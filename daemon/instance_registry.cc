@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "common/logging.h"
 #include "daemon/pipeline/batching/group_stream.h"
+#include "daemon/pipeline/batching/record_batch.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/checkpoint/aggregate_dir.h"
 #include "daemon/checkpoint/dataset_content.h"
@@ -293,15 +294,21 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
           identity.dp_group_id, " failed while this rank attached (see zephond's log and "
           "its other ranks' errors); restart the job or retry the attach"));
     }
-    if (resume == nullptr && !identity.run_id.empty() && !HasInstanceOfRun(run_key) &&
+    // A fresh run, or one continuing another run's checkpoint (its lineage), under the
+    // id of a run that ended (a job restarted, a test run again): its rounds are its
+    // own, so the old run's finished rounds are forgotten. A restore of this run's own
+    // checkpoint continues that run: its rounds stand.
+    const bool new_run = resume == nullptr || resume->state.run_id() != identity.run_id;
+    if (new_run && !identity.run_id.empty() && !HasInstanceOfRun(run_key) &&
         options_.forget_finished_rounds) {
-      // A fresh run under the id of a run that ended (a job restarted from scratch): its
-      // rounds start again at 0, so the old run's finished rounds are forgotten.
       if (const size_t forgotten = options_.forget_finished_rounds(run_key); forgotten > 0) {
         reused_run_warning = absl::StrCat(
             "run_id='", identity.run_id, "' was used by a run that ended: its ", forgotten,
-            " finished checkpoint round(s) on this daemon are forgotten, and this run's "
-            "rounds start again at 0",
+            " finished checkpoint round(s) on this daemon are forgotten, and this run's ",
+            resume == nullptr ? "rounds start again at 0"
+                              : absl::StrCat("rounds go on from round ",
+                                             resume->state.round() + 1, " (it continues run '",
+                                             resume->state.run_id(), "')"),
             identity.aggregate_dir.empty()
                 ? std::string()
                 : absl::StrCat(" and replace its checkpoints under ", identity.aggregate_dir,
@@ -460,6 +467,14 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.schema = attach.schema;
   config.shm_name = absl::StrCat(options_.shm_prefix, ".", getpid(), ".", serial);
   config.geometry = attach.geometry;
+  if (config.schema.records) {
+    // A record row is a whole sample: its slot holds microbatch_size of the longest.
+    const pipeline::RecordBounds longest =
+        pipeline::LongestRecord(opened.datasets, config.schema.text);
+    config.schema.record_tokens = longest.tokens;
+    config.schema.record_text_bytes = longest.text_bytes;
+    config.geometry.slot_payload_bytes = config.schema.SlotPayloadBytes();
+  }
   if (options_.max_ring_bytes > 0) {
     const shm::RingSections sections = shm::ComputeSections(
         config.geometry.slot_count, config.geometry.reader_capacity,
@@ -475,7 +490,13 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
           "budget (--max-ring-bytes=", options_.max_ring_bytes, ") has ",
           options_.max_ring_bytes - std::min(in_use, options_.max_ring_bytes),
           " bytes left (", in_use, " in use by other instances). Lower prefetch_batches, "
-          "microbatch_size or max_length, or raise --max-ring-bytes"));
+          "microbatch_size or max_length",
+          config.schema.records
+              ? absl::StrCat(" (record batches: a slot holds microbatch_size samples of the "
+                             "longest, ", config.schema.record_tokens, " tokens; tokenize "
+                             "with max_length and truncation or split_long_samples bounds it)")
+              : std::string(),
+          ", or raise --max-ring-bytes"));
     }
   }
   if (request.execution().join_timeout_s() > 0) {

@@ -115,9 +115,10 @@ absl::Status Refuse(const proto::CheckpointState& resume, const std::string& now
   return absl::FailedPreconditionError(absl::StrCat(
       "this Pipeline's spec hash ", now_hash, " differs from the checkpoint's ",
       resume.spec_hash(), ": ", what, ". To resume, the datasets (and their files), work "
-      "source, operators, seeds, canonical_replicas and mapping must be identical; "
-      "batch(microbatch_size, drop_last) may change, and flush_every_k_chunks where every "
-      "lane stands on a flush-group boundary of both values"));
+      "source, operators, seeds, canonical_replicas and lane_routing must be identical; "
+      "batch(microbatch_size, drop_last) and mapping_strategy may change, and "
+      "flush_every_k_chunks where every lane stands on a flush-group boundary of both "
+      "values"));
 }
 
 // Why a data-defining field cannot change under a checkpoint.
@@ -136,6 +137,8 @@ proto::PipelineSpec WithBatchingOf(const proto::PipelineSpec& spec,
   const proto::BatchSpec* from_batch = FindBatch(from);
   if (batch != nullptr && from_batch != nullptr) *batch = *from_batch;
   out.set_flush_every_k_chunks(from.flush_every_k_chunks());
+  // Which DP group owns which lanes (lanes.h OwnedLanes); never what a lane yields.
+  out.set_mapping_strategy(from.mapping_strategy());
   return out;
 }
 
@@ -159,6 +162,7 @@ absl::StatusOr<ResumedSpecChanges> CheckResumedSpec(
   if (saved.flush_every_k_chunks() != now.flush_every_k_chunks()) {
     changes.saved_flush_every_k_chunks = saved.flush_every_k_chunks();
   }
+  changes.mapping = saved.mapping_strategy() != now.mapping_strategy();
   const proto::PipelineSpec candidate = WithBatchingOf(saved, now);
   // The hashes decide (they treat some differently spelled fields alike: an unset
   // weight_by of an older checkpoint and SAMPLES now); the field walk only names what

@@ -3,16 +3,18 @@
 // A checkpoint stores its spec hash and its resolved spec (CheckpointState.spec_hash,
 // .spec). Positions in it are counted in packed records per lane (LaneProgress), so
 // the batch operator (microbatch_size, drop_last) does not define the data a lane
-// yields, only how records are grouped into batches, and flush_every_k_chunks may change
-// where every lane stands on a flush-group boundary of both values
-// (daemon/pipeline/batching/flush_regroup.h decides that per lane).
+// yields, only how records are grouped into batches; mapping_strategy only decides which
+// DP group owns which lanes (lanes.h OwnedLanes), as dp_degree does; and
+// flush_every_k_chunks may change where every lane stands on a flush-group boundary of
+// both values (daemon/pipeline/batching/flush_regroup.h decides that per lane).
 //
 // CheckResumedSpec accepts a restore when:
 //   * the hashes are equal (nothing changed), or
 //   * the checkpoint's stored spec reproduces the checkpoint's hash over the datasets
 //     opened now (so the stored spec is the one hashed and the files are the same),
-//     and that spec with its batch operator and flush_every_k_chunks replaced by this
-//     Pipeline's hashes to this Pipeline's hash (so nothing else changed).
+//     and that spec with its batch operator, mapping_strategy and flush_every_k_chunks
+//     replaced by this Pipeline's hashes to this Pipeline's hash (so nothing else
+//     changed).
 // (The hashes decide: fields spelled differently that hash alike, such as an older
 // checkpoint's unset weight_by against SAMPLES now, are no difference.)
 // Otherwise FAILED_PRECONDITION naming the first difference other than those two in
@@ -44,6 +46,8 @@ struct ResumedSpecChanges {
   // The checkpoint's flush_every_k_chunks when it differs from this Pipeline's; 0 when
   // equal. The lanes' positions must then be regrouped (pipeline::RegroupLaneStarts).
   uint64_t saved_flush_every_k_chunks = 0;
+  // mapping_strategy differs (lanes change owners; each continues where it stood).
+  bool mapping = false;
 };
 
 // The first data-defining difference between two resolved specs, in field order:
@@ -53,8 +57,9 @@ struct ResumedSpecChanges {
 std::string FirstSpecDifference(const proto::PipelineSpec& saved,
                                 const proto::PipelineSpec& now);
 
-// `spec` with its batch operator and flush_every_k_chunks taken from `from` (both
-// resolved specs): what a restore may change, reverted, so the rest can be compared.
+// `spec` with its batch operator, mapping_strategy and flush_every_k_chunks taken from
+// `from` (both resolved specs): what a restore may change, reverted, so the rest can be
+// compared.
 proto::PipelineSpec WithBatchingOf(const proto::PipelineSpec& spec,
                                    const proto::PipelineSpec& from);
 

@@ -65,6 +65,21 @@ TEST(SpecChangeTest, MicrobatchSizeAndDropLastMayChange) {
   EXPECT_TRUE(changes->batch);
 }
 
+TEST(SpecChangeTest, MappingStrategyMayChangeAndIsReported) {
+  proto::PipelineSpec now = Spec();
+  now.set_mapping_strategy(proto::PipelineSpec::INTERLEAVED);
+  ASSERT_NE(pipeline::SpecHash(now, Corpus()), Saved(Spec()).spec_hash());
+  auto changes = Check(Saved(Spec()), now);
+  ASSERT_TRUE(changes.ok()) << changes.status();
+  EXPECT_TRUE(changes->mapping);
+  EXPECT_FALSE(changes->batch);
+  // lane_routing decides what each lane yields: still refused, named.
+  now.set_lane_routing(proto::PipelineSpec::MODULO);
+  changes = Check(Saved(Spec()), now);
+  ASSERT_FALSE(changes.ok());
+  EXPECT_TRUE(Holds(changes.status().message(), "lane_routing"));
+}
+
 TEST(SpecChangeTest, WithBatchingOfRevertsOnlyTheBatchOperatorAndFlushGrouping) {
   proto::PipelineSpec now = Spec();
   now.mutable_operators(1)->mutable_batch()->set_microbatch_size(2);
