@@ -63,6 +63,40 @@ class SampleId(NamedTuple):
     index: int
 
 
+class SampleMeta(NamedTuple):
+    """Where a record comes from: its sample, the lane that produced it and the global
+    chunk of the work source it was drawn from."""
+    sample_id: SampleId
+    lane_id: int
+    chunk_id: int
+
+
+class SampleRecord:
+    """One record of a pipeline without a packer (upstream's ``SampleRecord``):
+    ``meta`` (:class:`SampleMeta`) and ``payload``, a dict of the record's fields:
+    ``"input_ids"`` (int32 token ids), ``"loss_mask"`` (uint8, when the datasets carry
+    one) and, with ``tokenize(preserve_upstream_payload=True)``, the source text under
+    the tokenized field's name (``"text"`` by default) as a ``str``. Arrays are
+    zero-copy views of the batch they came from (valid while it is open) unless the
+    record was yielded on its own (a pipeline without ``batch``: then they are
+    copies)."""
+
+    __slots__ = ("meta", "payload")
+
+    def __init__(self, meta: SampleMeta, payload: dict[str, Any]):
+        self.meta = meta
+        self.payload = payload
+
+    @property
+    def id(self) -> SampleId:
+        return self.meta.sample_id
+
+    def __repr__(self) -> str:
+        fields = {k: (f"{v.dtype}[{v.shape[0]}]" if isinstance(v, np.ndarray) else repr(v)[:40])
+                  for k, v in self.payload.items()}
+        return f"SampleRecord({self.meta}, {fields})"
+
+
 class Batch:
     """One batch of this rank: named tensors (``batch["tokens"]``, ``batch["positions"]``,
     numpy views into shared memory) plus ``batch.ids``, the samples that contributed.
@@ -86,6 +120,8 @@ class Batch:
         self._views: dict[str, np.ndarray] = {}
         self._released = False
         self._pid = os.getpid()
+        # Record batches: the payload key of the source text (the tokenized field).
+        self._text_key = "text"
 
     @classmethod
     def _from_native(cls, reader, info: "_native.BatchInfo") -> "Batch":
@@ -133,8 +169,64 @@ class Batch:
     def lane_ids(self) -> tuple[int, ...]:
         """Upstream's ``SampleBatch.lane_ids``: the lane of each row (every row of a batch
         comes from its one lane, ``self.lane``)."""
-        rows = self._layout["tokens"][1][0] if "tokens" in self._layout else 0
-        return (self.lane,) * rows
+        return (self.lane,) * self.num_rows
+
+    @property
+    def num_rows(self) -> int:
+        """Rows (records) in this batch."""
+        if "record_offsets" in self._layout:
+            return self._layout["record_offsets"][1][0] - 1
+        return self._layout["tokens"][1][0] if "tokens" in self._layout else 0
+
+    @property
+    def is_records(self) -> bool:
+        """A record batch (a pipeline without a packer): ragged rows, one whole sample
+        each, read through :attr:`records`."""
+        return "record_offsets" in self._layout
+
+    @property
+    def chunk_ids(self) -> tuple[int, ...]:
+        """Record batches: the global chunk each record was drawn from (upstream's
+        ``SampleBatch.chunk_ids``). ValueError for a packed batch, whose rows mix
+        samples of several chunks (see :attr:`ids`)."""
+        self._check_open()
+        if "chunk_ids" not in self._layout:
+            raise ValueError("chunk_ids: this batch is packed (its rows mix samples of "
+                             "several chunks); record batches (no pack_flat) carry them")
+        return tuple(self._view("chunk_ids").tolist())
+
+    @property
+    def records(self) -> tuple[SampleRecord, ...]:
+        """Record batches: one :class:`SampleRecord` per row, in order. Payload arrays
+        are zero-copy views (valid while the batch is open); texts are ``str``.
+        ValueError for a packed batch (use ``to_training`` or ``packed_samples``)."""
+        return self._records(copy=False)
+
+    def _records(self, copy: bool) -> tuple[SampleRecord, ...]:
+        self._check_open()
+        if not self.is_records:
+            raise ValueError("records: this batch is packed (pack_flat rows are not "
+                             "records); build the Pipeline without pack_flat for record "
+                             "batches, or use to_training()/packed_samples")
+        offsets = self._view("record_offsets").tolist()
+        tokens = self._view("tokens")
+        mask = self._view("loss_mask") if "loss_mask" in self._layout else None
+        text = self._view("text") if "text" in self._layout else None
+        text_offsets = self._view("text_offsets").tolist() if text is not None else None
+        ids = self._view("sample_ids").tolist()
+        chunks = self._view("chunk_ids").tolist()
+        out = []
+        for r in range(len(offsets) - 1):
+            a, b = offsets[r], offsets[r + 1]
+            payload: dict[str, Any] = {"input_ids": tokens[a:b].copy() if copy else tokens[a:b]}
+            if mask is not None:
+                payload["loss_mask"] = mask[a:b].copy() if copy else mask[a:b]
+            if text is not None:
+                payload[self._text_key] = bytes(
+                    text[text_offsets[r]:text_offsets[r + 1]]).decode("utf-8")
+            out.append(SampleRecord(SampleMeta(SampleId(*ids[r]), self.lane, chunks[r]),
+                                    payload))
+        return tuple(out)
 
     @property
     def ids_array(self) -> np.ndarray:
@@ -189,7 +281,8 @@ class Batch:
                     exclude_fields: Sequence[str] = (),
                     position_mode: str = "preserve",
                     eos_mask_loss: bool = False,
-                    eos_token_id: int | None = None) -> dict[str, Any]:
+                    eos_token_id: int | None = None,
+                    pad_token_id: int = 0) -> dict[str, Any]:
         """Shapes this batch into what a language-model training step consumes.
 
         Fields (before ``rename_fields``), for ``tokens`` of shape [B, L]:
@@ -240,6 +333,12 @@ class Batch:
           EOS-masked labels excluded): the token count to normalise an SFT loss by.
         - ``ids``: the contributing :class:`SampleId` list (never renamed, never a tensor).
 
+        Record batches (no ``pack_flat``): the records are right-padded with
+        ``pad_token_id`` (default 0) to the longest record of the batch, and then shaped as
+        a padding ``pack_flat`` batch (padding labels are ``ignore_index``; positions
+        count from 0 in each record and again in its padding). ``pad_token_id`` changes
+        nothing for packed batches.
+
         ``tokens_field``: which field holds the tokens; ``"auto"`` (default),
         ``"input_ids"`` and ``"tokens"`` all name this batch's packed ``tokens``; anything
         else raises ValueError. ``flatten=True`` reshapes [B, S] fields to [B*S].
@@ -271,6 +370,11 @@ class Batch:
         to int64 in masked labels so that a negative ``ignore_index`` fits.
         """
         self._check_open()
+        # Record batches are right-padded into [B, L] rows first (L = the longest
+        # record) and then shaped like a padding pack_flat batch.
+        fields = self._padded_records(pad_token_id) if self.is_records else None
+        has = fields.__contains__ if fields is not None else self._layout.__contains__
+        field = fields.__getitem__ if fields is not None else self._view
         if tokens_field not in _TOKENS_FIELD_NAMES:
             raise ValueError(
                 f"tokens_field={tokens_field!r}: this batch's tokens are its 'tokens' field "
@@ -288,9 +392,9 @@ class Batch:
             if not return_labels:
                 raise ValueError("eos_mask_loss=True needs return_labels=True")
         out_dtype = _resolve_dtype(dtype)
-        if "tokens" not in self._layout:
+        if not has("tokens"):
             raise KeyError(f"batch has no 'tokens' field; fields: {sorted(self.keys())}")
-        if "segment_lengths" in self._layout:
+        if has("segment_lengths"):
             raise ValueError(
                 "to_training converts pack_flat rows; this batch comes from pack_sequences "
                 "(records of segments): read batch.packed_samples or batch.segment_lengths, "
@@ -298,20 +402,20 @@ class Batch:
                 "to_training(return_cu_seqlens=True) for varlen attention")
         if return_num_valid_tokens and not return_labels:
             raise ValueError("return_num_valid_tokens=True needs return_labels=True")
-        tokens = self._view("tokens")
+        tokens = field("tokens")
         if tokens.ndim != 2:
             raise ValueError(f"to_training needs 2-D tokens [B, L], got shape {tokens.shape}")
-        positions = self._view("positions") if "positions" in self._layout else None
+        positions = field("positions") if has("positions") else None
         if (return_cu_seqlens or mask_document_boundaries) and positions is None:
             raise ValueError("return_cu_seqlens and mask_document_boundaries need the "
                              "'positions' field (pack_flat(emit_positions=True))")
         # Real cells: each row's first valid_tokens[r] cells (padding algorithms only).
         real = None
-        if "valid_tokens" in self._layout:
-            valid = self._view("valid_tokens")
+        if has("valid_tokens"):
+            valid = field("valid_tokens")
             real = np.arange(tokens.shape[1])[None, :] < valid[:, None]
         # Trained cells (SFT): loss_mask, which is 0 at padding too.
-        trained = self._view("loss_mask") != 0 if "loss_mask" in self._layout else None
+        trained = field("loss_mask") != 0 if has("loss_mask") else None
         out: dict[str, Any] = {}
         if return_labels:
             inputs = tokens[:, :-1]
@@ -408,6 +512,28 @@ class Batch:
         out["ids"] = self.ids
         for key in exclude_fields:
             out.pop(key, None)
+        return out
+
+    def _padded_records(self, pad_token_id: int) -> dict[str, np.ndarray]:
+        """A record batch as a padding pack_flat batch's fields: tokens/positions int32
+        [B, L] (L = the longest record), valid_tokens [B], loss_mask [B, L] when the
+        batch has one. Copies (the ring holds ragged rows)."""
+        if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, (int, np.integer)):
+            raise ValueError(f"pad_token_id must be an int, got {pad_token_id!r}")
+        offsets = self._view("record_offsets")
+        lengths = np.diff(offsets)
+        rows, width = len(lengths), int(lengths.max()) if len(lengths) else 0
+        cols = np.arange(width)[None, :]
+        real = cols < lengths[:, None]
+        tokens = np.full((rows, width), pad_token_id, dtype=np.int32)
+        tokens[real] = self._view("tokens")
+        positions = np.where(real, cols, cols - lengths[:, None]).astype(np.int32)
+        out = {"tokens": tokens, "positions": positions,
+               "valid_tokens": lengths.astype(np.int32)}
+        if "loss_mask" in self._layout:
+            mask = np.zeros((rows, width), dtype=np.uint8)
+            mask[real] = self._view("loss_mask")
+            out["loss_mask"] = mask
         return out
 
     # ----- lifetime --------------------------------------------------------------------

@@ -12,6 +12,7 @@ import copy
 import ctypes
 import json
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -182,6 +183,7 @@ class Pipeline:
         self._restore: bytes | None = None
         self._open: list[Batch] = []  # loans handed out by the iterator, oldest first
         self._closed = False
+        self._lease_ended = False  # an ended iteration's lease was handed back
 
     # ----- builder -----------------------------------------------------------------
     def _with(self) -> "Pipeline":
@@ -238,8 +240,10 @@ class Pipeline:
         upstream's fallback's); ``parallelism`` is accepted (zephond tokenizes on its own
         worker pool); ``add_attention_mask=False`` is what zephond does (packed rows carry
         no attention mask: use ``to_training``'s ``padding_mask`` / ``cu_seqlens``);
-        ``preserve_upstream_payload`` is accepted (packed batches carry tokens, not the
-        source records)."""
+        ``preserve_upstream_payload=True`` keeps each record's source text beside its
+        ids (zephond's token cache keeps it too): record batches (no ``pack_flat``) then
+        carry it in ``record.payload["text"]`` (the field's name; one field only). With a
+        packer it changes nothing (a packed row has no one source text)."""
         if (tokenizer is None) == (tokenizer_id is None):
             raise errors.InvalidOptionError(
                 "Pipeline.tokenize: pass the tokenizer (positional) or tokenizer_id=, "
@@ -270,6 +274,13 @@ class Pipeline:
             eos_token_id=eos_token_id, max_length=max_length, truncation=truncation,
             split_long_samples=split_long_samples, on_missing=on_missing,
             split_special_tokens=split_special_tokens, loss_on=loss_on)
+        if preserve_upstream_payload:
+            if "fields" in op["tokenize"]:
+                raise errors.InvalidOptionError(
+                    "Pipeline.tokenize: preserve_upstream_payload=True keeps one text field, "
+                    f"not field={list(field)!r}: tokenize one field, or drop it",
+                    errors.INVALID_ARGUMENT)
+            op["tokenize"]["keep_text"] = True
         p = self._with()
         p._operators.append(op)
         return p
@@ -629,7 +640,10 @@ class Pipeline:
         return report
 
     def batch(self, microbatch_size: int, drop_last: bool = True) -> "Pipeline":
-        """Groups ``microbatch_size`` packed records of one lane into a batch."""
+        """Groups ``microbatch_size`` records of one lane into a batch: packed rows after
+        ``pack_flat``/``pack_sequences``, else whole samples (a record batch: ragged
+        rows, read through :attr:`Batch.records`). A pipeline without ``batch`` (and
+        without a packer) yields one :class:`zephon.types.SampleRecord` at a time."""
         p = self._with()
         p._operators.append({"batch": {"microbatch_size": str(int(microbatch_size)),
                                        "drop_last": bool(drop_last)}})
@@ -640,6 +654,8 @@ class Pipeline:
         global_rank, run_id, aggregate_dir), lanes (canonical_replicas, mapping_strategy,
         lane_routing) and execution knobs.
 
+        ``run_id`` is required when ``world_size > 1``; left unset, it is taken from
+        ``$ZEPHON_RUN_ID`` when that is set (a launcher naming the job for all its ranks).
         A relative ``aggregate_dir`` is made absolute against the current directory now.
         ``canonical_replicas`` left unset (None) is the initial dp_degree; an explicit 0 is
         refused. Bounds: world_size <= 131072, canonical_replicas <= 65536.
@@ -702,10 +718,33 @@ class Pipeline:
         return p
 
     # ----- the attach request ------------------------------------------------------------
+    def _operators_sent(self) -> list[dict]:
+        """The operators as zephond gets them: a pipeline without batch (and without a
+        packer) yields records one at a time, which zephond serves as batch(1); keep_text
+        only where records carry text (without a packer)."""
+        names = {next(iter(op)) for op in self._operators}
+        ops = list(self._operators)
+        if names & _PACKERS:
+            ops = [{"tokenize": {k: v for k, v in op["tokenize"].items() if k != "keep_text"}}
+                   if "tokenize" in op else op for op in ops]
+        elif "batch" not in names:
+            ops.append({"batch": {"microbatch_size": "1", "drop_last": False}})
+        return ops
+
+    def _yields_records(self) -> bool:
+        """Iteration yields SampleRecords (no batch, no packer), not batches."""
+        names = {next(iter(op)) for op in self._operators}
+        return not names & _PACKERS and "batch" not in names
+
+    def _text_key(self) -> str:
+        """The payload key of a record's source text: the tokenized field."""
+        op = next((op["tokenize"] for op in self._operators if "tokenize" in op), {})
+        return op.get("field") or "text"
+
     def _request(self) -> dict:
         spec: dict[str, Any] = {"format_version": 1,
                                 "work_source": self._work_source.to_spec(),
-                                "operators": self._operators}
+                                "operators": self._operators_sent()}
         rank: dict[str, Any] = {}
         execution: dict[str, Any] = {}
         for name, value in self._options.items():
@@ -723,6 +762,11 @@ class Pipeline:
             value = rank.get(name, spec.get(name))
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise TypeError(f"option {name} must be an int, got {value!r}")
+        if "run_id" not in rank and int(rank.get("world_size", 1)) > 1 \
+                and os.environ.get("ZEPHON_RUN_ID"):
+            # A launcher names the job once for all its ranks (the guide's run_id, unique
+            # to the training run); an explicit run_id option wins.
+            rank["run_id"] = os.environ["ZEPHON_RUN_ID"]
         if "local_peers" not in rank and os.environ.get("LOCAL_WORLD_SIZE", "").isdigit():
             rank["local_peers"] = int(os.environ["LOCAL_WORLD_SIZE"])
         for name in ("world_size", "global_rank", "dp_degree", "dp_group_id",
@@ -742,6 +786,18 @@ class Pipeline:
     def _attach(self) -> _Reader:
         if self._closed:
             raise RuntimeError("this Pipeline is closed")
+        if self._lease_ended:
+            raise RuntimeError(
+                "this Pipeline's lease went to a newer Pipeline of the same rank in this "
+                "process (its iteration had ended); iterate that one, or build a new one")
+        if self._reader is None:
+            # A Pipeline of this process with the same rank whose iteration ended hands
+            # its lease back first (upstream closes the engine with its iterator): one
+            # rank attached twice would be two readers of one rank's stream.
+            me = self._rank_key()
+            for ended in list(_ENDED_ITERATIONS):
+                if ended is not self and ended._rank_key() == me:
+                    ended._end_lease()
         if self._reader is not None:
             if self._reader.pid != os.getpid():
                 raise RuntimeError("this Pipeline was attached in another process (fork); build "
@@ -766,7 +822,58 @@ class Pipeline:
         self._attach()
         return self
 
+    def _rank_key(self) -> tuple:
+        """Who this Pipeline is to zephond: its daemon, run and rank (world_size,
+        global_rank, dp identity). Two live Pipelines of one process with the same key
+        would be one rank attached twice."""
+        o = self._options
+        run_id = o.get("run_id")
+        world = o.get("world_size", 1)
+        if run_id is None and isinstance(world, int) and world > 1:
+            run_id = os.environ.get("ZEPHON_RUN_ID")
+        return (o.get("daemon") or os.environ.get("ZEPHON_SOCKET"), run_id, world,
+                o.get("global_rank", 0), o.get("dp_degree", 1), o.get("dp_group_id", 0))
+
+    def _end_lease(self) -> None:
+        """Detaches after an iteration ended (exhausted or closed): open batches are
+        released and the rank leaves its instance, as close() does, but the Pipeline
+        may attach again (a new iteration starts a fresh stream, or the restored one)."""
+        _ENDED_ITERATIONS.discard(self)
+        for batch in self._open:
+            batch.close()
+        self._open = []
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+            self._lease_ended = True
+
     def __iter__(self) -> Iterator[Batch]:
+        """Batches of this rank (or, for a pipeline without batch and packer, one
+        SampleRecord at a time, its arrays copied). A new iterator continues where the
+        last one stopped. When an iteration ends (exhausted, or the iterator closed:
+        ``it.close()``, ``del it``, a ``break`` out of a ``for``), the rank keeps its
+        lease, and ``checkpoint()`` answers, until another Pipeline of this process
+        attaches as the same rank (same daemon, run_id, world_size, global_rank and DP
+        identity), which takes the lease over (upstream closes the engine with its
+        iterator, so its tests build a fresh pipeline of the same rank after each
+        iteration). This Pipeline then raises RuntimeError if iterated or checkpointed."""
+        _ENDED_ITERATIONS.discard(self)
+        finished = False
+        try:
+            for batch in self._batches():
+                if self._yields_records():
+                    record = batch._records(copy=True)[0]
+                    batch.close()
+                    yield record
+                else:
+                    yield batch
+            finished = True
+        finally:
+            # Normal end or close (GeneratorExit); an error leaves the lease as it is.
+            if finished or sys.exc_info()[0] in (GeneratorExit, None):
+                _ENDED_ITERATIONS.add(self)
+
+    def _batches(self) -> Iterator[Batch]:
         reader = self._attach()
         timeout = float(self._options.get("read_timeout_s", 300))
         max_open = self._options.get("max_open_batches", 1)
@@ -796,6 +903,7 @@ class Pipeline:
                 return
             _check(code, err)
             batch = Batch._from_native(reader, info)
+            batch._text_key = self._text_key()
             self._open.append(batch)
             yield batch
 
@@ -811,6 +919,11 @@ class Pipeline:
         Warns (RuntimeWarning, once per run) when the checkpoint was taken mid-window:
         the lanes stand at unequal batch counts because the run's global batch count is
         not a multiple of ``canonical_replicas``; see :func:`zephon.inspect_checkpoint`."""
+        if self._reader is None and self._lease_ended:
+            raise RuntimeError(
+                "checkpoint(): this Pipeline's iteration ended and a newer Pipeline of the "
+                "same rank in this process took its lease over; take checkpoint() before "
+                "building that one (e.g. right after the last batch you train on)")
         reader = self._attach()
         data, size, err = ctypes.c_void_p(), ctypes.c_uint64(), ctypes.c_void_p()
         warning = ctypes.c_void_p()
@@ -934,6 +1047,10 @@ def _check_parallelism(op: str, value, required: bool = False) -> None:
             f"Pipeline.{op}: parallelism must be an int >= 1{'' if required else ' or None'}, "
             f"not {value!r}", errors.INVALID_ARGUMENT)
 
+
+# Pipelines of this process whose iteration ended with their lease still held
+# (Pipeline.__iter__): the next attach in this process ends those leases first.
+_ENDED_ITERATIONS: "weakref.WeakSet[Pipeline]" = weakref.WeakSet()
 
 # The packing operators; _PACKING stands for either in operator-order checks.
 _PACKERS = frozenset(("pack_flat", "pack_sequences"))
