@@ -87,6 +87,8 @@ setup-parquet: setup-npm
 test-py: build setup-s3 setup-tokenize setup-parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/upstream_trainers
+	PYTHONPATH=client/python $(PY) -m pytest -q tests/upstream_elastic/test_harness.py
+	PYTHONPATH=client/python $(PY) -m pytest -q tests/upstream_elastic/upstream --run-integration
 	$(PY) -m pytest -q tests/parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/s3
 	$(PY) -m pytest -q tests/tokenize
