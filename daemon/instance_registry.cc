@@ -105,6 +105,11 @@ absl::StatusOr<checkpoint::ResumedSpecChanges> CheckResumedData(
   return checkpoint::CheckResumedSpec(resume, spec, spec_hash, datasets);
 }
 
+// How long an attach waits for a reader of the same run and rank to go before calling
+// it a second job (RefuseSecondJob): a killed or detaching rank's stream closes within
+// milliseconds on a Unix socket.
+constexpr absl::Duration kSecondJobGrace = absl::Seconds(3);
+
 // Longest one store call for an s3:// tokenizer may take (retries included): a 9 MB
 // tokenizer.json is seconds on any link; a hung store fails the attach naming the URL.
 constexpr absl::Duration kTokenizerCallBudget = absl::Minutes(1);
@@ -180,6 +185,8 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   // fingerprint and no inline tokenizer bytes (it is stored in checkpoints).
   ASSIGN_OR_RETURN(const std::optional<pipeline::TextTokenization> text,
                    PrepareTokenize(*tokenizers_, &attach.pipeline.spec));
+  // One rank of a named run attached twice is two live jobs under one run_id.
+  RETURN_IF_ERROR(RefuseSecondJob(attach.identity, request.client_pid()));
   // 2. Rendezvous if this daemon leads the run.
   RETURN_IF_ERROR(RendezvousIfLeader(attach.identity));
   // 3. The datasets for the spec. The open this rank led stays visible to its peers
@@ -626,6 +633,38 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::FindInstance
     }
   }
   return absl::NotFoundError(absl::StrCat("no instance '", instance_id, "' in this zephond"));
+}
+
+absl::Status InstanceRegistry::RefuseSecondJob(const RankIdentity& identity,
+                                               int64_t client_pid) {
+  if (identity.run_id.empty()) return absl::OkStatus();
+  const absl::Time deadline = options_.env->Now() + kSecondJobGrace;
+  while (true) {
+    std::optional<std::pair<int64_t, std::string>> holder;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [key, group] : instances_) {
+        for (const auto& instance : group) {
+          if (instance->config().run_key != identity.run_id) continue;
+          if (std::optional<int64_t> pid = instance->PidOfRank(identity.global_rank)) {
+            holder.emplace(*pid, instance->config().instance_id);
+          }
+        }
+      }
+    }
+    if (!holder.has_value()) return absl::OkStatus();
+    // A rank whose process just died or detached is still listed until its stream
+    // closes: give it a moment before calling this a second job.
+    if (options_.env->Now() >= deadline) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "run_id='", identity.run_id, "' global_rank=", identity.global_rank,
+          " is already attached to this zephond (pid ", holder->first, ", instance ",
+          holder->second, ") and pid ", client_pid, " attaches as the same rank: two live "
+          "jobs under one run_id? Give each training run its own run_id (a restarted job "
+          "may restore() under a new one), or stop the first job's ranks first"));
+    }
+    options_.env->SleepFor(absl::Milliseconds(50));
+  }
 }
 
 bool InstanceRegistry::HasInstanceOfRun(const std::string& run_key) const {

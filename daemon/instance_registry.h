@@ -215,6 +215,12 @@ class InstanceRegistry final : public checkpoint::RunRoster {
       const proto::AttachRequest& request, const ResolvedAttach& attach,
       const OpenedDatasets& opened, const Resume* resume, const std::string& key,
       const std::string& run_key, uint32_t reserve) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refuses (ALREADY_EXISTS, naming both pids and the instance) an attach of a named
+  // run's rank that a reader of this daemon already holds, after waiting up to
+  // kSecondJobGrace for that reader to go (a rank that just died or detached is listed
+  // until its stream closes). Unnamed runs (world_size 1, no run_id) are never refused.
+  absl::Status RefuseSecondJob(const RankIdentity& identity, int64_t client_pid)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether an instance of `run_key` still has a reader attached here (one whose last
   // reader left is winding down: its run has ended on this daemon).
   bool HasInstanceOfRun(const std::string& run_key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -296,6 +296,7 @@ absl::Status PipelineInstance::AttachReader(uint32_t global_rank, int64_t pid,
   if (reserved) reserved_.pop_back();
   attached_.push_back(lease.index);
   ranks_.push_back(global_rank);
+  pids_.push_back(pid);
   reply->set_instance_id(config_.instance_id);
   reply->set_spec_hash(config_.spec_hash);
   reply->set_ring_name(config_.shm_name);
@@ -318,6 +319,7 @@ void PipelineInstance::DetachReader(uint32_t reader_index, bool died) {
   if (it == attached_.end()) return;
   const uint32_t rank = ranks_[it - attached_.begin()];
   ranks_.erase(ranks_.begin() + (it - attached_.begin()));
+  pids_.erase(pids_.begin() + (it - attached_.begin()));
   attached_.erase(it);
   if (died) {
     Log()->warn("{} rank={}: reader {} lost its connection without detaching; poisoning "
@@ -342,6 +344,14 @@ void PipelineInstance::Close() {
 
 bool PipelineInstance::poisoned() const {
   return writer_->state() == shm::RingState::kPoisoned;
+}
+
+std::optional<int64_t> PipelineInstance::PidOfRank(uint32_t global_rank) const {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i] == global_rank) return pids_[i];
+  }
+  return std::nullopt;
 }
 
 std::vector<uint32_t> PipelineInstance::attached_ranks() const {

@@ -123,6 +123,8 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   void Close();
   // Global ranks of the readers attached now.
   std::vector<uint32_t> attached_ranks() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The client pid of the reader attached as `global_rank`, if one is.
+  std::optional<int64_t> PidOfRank(uint32_t global_rank) const ABSL_LOCKS_EXCLUDED(mu_);
   // Number of readers attached now.
   int attached_readers() const ABSL_LOCKS_EXCLUDED(mu_);
   // Heartbeat for readers and expiry of reservations; called periodically.
@@ -172,6 +174,7 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // reader slots held for peers
   std::vector<uint32_t> attached_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> ranks_ ABSL_GUARDED_BY(mu_);     // global rank per attached_
+  std::vector<int64_t> pids_ ABSL_GUARDED_BY(mu_);       // client pid per attached_
   // (tick time, Released()) over the last ~10 s, for released_per_s in Status.
   std::deque<std::pair<absl::Time, uint64_t>> released_samples_ ABSL_GUARDED_BY(mu_);
 

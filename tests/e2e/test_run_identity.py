@@ -109,3 +109,44 @@ def test_a_fresh_run_may_reuse_the_id_of_a_run_that_ended(corpus, daemon, tmp_pa
     fresh.close()
     info = zephon.inspect_checkpoint(state)
     assert info["round"] == 0 and info["total_batches"] == 3 and info["lineage"] == []
+
+
+def test_two_live_jobs_under_one_run_id_are_refused_naming_both(corpus, daemon, tmp_path):
+    """The same rank of one named run attached twice is a second job under that run_id:
+    refused naming both processes, while the first job goes on; once the first job's
+    rank has gone, the id is free again."""
+    import os
+    import subprocess
+    import sys
+    import pytest
+    agg = tmp_path / "agg"
+    first = pipe(corpus, daemon.socket, "twice", agg)
+    it = iter(first)
+    head = take(it, 2)
+    # The second job is another process (as it would be), attaching as rank 0 too.
+    code = (
+        "import sys, zephon\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from test_run_identity import pipe\n"
+        f"p = pipe({str(corpus)!r}, {daemon.socket!r}, 'twice', {str(agg)!r})\n"
+        "try:\n"
+        "    p.attach()\n"
+        "except zephon.ZephonError as e:\n"
+        "    print(str(e)); sys.exit(3)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert second.returncode == 3, second.stdout + second.stderr
+    message = second.stdout
+    assert "run_id='twice' global_rank=0 is already attached" in message
+    assert f"(pid {os.getpid()}," in message, "names the first job's process"
+    assert "two live jobs under one run_id" in message
+    # The first job is untouched: its stream goes on, and it checkpoints.
+    assert len(take(it, 1)) == 1
+    first.checkpoint()
+    first.close()
+    again = pipe(corpus, daemon.socket, "twice", agg)
+    with pytest.warns(RuntimeWarning, match="was used by a run that ended"):
+        again.attach()
+    again.close()
+    del head
