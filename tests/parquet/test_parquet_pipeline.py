@@ -121,3 +121,33 @@ def test_legacy_lz4_gives_the_batches_of_its_lz4_raw_twin(daemon, tmp_path):
         ds = zephon.Dataset.from_path("lz4", str(tmp_path / name), fmt="parquet")
         digests.append(batches(ds, daemon, tok))
     assert digests[0] == digests[1]
+
+
+def _record_texts(ds, daemon, tokenizer) -> list[tuple[str, tuple[int, ...]]]:
+    # chunk_size 1: one pass holds every row (no trailing partial chunk to drop).
+    ws = zephon.StaticMixtureWorkSource([ds], {ds.name: 1.0}, seed=7, chunk_size=1)
+    p = (zephon.Pipeline(ws)
+         .tokenize(tokenizer, field="text", special_tokens="eos", on_missing="skip",
+                   preserve_upstream_payload=True)
+         .batch(4, drop_last=False)
+         .options(daemon=daemon.socket, canonical_replicas=2))
+    out = [(r.payload["text"], tuple(r.payload["input_ids"].tolist()))
+           for batch in p for r in batch.records]
+    p.close()
+    return out
+
+
+def test_record_batches_carry_the_text_of_the_duckdb_rows(data, daemon):
+    # Record batches (no pack_flat) with preserve_upstream_payload: each record is one
+    # non-null row, its text the one DuckDB wrote and its ids the JSONL twin's.
+    tok = str(data / "tok" / "tokenizer.json")
+    pq = zephon.Dataset.from_path("t", str(data / "texts"), fmt="parquet")
+    js = zephon.Dataset.from_path("t", str(data / "texts-jsonl"), fmt="jsonl")
+    pq_records = _record_texts(pq, daemon, tok)
+    assert pq_records == _record_texts(js, daemon, tok)
+    import json
+    rows = [json.loads(line)["text"] for f in sorted((data / "texts-jsonl").iterdir())
+            for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert sorted(t for t, _ in pq_records) == sorted(t for t in rows if t is not None)
+    encoder = zephon.Tokenizer(tok)
+    assert all(ids == tuple(encoder.encode(t)) + (2,) for t, ids in pq_records[:20])
