@@ -31,8 +31,8 @@ constexpr char kSampleIds[] = "sample_ids";
 constexpr char kLossMask[] = "loss_mask";
 constexpr char kSegmentLengths[] = "segment_lengths";
 constexpr char kRecordOffsets[] = "record_offsets";
-constexpr char kText[] = "text";
-constexpr char kTextOffsets[] = "text_offsets";
+constexpr char kPayload[] = "payload";
+constexpr char kPayloadOffsets[] = "payload_offsets";
 constexpr char kChunkIds[] = "chunk_ids";
 
 }  // namespace
@@ -46,7 +46,7 @@ BatchSchema BatchSchema::Of(const pipeline::LaneOptions& lanes) {
   schema.loss_mask = lanes.loss_mask;
   if (lanes.records) {
     schema.records = true;
-    schema.text = lanes.text;
+    schema.payload = lanes.payload;
     schema.emit_positions = false;
     schema.valid_tokens = false;
     return schema;
@@ -66,9 +66,9 @@ std::vector<TensorSchema> BatchSchema::Tensors() const {
     tensors.push_back({kTokens, shm::DType::kInt32, {cells}});
     tensors.push_back({kRecordOffsets, shm::DType::kInt64, {offsets}});
     if (loss_mask) tensors.push_back({kLossMask, shm::DType::kUInt8, {cells}});
-    if (text) {
-      tensors.push_back({kText, shm::DType::kUInt8, {SaturatingMul(rows, record_text_bytes)}});
-      tensors.push_back({kTextOffsets, shm::DType::kInt64, {offsets}});
+    if (payload) {
+      tensors.push_back({kPayload, shm::DType::kUInt8, {SaturatingMul(rows, record_payload_bytes)}});
+      tensors.push_back({kPayloadOffsets, shm::DType::kInt64, {offsets}});
     }
     tensors.push_back({kSampleIds, shm::DType::kInt64, {rows, 3}});
     tensors.push_back({kChunkIds, shm::DType::kInt64, {rows}});
@@ -107,11 +107,11 @@ absl::StatusOr<pipeline::RecordCells> AddRecordTensors(
   // Checked before any tensor is added, so a refused batch leaves the slot untouched.
   if (!schema.records || rows > schema.rows || sample_ids.size() != rows ||
       chunk_ids.size() != rows || sizes.tokens > SaturatingMul(rows, schema.record_tokens) ||
-      sizes.text_bytes > SaturatingMul(rows, schema.record_text_bytes)) {
+      sizes.payload_bytes > SaturatingMul(rows, schema.record_payload_bytes)) {
     return absl::InternalError(absl::StrCat(
-        "a record batch of ", rows, " rows, ", sizes.tokens, " tokens and ", sizes.text_bytes,
-        " text bytes does not fit its slot's schema (", schema.rows, " rows of at most ",
-        schema.record_tokens, " tokens and ", schema.record_text_bytes, " text bytes)"));
+        "a record batch of ", rows, " rows, ", sizes.tokens, " tokens and ", sizes.payload_bytes,
+        " payload bytes does not fit its slot's schema (", schema.rows, " rows of at most ",
+        schema.record_tokens, " tokens and ", schema.record_payload_bytes, " payload bytes)"));
   }
   pipeline::RecordCells cells;
   ASSIGN_OR_RETURN(void* tokens, slot->AddTensor(kTokens, shm::DType::kInt32, {sizes.tokens}));
@@ -123,11 +123,12 @@ absl::StatusOr<pipeline::RecordCells> AddRecordTensors(
     ASSIGN_OR_RETURN(void* mask, slot->AddTensor(kLossMask, shm::DType::kUInt8, {sizes.tokens}));
     cells.loss_mask = static_cast<uint8_t*>(mask);
   }
-  if (schema.text) {
-    ASSIGN_OR_RETURN(void* text, slot->AddTensor(kText, shm::DType::kUInt8, {sizes.text_bytes}));
-    cells.text = static_cast<char*>(text);
-    ASSIGN_OR_RETURN(void* toff, slot->AddTensor(kTextOffsets, shm::DType::kInt64, {offsets}));
-    cells.text_offsets = static_cast<int64_t*>(toff);
+  if (schema.payload) {
+    ASSIGN_OR_RETURN(void* payload,
+                     slot->AddTensor(kPayload, shm::DType::kUInt8, {sizes.payload_bytes}));
+    cells.payload = static_cast<char*>(payload);
+    ASSIGN_OR_RETURN(void* toff, slot->AddTensor(kPayloadOffsets, shm::DType::kInt64, {offsets}));
+    cells.payload_offsets = static_cast<int64_t*>(toff);
   }
   ASSIGN_OR_RETURN(void* ids_raw, slot->AddTensor(kSampleIds, shm::DType::kInt64,
                                                   {static_cast<uint64_t>(rows), 3}));

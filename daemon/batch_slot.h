@@ -20,10 +20,11 @@
 // at least one token, i.e. one cell).
 // Record batches (no packer: `records`) are ragged instead (record_batch.h):
 //   tokens int32 [t], record_offsets int64 [rows+1], loss_mask uint8 [t] (as above),
-//   text uint8 [b] and text_offsets int64 [rows+1] (keep_text), sample_ids int64
+//   payload uint8 [b] and payload_offsets int64 [rows+1] (keep_payload: each row's source
+//   record as a JSON object), sample_ids int64
 //   [rows, 3] (row r's sample), chunk_ids int64 [rows]
-// with t <= rows * record_tokens and b <= rows * record_text_bytes, the longest sample
-// and text of the datasets (pipeline::LongestRecord), set once they are open.
+// with t <= rows * record_tokens and b <= rows * record_payload_bytes, the longest sample
+// and payload of the datasets (pipeline::LongestRecord), set once they are open.
 // Value types and pure functions; thread-compatible.
 #ifndef ZEPHON_DAEMON_BATCH_SLOT_H_
 #define ZEPHON_DAEMON_BATCH_SLOT_H_
@@ -58,11 +59,11 @@ struct BatchSchema {
   // 0 = no segment_lengths tensor (pack_flat).
   uint64_t max_segments = 0;
   // Record batches (LaneOptions::records): cols is 0 and rows are ragged, each at most
-  // record_tokens tokens and record_text_bytes of text (with `text`).
+  // record_tokens tokens and record_payload_bytes of payload (with `payload`).
   bool records = false;
-  bool text = false;
+  bool payload = false;
   uint64_t record_tokens = 0;
-  uint64_t record_text_bytes = 0;
+  uint64_t record_payload_bytes = 0;
 
   // The schema of the batches a lane with `lanes` options produces (a record schema's
   // bounds are left 0 for the caller to set from the datasets).

@@ -477,9 +477,9 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   if (config.schema.records) {
     // A record row is a whole sample: its slot holds microbatch_size of the longest.
     const pipeline::RecordBounds longest =
-        pipeline::LongestRecord(opened.datasets, config.schema.text);
+        pipeline::LongestRecord(opened.datasets, config.schema.payload);
     config.schema.record_tokens = longest.tokens;
-    config.schema.record_text_bytes = longest.text_bytes;
+    config.schema.record_payload_bytes = longest.payload_bytes;
     config.geometry.slot_payload_bytes = config.schema.SlotPayloadBytes();
   }
   if (options_.max_ring_bytes > 0) {

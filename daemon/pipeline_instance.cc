@@ -35,7 +35,7 @@ constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
 absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
                         shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
   if (batch.records) {
-    const pipeline::RecordSizes sizes{batch.tokens.size(), batch.text.size()};
+    const pipeline::RecordSizes sizes{batch.tokens.size(), batch.payload.size()};
     ASSIGN_OR_RETURN(pipeline::RecordCells dst,
                      AddRecordTensors(schema, batch.rows, sizes, batch.sample_ids,
                                       batch.chunk_ids, slot));
@@ -46,10 +46,10 @@ absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
       std::memcpy(dst.loss_mask, batch.loss_mask.data(), batch.loss_mask.size());
       masks->Add(batch.lane, batch.loss_mask.data(), batch.loss_mask.size(), 0);
     }
-    if (dst.text != nullptr) {
-      std::memcpy(dst.text, batch.text.data(), batch.text.size());
-      std::memcpy(dst.text_offsets, batch.text_offsets.data(),
-                  batch.text_offsets.size() * sizeof(int64_t));
+    if (dst.payload != nullptr) {
+      std::memcpy(dst.payload, batch.payload.data(), batch.payload.size());
+      std::memcpy(dst.payload_offsets, batch.payload_offsets.data(),
+                  batch.payload_offsets.size() * sizeof(int64_t));
     }
     slot->set_lane(batch.lane);
     slot->set_lane_batch_index(batch.lane_batch_index);

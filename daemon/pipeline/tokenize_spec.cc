@@ -97,10 +97,10 @@ absl::Status ResolveTokenize(int index, proto::TokenizeSpec* t) {
                           "directory's tokenizer_config.json is read from tokenizer_path)");
   }
   RETURN_IF_ERROR(ResolveFields(index, t));
-  if (t->keep_text() && t->fields_size() > 0) {
-    return Invalid(index, absl::StrCat("keep_text (preserve_upstream_payload) keeps one text "
+  if (t->keep_payload() && t->fields_size() > 0) {
+    return Invalid(index, absl::StrCat("keep_payload (preserve_upstream_payload) keeps one text "
                                        "field, not fields [", absl::StrJoin(t->fields(), ", "),
-                                       "]: tokenize one field, or drop keep_text"));
+                                       "]: tokenize one field, or drop keep_payload"));
   }
   if (t->field().empty() && t->fields_size() == 0) t->set_field(kDefaultTextField);
   if (t->special_tokens() == proto::TokenizeSpec::SPECIAL_TOKENS_UNSPECIFIED) {
@@ -174,7 +174,7 @@ absl::StatusOr<TextTokenization> MakeTextTokenization(
                      : resolved.split_long_samples() ? TextTokenization::LongSamples::kSplit
                                                      : TextTokenization::LongSamples::kKeep;
   out.skip_missing = resolved.on_missing() == proto::TokenizeSpec::SKIP;
-  out.keep_text = resolved.keep_text();
+  out.keep_payload = resolved.keep_payload();
   if (resolved.fields_size() > 0) {
     out.fields.assign(resolved.fields().begin(), resolved.fields().end());
     out.field = out.fields.front();  // what errors of one-column readers name
@@ -193,7 +193,7 @@ proto::TokenizeSpec HashedForm(const proto::TokenizeSpec& resolved) {
   hashed.clear_tokenizer_config_json();
   // Keeping the text beside the ids changes no sample, token or order: a checkpoint
   // taken with it restores without it and back.
-  hashed.clear_keep_text();
+  hashed.clear_keep_payload();
   return hashed;
 }
 
@@ -217,7 +217,7 @@ std::string DescribeTokenize(const proto::TokenizeSpec& t) {
   if (t.split_long_samples()) absl::StrAppend(&s, " split_long_samples");
   if (t.split_special_tokens()) absl::StrAppend(&s, " split_special_tokens");
   absl::StrAppend(&s, " on_missing=", OptionName(t.on_missing()));
-  if (t.keep_text()) absl::StrAppend(&s, " keep_text");
+  if (t.keep_payload()) absl::StrAppend(&s, " keep_payload");
   return s;
 }
 

@@ -9,7 +9,7 @@
 // truncation together with split_long_samples, either of them without max_length, and
 // max_length without either (it would change nothing); fields with `field`, an empty or
 // repeated name in fields, loss_on without fields or naming a field not in fields (or
-// twice), special_tokens TOKENIZER_DEFAULT with 2+ fields, keep_text with fields. One name in fields without
+// twice), special_tokens TOKENIZER_DEFAULT with 2+ fields, keep_payload with fields. One name in fields without
 // loss_on is moved into field. With fields, field stays unset.
 // Loading the tokenizer is the daemon's (daemon/tokenizers.h); the fingerprint it sets
 // is what the spec hash covers, never the source (HashedForm).
@@ -47,7 +47,7 @@ absl::StatusOr<TextTokenization> MakeTextTokenization(
     const proto::TokenizeSpec& resolved, std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
 
 // The operator as the spec hash covers it: the source (tokenizer_path, tokenizer_json,
-// tokenizer_config_json) and keep_text (it changes no sample) cleared, the fingerprint
+// tokenizer_config_json) and keep_payload (it changes no sample) cleared, the fingerprint
 // and every other option kept.
 proto::TokenizeSpec HashedForm(const proto::TokenizeSpec& resolved);
 

@@ -23,8 +23,8 @@ def text_root(tmp_path) -> Path:
     root.mkdir()
     for part in range(2):
         with open(root / f"part-{part}.jsonl", "w", encoding="utf-8") as f:
-            for text in TEXTS[part * 30:(part + 1) * 30]:
-                f.write(json.dumps({"body": text}) + "\n")
+            for n in range(part * 30, (part + 1) * 30):
+                f.write(json.dumps({"body": TEXTS[n], "n": n, "tags": ["t", n % 3]}) + "\n")
     return root
 
 
@@ -69,6 +69,10 @@ def test_every_sample_is_one_whole_record_with_its_text(daemon, text_root):
             assert record.meta.lane_id == batch.lane
             text = record.payload["body"]
             assert record.payload["input_ids"].tolist() == fallback_ids(text)
+            # preserve_upstream_payload: the JSONL line's every field, as json reads it.
+            n = record.payload["n"]
+            assert TEXTS[n] == text and record.payload["tags"] == ["t", n % 3]
+            assert set(record.payload) == {"body", "n", "tags", "input_ids"}
             seen.append(text)
         lanes.add(batch.lane)
     assert sorted(seen) == sorted(TEXTS), "every document once, whole, with its own text"
@@ -183,7 +187,7 @@ def test_refusals_name_the_fix(daemon, text_root):
               .tokenize(tokenizer_id="__fallback__", field="body",
                         preserve_upstream_payload=True)
               .pack_flat(max_length=16).batch(2).options(daemon=daemon.socket))
-    batch = next(iter(packed))  # keep_text is not sent with a packer: it changes nothing
+    batch = next(iter(packed))  # keep_payload is not sent with a packer: it changes nothing
     with pytest.raises(ValueError, match="this batch is packed"):
         batch.records
     with pytest.raises(ValueError, match="chunk_ids: this batch is packed"):

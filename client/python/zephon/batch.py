@@ -1,6 +1,7 @@
 """Batch: one loaned slot of the ring, viewed as numpy arrays without a copy."""
 from __future__ import annotations
 
+import json
 import os
 import ctypes
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -75,8 +76,9 @@ class SampleRecord:
     """One record of a pipeline without a packer (upstream's ``SampleRecord``):
     ``meta`` (:class:`SampleMeta`) and ``payload``, a dict of the record's fields:
     ``"input_ids"`` (int32 token ids), ``"loss_mask"`` (uint8, when the datasets carry
-    one) and, with ``tokenize(preserve_upstream_payload=True)``, the source text under
-    the tokenized field's name (``"text"`` by default) as a ``str``. Arrays are
+    one) and, with ``tokenize(preserve_upstream_payload=True)``, the source record's own
+    fields: a JSONL line's every field (ints, strings, lists, ... as ``json`` reads them),
+    a Parquet or MDS record's tokenized column (``{"text": ...}``). Arrays are
     zero-copy views of the batch they came from (valid while it is open) unless the
     record was yielded on its own (a pipeline without ``batch``: then they are
     copies)."""
@@ -120,8 +122,6 @@ class Batch:
         self._views: dict[str, np.ndarray] = {}
         self._released = False
         self._pid = os.getpid()
-        # Record batches: the payload key of the source text (the tokenized field).
-        self._text_key = "text"
 
     @classmethod
     def _from_native(cls, reader, info: "_native.BatchInfo") -> "Batch":
@@ -211,19 +211,23 @@ class Batch:
         offsets = self._view("record_offsets").tolist()
         tokens = self._view("tokens")
         mask = self._view("loss_mask") if "loss_mask" in self._layout else None
-        text = self._view("text") if "text" in self._layout else None
-        text_offsets = self._view("text_offsets").tolist() if text is not None else None
+        source = self._view("payload") if "payload" in self._layout else None
+        source_offsets = (self._view("payload_offsets").tolist() if source is not None
+                          else None)
         ids = self._view("sample_ids").tolist()
         chunks = self._view("chunk_ids").tolist()
         out = []
         for r in range(len(offsets) - 1):
             a, b = offsets[r], offsets[r + 1]
-            payload: dict[str, Any] = {"input_ids": tokens[a:b].copy() if copy else tokens[a:b]}
+            payload: dict[str, Any] = {}
+            if source is not None:
+                # The source record (a JSON object zephond kept beside the ids); the
+                # fields the pipeline adds override same-named source fields.
+                payload.update(json.loads(bytes(
+                    source[source_offsets[r]:source_offsets[r + 1]]).decode("utf-8")))
+            payload["input_ids"] = tokens[a:b].copy() if copy else tokens[a:b]
             if mask is not None:
                 payload["loss_mask"] = mask[a:b].copy() if copy else mask[a:b]
-            if text is not None:
-                payload[self._text_key] = bytes(
-                    text[text_offsets[r]:text_offsets[r + 1]]).decode("utf-8")
             out.append(SampleRecord(SampleMeta(SampleId(*ids[r]), self.lane, chunks[r]),
                                     payload))
         return tuple(out)

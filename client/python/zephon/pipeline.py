@@ -240,10 +240,12 @@ class Pipeline:
         upstream's fallback's); ``parallelism`` is accepted (zephond tokenizes on its own
         worker pool); ``add_attention_mask=False`` is what zephond does (packed rows carry
         no attention mask: use ``to_training``'s ``padding_mask`` / ``cu_seqlens``);
-        ``preserve_upstream_payload=True`` keeps each record's source text beside its
-        ids (zephond's token cache keeps it too): record batches (no ``pack_flat``) then
-        carry it in ``record.payload["text"]`` (the field's name; one field only). With a
-        packer it changes nothing (a packed row has no one source text)."""
+        ``preserve_upstream_payload=True`` keeps each record's source beside its ids
+        (zephond's token cache keeps it too): record batches (no ``pack_flat``) then
+        carry a JSONL line's every field in ``record.payload`` (``payload["text"]``,
+        ``payload["id"]``, ...), or a Parquet/MDS record's tokenized column, next to
+        ``"input_ids"``. One ``field`` only. With a packer it changes nothing (a packed
+        row has no one source record)."""
         if (tokenizer is None) == (tokenizer_id is None):
             raise errors.InvalidOptionError(
                 "Pipeline.tokenize: pass the tokenizer (positional) or tokenizer_id=, "
@@ -280,7 +282,7 @@ class Pipeline:
                     "Pipeline.tokenize: preserve_upstream_payload=True keeps one text field, "
                     f"not field={list(field)!r}: tokenize one field, or drop it",
                     errors.INVALID_ARGUMENT)
-            op["tokenize"]["keep_text"] = True
+            op["tokenize"]["keep_payload"] = True
         p = self._with()
         p._operators.append(op)
         return p
@@ -720,12 +722,12 @@ class Pipeline:
     # ----- the attach request ------------------------------------------------------------
     def _operators_sent(self) -> list[dict]:
         """The operators as zephond gets them: a pipeline without batch (and without a
-        packer) yields records one at a time, which zephond serves as batch(1); keep_text
+        packer) yields records one at a time, which zephond serves as batch(1); keep_payload
         only where records carry text (without a packer)."""
         names = {next(iter(op)) for op in self._operators}
         ops = list(self._operators)
         if names & _PACKERS:
-            ops = [{"tokenize": {k: v for k, v in op["tokenize"].items() if k != "keep_text"}}
+            ops = [{"tokenize": {k: v for k, v in op["tokenize"].items() if k != "keep_payload"}}
                    if "tokenize" in op else op for op in ops]
         elif "batch" not in names:
             ops.append({"batch": {"microbatch_size": "1", "drop_last": False}})
@@ -735,11 +737,6 @@ class Pipeline:
         """Iteration yields SampleRecords (no batch, no packer), not batches."""
         names = {next(iter(op)) for op in self._operators}
         return not names & _PACKERS and "batch" not in names
-
-    def _text_key(self) -> str:
-        """The payload key of a record's source text: the tokenized field."""
-        op = next((op["tokenize"] for op in self._operators if "tokenize" in op), {})
-        return op.get("field") or "text"
 
     def _request(self) -> dict:
         spec: dict[str, Any] = {"format_version": 1,
@@ -903,7 +900,6 @@ class Pipeline:
                 return
             _check(code, err)
             batch = Batch._from_native(reader, info)
-            batch._text_key = self._text_key()
             self._open.append(batch)
             yield batch
 

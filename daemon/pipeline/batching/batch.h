@@ -11,8 +11,8 @@
 // appearance, without duplicates.
 // Record batches (no packer: `records`): cols is 0 and rows are ragged: row r's tokens
 // (and loss mask) are tokens[record_offsets[r], record_offsets[r + 1]); sample_ids and
-// chunk_ids hold one entry per row (repeats kept); with `text`, row r's source text is
-// text[text_offsets[r], text_offsets[r + 1]). No positions, padding or valid_tokens.
+// chunk_ids hold one entry per row (repeats kept); with `payload`, row r's source record
+// (a JSON object) is payload[payload_offsets[r], payload_offsets[r + 1]). No positions, padding or valid_tokens.
 // Plain value types; thread-compatible.
 #ifndef ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_
 #define ZEPHON_DAEMON_PIPELINE_BATCHING_BATCH_H_
@@ -69,8 +69,8 @@ struct Batch {
   bool records = false;
   std::vector<int64_t> record_offsets;  // [rows + 1]
   std::vector<int64_t> chunk_ids;       // [rows]
-  std::string text;                     // with text
-  std::vector<int64_t> text_offsets;    // [rows + 1] with text
+  std::string payload;                  // with payload
+  std::vector<int64_t> payload_offsets;  // [rows + 1] with payload
   // The lane position just before this batch's first record.
   LanePosition start;
   // The lane position right after this batch's last record (see the file comment).
@@ -109,7 +109,7 @@ struct BatchPlan {
   bool segment_lengths = false;      // The batch carries a SegmentTable (pack_sequences).
   // A record batch: cols 0, one whole-sample segment per row (Batch's file comment).
   bool records = false;
-  bool text = false;                 // Record batches: rows carry their source text.
+  bool payload = false;              // Record batches: rows carry their source record.
   std::vector<SampleId> sample_ids;  // As Batch::sample_ids.
   std::vector<uint64_t> chunk_ids;   // Record batches: each row's global chunk.
   LanePosition start;                // As Batch::start.

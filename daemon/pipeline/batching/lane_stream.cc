@@ -177,7 +177,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   int i = 0;
   // tokenize (checked by ResolveTokenize) turns text into samples before the lanes:
   // nothing here depends on it.
-  const bool keep_text = i < ops.size() && ops[i].has_tokenize() && ops[i].tokenize().keep_text();
+  const bool keep_payload = i < ops.size() && ops[i].has_tokenize() && ops[i].tokenize().keep_payload();
   if (i < ops.size() && ops[i].has_tokenize()) ++i;
   for (int k = i; k < ops.size(); ++k) {
     if (ops[k].has_tokenize()) {
@@ -197,7 +197,7 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   if (i < ops.size() && ops[i].has_batch()) {
     // No packer: upstream's record batches, each record one whole sample.
     o.records = true;
-    o.text = keep_text;
+    o.payload = keep_payload;
     o.emit_positions = false;
     return ParseBatch(spec, i, &o);
   }
@@ -206,11 +206,12 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
         "operators[", i, "]: expected pack_flat, pack_sequences or batch (", kChainGrammar,
         ")"));
   }
-  if (keep_text) {
+  if (keep_payload) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "operators[0] tokenize.keep_text (preserve_upstream_payload) keeps each record's "
-        "text, but operators[", i, "] packs records into rows that have no one text: drop "
-        "keep_text, or the packer (to get record batches)"));
+        "operators[0] tokenize.keep_payload (preserve_upstream_payload) keeps each record's "
+        "source record, but operators[", i, "] packs records into rows that have no one "
+        "source: drop "
+        "keep_payload, or the packer (to get record batches)"));
   }
   o.segments = ops[i].has_pack_sequences();
   const auto& pack = o.segments ? ops[i].pack_sequences() : ops[i].pack_flat();
@@ -244,7 +245,7 @@ std::string LaneOptions::Describe() const {
                                : absl::StrCat(s, mixture.Describe(), " -> ");
   }
   if (records) {
-    return absl::StrCat(s, "records", text ? " with text" : "", " -> batch(", microbatch_size,
+    return absl::StrCat(s, "records", payload ? " with payloads" : "", " -> batch(", microbatch_size,
                         ", drop_last=", drop_last ? "true" : "false", "); flush every ",
                         flush_every_k_chunks, " lane chunks");
   }
@@ -450,7 +451,7 @@ absl::StatusOr<std::optional<BatchPlan>> LaneStream::NextPlan() {
   plan.loss_mask = options_.loss_mask;
   plan.segment_lengths = options_.segments;
   plan.records = options_.records;
-  plan.text = options_.text;
+  plan.payload = options_.payload;
   plan.start = position();
   std::unordered_set<SampleId, SampleIdHash> seen;
   Record record;

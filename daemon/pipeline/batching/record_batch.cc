@@ -36,10 +36,10 @@ absl::Status CheckPlan(const BatchPlan& plan, const Datasets& datasets) {
           "record plan of lane ", plan.lane, " batch ", plan.lane_batch_index, " names sample ",
           id.dataset, "/", id.shard, "/", id.index, " beyond its datasets"));
     }
-    if (plan.text && !datasets[id.dataset]->HasText()) {
+    if (plan.payload && !datasets[id.dataset]->HasPayload()) {
       return absl::FailedPreconditionError(
           absl::StrCat("dataset '", datasets[id.dataset]->name(),
-                       "' keeps no text (tokenize keep_text needs a text dataset)"));
+                       "' keeps no payloads (tokenize keep_payload needs a text dataset)"));
     }
   }
   return absl::OkStatus();
@@ -51,8 +51,8 @@ RecordSizes RecordSizesOf(const BatchPlan& plan, const Datasets& datasets) {
   RecordSizes sizes;
   for (const Segment& seg : plan.segments) {
     sizes.tokens += seg.count;
-    if (plan.text && seg.id.dataset < datasets.size()) {
-      sizes.text_bytes += datasets[seg.id.dataset]->TextBytes(seg.id.shard, seg.id.index);
+    if (plan.payload && seg.id.dataset < datasets.size()) {
+      sizes.payload_bytes += datasets[seg.id.dataset]->PayloadBytes(seg.id.shard, seg.id.index);
     }
   }
   return sizes;
@@ -61,10 +61,10 @@ RecordSizes RecordSizesOf(const BatchPlan& plan, const Datasets& datasets) {
 absl::Status MaterializeRecordsInto(const BatchPlan& plan, const Datasets& datasets,
                                     const RecordCells& cells) {
   RETURN_IF_ERROR(CheckPlan(plan, datasets));
-  uint64_t at = 0, text_at = 0;
-  std::string text;
+  uint64_t at = 0, payload_at = 0;
+  std::string payload;
   cells.record_offsets[0] = 0;
-  if (cells.text_offsets != nullptr) cells.text_offsets[0] = 0;
+  if (cells.payload_offsets != nullptr) cells.payload_offsets[0] = 0;
   for (uint32_t r = 0; r < plan.rows; ++r) {
     const Segment& seg = plan.segments[r];
     const Dataset& d = *datasets[seg.id.dataset];
@@ -72,17 +72,17 @@ absl::Status MaterializeRecordsInto(const BatchPlan& plan, const Datasets& datas
     if (s.ok() && cells.loss_mask != nullptr) {
       s = d.CopyLossMask(seg.id.shard, seg.id.index, 0, seg.count, cells.loss_mask + at);
     }
-    if (s.ok() && cells.text != nullptr) {
-      s = d.CopyText(seg.id.shard, seg.id.index, &text);
+    if (s.ok() && cells.payload != nullptr) {
+      s = d.CopyPayload(seg.id.shard, seg.id.index, &payload);
       if (s.ok()) {
-        std::copy(text.begin(), text.end(), cells.text + text_at);
-        text_at += text.size();
+        std::copy(payload.begin(), payload.end(), cells.payload + payload_at);
+        payload_at += payload.size();
       }
     }
     if (!s.ok()) return RowError(plan, seg.id, datasets, s);
     at += seg.count;
     cells.record_offsets[r + 1] = static_cast<int64_t>(at);
-    if (cells.text_offsets != nullptr) cells.text_offsets[r + 1] = static_cast<int64_t>(text_at);
+    if (cells.payload_offsets != nullptr) cells.payload_offsets[r + 1] = static_cast<int64_t>(payload_at);
   }
   return absl::OkStatus();
 }
@@ -103,28 +103,28 @@ absl::StatusOr<Batch> MaterializeRecords(const BatchPlan& plan, const Datasets& 
   batch.tokens.resize(sizes.tokens);
   batch.record_offsets.resize(plan.rows + 1);
   if (plan.loss_mask) batch.loss_mask.resize(sizes.tokens);
-  if (plan.text) {
-    batch.text.resize(sizes.text_bytes);
-    batch.text_offsets.resize(plan.rows + 1);
+  if (plan.payload) {
+    batch.payload.resize(sizes.payload_bytes);
+    batch.payload_offsets.resize(plan.rows + 1);
   }
   RecordCells cells;
   cells.tokens = batch.tokens.data();
   cells.record_offsets = batch.record_offsets.data();
   cells.loss_mask = plan.loss_mask ? batch.loss_mask.data() : nullptr;
-  cells.text = plan.text ? batch.text.data() : nullptr;
-  cells.text_offsets = plan.text ? batch.text_offsets.data() : nullptr;
+  cells.payload = plan.payload ? batch.payload.data() : nullptr;
+  cells.payload_offsets = plan.payload ? batch.payload_offsets.data() : nullptr;
   RETURN_IF_ERROR(MaterializeRecordsInto(plan, datasets, cells));
   return batch;
 }
 
-RecordBounds LongestRecord(const Datasets& datasets, bool text) {
+RecordBounds LongestRecord(const Datasets& datasets, bool payload) {
   RecordBounds bounds;
   for (const auto& d : datasets) {
     for (uint32_t s = 0; s < d->NumShards(); ++s) {
       const ShardReader& shard = d->shard(s);
       for (uint64_t i = 0; i < shard.NumSamples(); ++i) {
         bounds.tokens = std::max(bounds.tokens, shard.SampleLength(i));
-        if (text) bounds.text_bytes = std::max(bounds.text_bytes, shard.TextBytes(i));
+        if (payload) bounds.payload_bytes = std::max(bounds.payload_bytes, shard.PayloadBytes(i));
       }
     }
   }

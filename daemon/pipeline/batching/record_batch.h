@@ -4,8 +4,9 @@
 //   tokens          int32 [n]       every row's tokens back to back
 //   record_offsets  int64 [rows+1]  row r is tokens[off[r], off[r+1])
 //   loss_mask       uint8 [n]       when the datasets carry one (as tokens)
-//   text            uint8 [m]       with keep_text: every row's source text (UTF-8)
-//   text_offsets    int64 [rows+1]  row r's text is text[toff[r], toff[r+1])
+//   payload         uint8 [m]       with keep_payload: every row's source record, a
+//                                   JSON object (UTF-8), back to back
+//   payload_offsets int64 [rows+1]  row r's is payload[poff[r], poff[r+1])
 // Sizes come from the plan and the datasets' length tables (no token read), so a slot
 // can be laid out before it is filled. Thread-safe (pure functions over immutable
 // datasets).
@@ -25,43 +26,43 @@ namespace zephon::pipeline {
 
 using Datasets = std::vector<std::shared_ptr<const Dataset>>;
 
-// The total tokens and text bytes of a record plan's rows.
+// The total tokens and payload bytes of a record plan's rows.
 struct RecordSizes {
   uint64_t tokens = 0;
-  uint64_t text_bytes = 0;
+  uint64_t payload_bytes = 0;
 };
 // REQUIRES: plan.records, and a plan of these datasets (checked by the materializers).
 RecordSizes RecordSizesOf(const BatchPlan& plan, const Datasets& datasets);
 
-// Where a record batch's tensors go (sized by RecordSizesOf). loss_mask, text and
-// text_offsets may be null when not wanted.
+// Where a record batch's tensors go (sized by RecordSizesOf). loss_mask, payload and
+// payload_offsets may be null when not wanted.
 struct RecordCells {
   int32_t* tokens = nullptr;
   int64_t* record_offsets = nullptr;
   uint8_t* loss_mask = nullptr;
-  char* text = nullptr;
-  int64_t* text_offsets = nullptr;
+  char* payload = nullptr;
+  int64_t* payload_offsets = nullptr;
 };
 
 // Reads a record plan's rows into `cells`. Errors: INTERNAL if the plan is not a
 // record plan or names a sample the datasets lack (a plan from another source); a
 // shard's read error with its code, prefixed with the lane, batch and sample (as
-// MaterializeInto's); FAILED_PRECONDITION naming the dataset when the plan wants text
+// MaterializeInto's); FAILED_PRECONDITION naming the dataset when the plan wants payloads
 // the dataset does not keep.
 absl::Status MaterializeRecordsInto(const BatchPlan& plan, const Datasets& datasets,
                                     const RecordCells& cells);
 // The same into a Batch (the parallel path): records, record_offsets, chunk_ids and,
-// with plan.text, text/text_offsets set.
+// with plan.payload, payload/payload_offsets set.
 absl::StatusOr<Batch> MaterializeRecords(const BatchPlan& plan, const Datasets& datasets);
 
-// The longest sample (tokens) and the longest source text (bytes, 0 unless `text`)
+// The longest sample (tokens) and the longest payload (bytes, 0 unless `payload`)
 // among `datasets`: what one row of a record batch may need. O(samples) length-table
 // reads (no token read).
 struct RecordBounds {
   uint64_t tokens = 0;
-  uint64_t text_bytes = 0;
+  uint64_t payload_bytes = 0;
 };
-RecordBounds LongestRecord(const Datasets& datasets, bool text);
+RecordBounds LongestRecord(const Datasets& datasets, bool payload);
 
 }  // namespace zephon::pipeline
 

@@ -140,16 +140,16 @@ TEST(RecordBatchTest, ARepeatedSampleKeepsOneRowEach) {
 
 TEST(RecordBatchTest, LongestRecordBoundsEveryRow) {
   auto ds = MakeMemoryDataset("docs", {{{1, 2, 3}, {4}}, {{5, 6, 7, 8, 9}}});
-  const RecordBounds bounds = LongestRecord({ds}, /*text=*/false);
+  const RecordBounds bounds = LongestRecord({ds}, /*payload=*/false);
   EXPECT_EQ(bounds.tokens, 5u);
-  EXPECT_EQ(bounds.text_bytes, 0u);
+  EXPECT_EQ(bounds.payload_bytes, 0u);
 }
 
 TEST(RecordBatchTest, TextIsRefusedWithAPackerAndWithoutTextDatasets) {
-  // keep_text asks the records for their source text: a token dataset has none.
+  // keep_payload asks the records for their source record: a token dataset keeps none.
   BatchPlan plan;
   plan.records = true;
-  plan.text = true;
+  plan.payload = true;
   plan.rows = 1;
   auto ds = MakeMemoryDataset("docs", {{{1, 2}}});
   plan.segments.push_back(Segment{SampleId{0, 0, 0}, 0, 2, false});
@@ -158,7 +158,7 @@ TEST(RecordBatchTest, TextIsRefusedWithAPackerAndWithoutTextDatasets) {
   auto batch = MaterializeRecords(plan, {ds});
   ASSERT_FALSE(batch.ok());
   EXPECT_EQ(batch.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(batch.status().message().find("'docs' keeps no text"), std::string::npos);
+  EXPECT_NE(batch.status().message().find("'docs' keeps no payloads"), std::string::npos);
 
   proto::PipelineSpec packed;
   auto* ws = packed.mutable_work_source();
@@ -167,7 +167,7 @@ TEST(RecordBatchTest, TextIsRefusedWithAPackerAndWithoutTextDatasets) {
   ws->set_chunk_size(2);
   auto* t = packed.add_operators()->mutable_tokenize();
   t->set_tokenizer_path("/unused/tokenizer.json");
-  t->set_keep_text(true);
+  t->set_keep_payload(true);
   packed.add_operators()->mutable_pack_flat()->set_max_length(8);
   packed.add_operators()->mutable_batch()->set_microbatch_size(2);
   packed.set_canonical_replicas(1);
@@ -175,7 +175,7 @@ TEST(RecordBatchTest, TextIsRefusedWithAPackerAndWithoutTextDatasets) {
   packed.set_lane_routing(proto::PipelineSpec::MODULO);
   auto options = LaneOptions::FromSpec(packed);
   ASSERT_FALSE(options.ok());
-  EXPECT_NE(options.status().message().find("keep_text"), std::string::npos);
+  EXPECT_NE(options.status().message().find("keep_payload"), std::string::npos);
   EXPECT_NE(options.status().message().find("operators[1]"), std::string::npos);
 }
 

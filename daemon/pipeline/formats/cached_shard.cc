@@ -52,7 +52,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
   std::optional<TextShardStats> stats;
   // A usable cache: both files consistent, and with_stats its matching .stats.
   const auto try_open = [&]() {
-    CachePair cache = TryOpenCache(prefix, spec.with_mask, spec.with_text);
+    CachePair cache = TryOpenCache(prefix, spec.with_mask, spec.with_payload);
     if (cache.tok != nullptr && spec.with_stats) {
       stats = ReadStats(prefix, cache);
       if (!stats.has_value()) cache = CachePair();
@@ -69,7 +69,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
     if (cache.tok == nullptr) {
       RETURN_IF_ERROR(EnsureDir(spec.cache_dir));
       const absl::Time start = absl::Now();
-      CacheWriter writer(prefix, spec.with_mask, spec.with_text);
+      CacheWriter writer(prefix, spec.with_mask, spec.with_payload);
       RETURN_IF_ERROR(writer.Create());
       RETURN_IF_ERROR(convert(&writer, &converted));
       if (unchanged) RETURN_IF_ERROR(unchanged());
@@ -84,7 +84,7 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
         return absl::InternalError(absl::StrCat("token cache ", prefix, ".{tok,off",
                                                 spec.with_stats ? ",stats" : "",
                                                 spec.with_mask ? ",msk" : "",
-                                                spec.with_text ? ",txt,txo" : "", "} for ",
+                                                spec.with_payload ? ",pay,pao" : "", "} for ",
                                                 spec.name,
                                                 " is inconsistent right after being written"));
       }
@@ -107,8 +107,8 @@ absl::StatusOr<CachedShard::Opened> CachedShard::OpenCache(
   opened.tok = std::move(cache.tok);
   opened.off = std::move(cache.off);
   opened.msk = std::move(cache.msk);
-  opened.txt = std::move(cache.txt);
-  opened.txo = std::move(cache.txo);
+  opened.pay = std::move(cache.pay);
+  opened.pao = std::move(cache.pao);
   opened.stats = stats;
   opened.pin = std::move(pin);
   return opened;
@@ -121,8 +121,8 @@ CachedShard::CachedShard(Opened opened)
       tok_(std::move(opened.tok)),
       off_(std::move(opened.off)),
       msk_(std::move(opened.msk)),
-      txt_(std::move(opened.txt)),
-      txo_(std::move(opened.txo)),
+      pay_(std::move(opened.pay)),
+      pao_(std::move(opened.pao)),
       num_samples_(off_->size() / 8 - 1),
       text_stats_(opened.stats),
       pin_(std::move(opened.pin)) {}
@@ -159,20 +159,20 @@ absl::Status CachedShard::CopyLossMask(uint64_t index, uint64_t offset, uint64_t
   return absl::OkStatus();
 }
 
-uint64_t CachedShard::TextBytes(uint64_t index) const {
-  if (txo_ == nullptr) return 0;
-  return LoadU64(txo_->data() + 8 * (index + 1)) - LoadU64(txo_->data() + 8 * index);
+uint64_t CachedShard::PayloadBytes(uint64_t index) const {
+  if (pao_ == nullptr) return 0;
+  return LoadU64(pao_->data() + 8 * (index + 1)) - LoadU64(pao_->data() + 8 * index);
 }
 
-absl::Status CachedShard::CopyText(uint64_t index, std::string* out) const {
-  if (txt_ == nullptr) return ShardReader::CopyText(index, out);
-  const uint64_t begin = LoadU64(txo_->data() + 8 * index);
-  const uint64_t end = LoadU64(txo_->data() + 8 * (index + 1));
+absl::Status CachedShard::CopyPayload(uint64_t index, std::string* out) const {
+  if (pay_ == nullptr) return ShardReader::CopyPayload(index, out);
+  const uint64_t begin = LoadU64(pao_->data() + 8 * index);
+  const uint64_t end = LoadU64(pao_->data() + 8 * (index + 1));
   out->resize(end - begin);
-  const absl::Status s = txt_->ReadAt(begin, end - begin, out->data());
+  const absl::Status s = pay_->ReadAt(begin, end - begin, out->data());
   if (!s.ok()) {
     out->clear();
-    return absl::Status(s.code(), absl::StrCat("text of ", name_, ": ", s.message()));
+    return absl::Status(s.code(), absl::StrCat("payload of ", name_, ": ", s.message()));
   }
   return absl::OkStatus();
 }

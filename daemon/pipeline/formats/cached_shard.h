@@ -43,7 +43,7 @@ class CachedShard : public ShardReader {
     std::string key;            // the cache files are <cache_dir>/<key>.*
     bool with_stats = false;    // the conversion writes .stats; a cache needs it
     bool with_mask = false;     // the conversion writes .msk (loss masks); a cache needs it
-    bool with_text = false;     // the conversion writes .txt/.txo (keep_text); a cache needs it
+    bool with_payload = false;  // the conversion writes .pay/.pao (keep_payload); a cache needs it
     TokenCache* token_cache = nullptr;  // may be null: unmanaged
   };
   // Converts the source into `writer` (not committed) and, with with_stats, sets
@@ -61,11 +61,11 @@ class CachedShard : public ShardReader {
   bool HasLossMask() const override { return msk_ != nullptr; }
   absl::Status CopyLossMask(uint64_t index, uint64_t offset, uint64_t count,
                             uint8_t* out) const override;
-  // With with_text: the sample's source text (.txt/.txo). Errors: DATA_LOSS naming the
+  // With with_payload: the sample's source record, a JSON object (.pay/.pao). Errors: DATA_LOSS naming the
   // cache file when it was shrunk under the daemon.
-  bool HasText() const override { return txt_ != nullptr; }
-  uint64_t TextBytes(uint64_t index) const override;
-  absl::Status CopyText(uint64_t index, std::string* out) const override;
+  bool HasPayload() const override { return pay_ != nullptr; }
+  uint64_t PayloadBytes(uint64_t index) const override;
+  absl::Status CopyPayload(uint64_t index, std::string* out) const override;
   // "<cache_dir>/<key>": the cache files are this plus ".tok" / ".off" (/ ".stats").
   const std::string& cache_prefix() const { return cache_prefix_; }
   // With with_stats: the conversion's counts (from .stats on a warm open) and whether
@@ -80,7 +80,7 @@ class CachedShard : public ShardReader {
     std::string name, prefix;
     uint64_t source_bytes = 0;
     std::unique_ptr<ShardFile> tok, off, msk;  // msk: with_mask only
-    std::unique_ptr<ShardFile> txt, txo;       // with_text only
+    std::unique_ptr<ShardFile> pay, pao;       // with_payload only
     std::optional<TextShardStats> stats;
     TokenCache::Pin pin;
   };
@@ -100,8 +100,8 @@ class CachedShard : public ShardReader {
   const std::unique_ptr<ShardFile> tok_;
   const std::unique_ptr<ShardFile> off_;
   const std::unique_ptr<ShardFile> msk_;  // null without a mask
-  const std::unique_ptr<ShardFile> txt_;  // null without text
-  const std::unique_ptr<ShardFile> txo_;  // null without text
+  const std::unique_ptr<ShardFile> pay_;  // null without payloads
+  const std::unique_ptr<ShardFile> pao_;  // null without payloads
   const uint64_t num_samples_;
   const std::optional<TextShardStats> text_stats_;
   TokenCache::Pin pin_;  // held for the shard's life

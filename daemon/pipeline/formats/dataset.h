@@ -162,20 +162,20 @@ class Dataset {
                             uint8_t* out) const {
     return shards_[shard]->CopyLossMask(index, offset, count, out);
   }
-  // Every shard keeps its samples' source text (tokenize keep_text).
-  bool HasText() const {
+  // Every shard keeps its samples' source records (tokenize keep_payload).
+  bool HasPayload() const {
     for (const auto& s : shards_) {
-      if (!s->HasText()) return false;
+      if (!s->HasPayload()) return false;
     }
     return true;
   }
-  // Bytes of (shard, index)'s source text; 0 without text.
-  uint64_t TextBytes(uint32_t shard, uint64_t index) const {
-    return shards_[shard]->TextBytes(index);
+  // Bytes of (shard, index)'s payload; 0 without.
+  uint64_t PayloadBytes(uint32_t shard, uint64_t index) const {
+    return shards_[shard]->PayloadBytes(index);
   }
-  // (shard, index)'s source text into *out (ShardReader::CopyText).
-  absl::Status CopyText(uint32_t shard, uint64_t index, std::string* out) const {
-    return shards_[shard]->CopyText(index, out);
+  // (shard, index)'s payload, a JSON object, into *out (ShardReader::CopyPayload).
+  absl::Status CopyPayload(uint32_t shard, uint64_t index, std::string* out) const {
+    return shards_[shard]->CopyPayload(index, out);
   }
   uint64_t Fingerprint() const;
   // Text and record-format datasets: shard s's conversion counts (and whether this

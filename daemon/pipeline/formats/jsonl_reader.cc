@@ -173,7 +173,7 @@ absl::StatusOr<std::unique_ptr<JsonlShard>> JsonlShard::OpenSource(
                  : CacheKey(kJsonlCacheDomain, identity, options.field);
   spec.with_stats = text != nullptr;
   spec.with_mask = text != nullptr ? TextHasLossMask(*text) : options.loss_mask.enabled();
-  spec.with_text = text != nullptr && text->keep_text;
+  spec.with_payload = text != nullptr && text->keep_payload;
   spec.token_cache = options.token_cache;
   const auto convert = [&](CacheWriter* writer, TextShardStats* stats) -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<LineReader> reader, lines());

@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tokenizer/canonical_json.h"
 #include "tokenizer/unicode.h"
 
 namespace zephon::pipeline {
@@ -59,6 +60,7 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
   if (text != nullptr) converter.emplace(name, "record", *text, options.convert, writer, stats);
   const std::optional<uint64_t> declared = source->NumRecords();
   std::string repaired;
+  std::string payload;  // keep_payload: the record as a JSON object
   RecordSource::Value value, mask_value;
   std::vector<int64_t> mask_numbers;
   std::vector<uint8_t> mask;
@@ -174,7 +176,15 @@ absl::Status ConvertRecords(RecordSource* source, const std::string& name,
       record = repaired;
       ++stats->invalid_utf8_records;
     }
-    converter->AddRecord(number, record);
+    if (text->keep_payload) {
+      // A record format's payload: the tokenized column as {"<field>": text}.
+      payload.assign("{");
+      tokenizer::AppendJsonString(text->field, &payload);
+      payload.push_back(':');
+      tokenizer::AppendJsonString(record, &payload);
+      payload.push_back('}');
+    }
+    converter->AddRecord(number, record, /*valid_utf8=*/false, payload);
     if (converter->BlockFull()) RETURN_IF_ERROR(converter->Dispatch());
   }
   if (declared.has_value() && stats->records != *declared) {

@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<RecordShard>> RecordShard::Open(
   spec.with_stats = true;
   spec.with_mask = options.loss_mask.enabled() ||
                    (options.text != nullptr && TextHasLossMask(*options.text));
-  spec.with_text = options.text != nullptr && options.text->keep_text;
+  spec.with_payload = options.text != nullptr && options.text->keep_payload;
   spec.token_cache = options.token_cache;
   RecordConvertOptions convert;
   convert.text = options.text;

@@ -48,20 +48,20 @@ class ShardReader {
     return absl::OkStatus();
   }
 
-  // Whether the shard keeps each sample's source text (TextTokenization::keep_text;
-  // only token-cache shards can).
-  virtual bool HasText() const { return false; }
-  // Sample `index`'s source text, replacing *out. REQUIRES: index < NumSamples().
-  // Errors: FAILED_PRECONDITION without text; those of CopyTokens otherwise.
-  // Bytes of sample `index`'s source text (0 without text). REQUIRES as CopyText.
-  virtual uint64_t TextBytes(uint64_t index) const {
+  // Whether the shard keeps each sample's source record, a JSON object
+  // (TextTokenization::keep_payload; only token-cache shards can).
+  virtual bool HasPayload() const { return false; }
+  // Bytes of sample `index`'s payload (0 without). REQUIRES as CopyPayload.
+  virtual uint64_t PayloadBytes(uint64_t index) const {
     (void)index;
     return 0;
   }
-  virtual absl::Status CopyText(uint64_t index, std::string* out) const {
+  // Sample `index`'s payload, replacing *out. REQUIRES: index < NumSamples().
+  // Errors: FAILED_PRECONDITION without payloads; those of CopyTokens otherwise.
+  virtual absl::Status CopyPayload(uint64_t index, std::string* out) const {
     (void)index;
     out->clear();
-    return absl::FailedPreconditionError(FileName() + " keeps no text");
+    return absl::FailedPreconditionError(FileName() + " keeps no payloads");
   }
 
   // Convenience for tests and small callers: appends the same tokens to `out` (on

@@ -51,8 +51,11 @@ struct TextBlock {
     // Prompt/completion records (TextTokenization::fields): part_sizes[parts_begin,
     // parts_end) cut the text into its fields, in order. Empty range: one field.
     size_t parts_begin = 0, parts_end = 0;
+    // keep_payload: the record's JSON object is payloads[payload_begin, + payload_size).
+    size_t payload_begin = 0, payload_size = 0;
   };
   std::string text;
+  std::string payloads;
   std::vector<Record> records;
   std::vector<size_t> part_sizes;
 
@@ -60,7 +63,7 @@ struct TextBlock {
   std::vector<int32_t> ids;            // every sample's ids back to back
   std::vector<uint8_t> mask;           // TextHasLossMask: one byte per id (else empty)
   std::vector<uint64_t> lengths;       // per sample
-  std::vector<uint32_t> sample_records;  // keep_text: each sample's index in `records`
+  std::vector<uint32_t> sample_records;  // keep_payload: each sample's index in `records`
   uint64_t truncated = 0, split = 0;
   absl::Status status;
 
@@ -139,7 +142,7 @@ void Tokenize(TextBlock* block, const TextTokenization& text, const std::string&
       ++block->split;
       for (uint64_t at = 0; at < n; at += max) block->lengths.push_back(std::min(max, n - at));
     }
-    if (text.keep_text) {
+    if (text.keep_payload) {
       block->sample_records.resize(block->lengths.size(), static_cast<uint32_t>(ri));
     }
   }
@@ -168,9 +171,20 @@ TextBlockConverter::~TextBlockConverter() {
   for (const auto& b : in_flight_) b->abandoned.store(true);
 }
 
-void TextBlockConverter::AddRecord(uint64_t number, std::string_view value, bool valid_utf8) {
-  filling_->records.push_back({number, filling_->text.size(), value.size(), valid_utf8});
+void TextBlockConverter::AddRecord(uint64_t number, std::string_view value, bool valid_utf8,
+                                   std::string_view payload) {
+  TextBlock::Record r;
+  r.line = number;
+  r.begin = filling_->text.size();
+  r.size = value.size();
+  r.valid_utf8 = valid_utf8;
   filling_->text.append(value);
+  if (text_.keep_payload) {
+    r.payload_begin = filling_->payloads.size();
+    r.payload_size = payload.size();
+    filling_->payloads.append(payload);
+  }
+  filling_->records.push_back(r);
 }
 
 void TextBlockConverter::AddRecordParts(uint64_t number,
@@ -232,21 +246,12 @@ absl::Status TextBlockConverter::WriteOldest() {
   RETURN_IF_ERROR(block->status);
   size_t at = 0;
   const bool masked = !block->mask.empty() || TextHasLossMask(text_);
-  std::string repaired;  // keep_text: a record's text made valid UTF-8
-  size_t repaired_record = SIZE_MAX;
   for (size_t i = 0; i < block->lengths.size(); ++i) {
     const uint64_t len = block->lengths[i];
     std::string_view kept;
-    if (text_.keep_text) {
+    if (text_.keep_payload) {
       const TextBlock::Record& r = block->records[block->sample_records[i]];
-      kept = std::string_view(block->text).substr(r.begin, r.size);
-      if (!r.valid_utf8 && !tokenizer::IsValidUtf8(kept)) {
-        if (repaired_record != block->sample_records[i]) {
-          repaired = tokenizer::ReplaceInvalidUtf8(kept);
-          repaired_record = block->sample_records[i];
-        }
-        kept = repaired;
-      }
+      kept = std::string_view(block->payloads).substr(r.payload_begin, r.payload_size);
     }
     RETURN_IF_ERROR(writer_->Add(block->ids.data() + at, len,
                                  masked ? block->mask.data() + at : nullptr, kept));
@@ -335,7 +340,7 @@ std::string TextOptionBytes(const TextTokenization& text) {
 
 std::string TextCacheKeyBytes(const TextTokenization& text) {
   std::string bytes = TextOptionBytes(text);
-  if (text.keep_text) bytes += std::string("\0keep_text", 10);
+  if (text.keep_payload) bytes += std::string("\0keep_payload", 13);
   return bytes;
 }
 
@@ -441,7 +446,8 @@ absl::Status ConvertText(LineReader* lines, const std::string& path,
     // The line was checked (or repaired) above, and the scanner's unescaping writes
     // U+FFFD for an unpaired surrogate: the values are valid UTF-8.
     if (text.fields.empty()) {
-      converter.AddRecord(lines->line_number(), values[0], /*valid_utf8=*/true);
+      // keep_payload: the line itself is the record's JSON object (repaired above).
+      converter.AddRecord(lines->line_number(), values[0], /*valid_utf8=*/true, line);
     } else {
       converter.AddRecordParts(lines->line_number(), values);
     }

@@ -97,7 +97,7 @@ absl::Status ValidateTextTokenization(const TextTokenization& text, const std::s
 // `fields`: "\0fields\0", each field "\0", one u8 per loss_on flag. Text cache keys and
 // the dataset fingerprint cover them.
 std::string TextOptionBytes(const TextTokenization& text);
-// What a text cache key covers: TextOptionBytes, then "\0keep_text" when the cache
+// What a text cache key covers: TextOptionBytes, then "\0keep_payload" when the cache
 // also keeps the text (another set of files; the samples are the same).
 std::string TextCacheKeyBytes(const TextTokenization& text);
 
@@ -138,8 +138,10 @@ class TextBlockConverter {
 
   // Appends one record's text (copied) to the block being filled. `valid_utf8`: the
   // caller has checked it (tokenized with Tokenizer::EncodeValidUtf8); otherwise invalid
-  // sequences are replaced as Encode does.
-  void AddRecord(uint64_t number, std::string_view value, bool valid_utf8 = false);
+  // sequences are replaced as Encode does. With text.keep_payload, `payload` is the
+  // record as a JSON object (valid UTF-8, copied), written beside each of its samples.
+  void AddRecord(uint64_t number, std::string_view value, bool valid_utf8 = false,
+                 std::string_view payload = {});
   // Appends one prompt/completion record: the values of text.fields in order (valid
   // UTF-8, copied), encoded one after another (BOS with the first, EOS with the last)
   // with each field's tokens masked per text.loss_on.

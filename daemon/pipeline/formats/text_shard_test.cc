@@ -489,49 +489,51 @@ TEST_F(TextShardTest, DatasetsOfTextAreJsonlOnlyAndFingerprintTheirOptions) {
 namespace zephon::pipeline {
 namespace {
 
-// keep_text: the cache also keeps each sample's source text (valid UTF-8; every piece
-// of a split record keeps the whole record's text), under another key than the same
+// keep_payload: the cache also keeps each sample's source record, the JSONL line whole
+// (valid UTF-8; every piece of a split record keeps it), under another key than the same
 // tokenization without it, whose samples are the same.
-TEST_F(TextShardTest, KeepTextKeepsEachSamplesSourceTextInItsOwnCache) {
+TEST_F(TextShardTest, KeepPayloadKeepsEachSamplesSourceLineInItsOwnCache) {
   const std::string long_text = "ab ab ab ab ab ab ab";
+  const std::string long_line =
+      absl::StrCat("{\"id\": 7, \"text\": \"", long_text, "\", \"tags\": [\"x\"]}");
   const std::string path = Write(
-      "keep.jsonl", absl::StrCat("{\"text\": \"a\xFF" "b\"}\n{\"text\": \"\"}\n{\"text\": \"",
-                                 long_text, "\"}\n"));
+      "keep.jsonl", absl::StrCat("{\"text\": \"a\xFF" "b\"}\n{\"text\": \"\"}\n", long_line,
+                                 "\n"));
   TextTokenization text = text_;
   text.max_length = 5;
   text.long_samples = TextTokenization::LongSamples::kSplit;
   auto plain = Open(path, text);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_FALSE((*plain)->HasText());
-  text.keep_text = true;
+  EXPECT_FALSE((*plain)->HasPayload());
+  text.keep_payload = true;
   for (int open = 0; open < 2; ++open) {  // converted, then a cache hit
     auto kept = Open(path, text);
     ASSERT_TRUE(kept.ok()) << kept.status();
     EXPECT_NE((*kept)->cache_prefix(), (*plain)->cache_prefix());
     EXPECT_EQ(AllSamples(**kept), AllSamples(**plain));
-    ASSERT_TRUE((*kept)->HasText());
+    ASSERT_TRUE((*kept)->HasPayload());
     ASSERT_GT((*kept)->NumSamples(), 3u);  // the long record split into pieces
     std::string got;
-    ASSERT_TRUE((*kept)->CopyText(0, &got).ok());
-    EXPECT_EQ(got, "a\xEF\xBF\xBD" "b");
-    EXPECT_EQ((*kept)->TextBytes(0), got.size());
-    ASSERT_TRUE((*kept)->CopyText(1, &got).ok());
-    EXPECT_EQ(got, "");
+    ASSERT_TRUE((*kept)->CopyPayload(0, &got).ok());
+    EXPECT_EQ(got, "{\"text\": \"a\xEF\xBF\xBD" "b\"}");
+    EXPECT_EQ((*kept)->PayloadBytes(0), got.size());
+    ASSERT_TRUE((*kept)->CopyPayload(1, &got).ok());
+    EXPECT_EQ(got, "{\"text\": \"\"}");
     for (uint64_t i = 2; i < (*kept)->NumSamples(); ++i) {
-      ASSERT_TRUE((*kept)->CopyText(i, &got).ok());
-      EXPECT_EQ(got, long_text) << "piece " << i;
+      ASSERT_TRUE((*kept)->CopyPayload(i, &got).ok());
+      EXPECT_EQ(got, long_line) << "piece " << i;
     }
-    EXPECT_TRUE(fs::exists((*kept)->cache_prefix() + ".txt"));
-    EXPECT_TRUE(fs::exists((*kept)->cache_prefix() + ".txo"));
+    EXPECT_TRUE(fs::exists((*kept)->cache_prefix() + ".pay"));
+    EXPECT_TRUE(fs::exists((*kept)->cache_prefix() + ".pao"));
   }
   // A cache whose text went missing is rebuilt, not served without it.
   auto kept = Open(path, text);
   ASSERT_TRUE(kept.ok());
-  fs::remove((*kept)->cache_prefix() + ".txo");
+  fs::remove((*kept)->cache_prefix() + ".pao");
   auto rebuilt = Open(path, text);
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
   EXPECT_TRUE((*rebuilt)->text_stats()->tokenized);
-  EXPECT_TRUE((*rebuilt)->HasText());
+  EXPECT_TRUE((*rebuilt)->HasPayload());
 }
 
 }  // namespace

@@ -51,12 +51,12 @@ struct TextTokenization {
   // With `fields`: loss_on[i] says whether fields[i]'s tokens are trained on (loss
   // mask 1; BOS counts with the first field, EOS with the last). Empty: no loss mask.
   std::vector<bool> loss_on;
-  // Record pipelines' keep_text (TokenizeSpec.keep_text; one `field` only): the cache
-  // also keeps each sample's source text (its record's field, invalid UTF-8 replaced by
-  // U+FFFD; every piece of a split record keeps the whole text), ShardReader::CopyText.
-  // Part of the cache key (TextCacheKeyBytes), not of the dataset fingerprint: it
-  // changes no sample.
-  bool keep_text = false;
+  // Record pipelines' keep_payload (TokenizeSpec.keep_payload; one `field` only): the cache
+  // also keeps each sample's source record as a JSON object (ShardReader::CopyPayload): a
+  // JSONL line whole (valid UTF-8, as tokenized), a record format's {"<field>": text}.
+  // Every piece of a split record keeps the whole record. Part of the cache key
+  // (TextCacheKeyBytes), not of the dataset fingerprint: it changes no sample.
+  bool keep_payload = false;
 };
 
 // Whether the samples of `text` carry a loss mask (stored as the cache's .msk).

@@ -154,35 +154,35 @@ absl::Status TempFile::Error(const char* what) const {
       absl::StrCat(what, " token cache file ", temp_, ": ", strerror(errno)));
 }
 
-CacheWriter::CacheWriter(const std::string& prefix, bool with_mask, bool with_text)
+CacheWriter::CacheWriter(const std::string& prefix, bool with_mask, bool with_payload)
     : prefix_(prefix),
       tok_(prefix + ".tok"),
       off_(prefix + ".off"),
       msk_(with_mask ? std::make_unique<TempFile>(prefix + ".msk") : nullptr),
-      txt_(with_text ? std::make_unique<TempFile>(prefix + ".txt") : nullptr),
-      txo_(with_text ? std::make_unique<TempFile>(prefix + ".txo") : nullptr) {}
+      pay_(with_payload ? std::make_unique<TempFile>(prefix + ".pay") : nullptr),
+      pao_(with_payload ? std::make_unique<TempFile>(prefix + ".pao") : nullptr) {}
 
 absl::Status CacheWriter::Create() {
   RETURN_IF_ERROR(tok_.Create());
   RETURN_IF_ERROR(off_.Create());
   if (msk_ != nullptr) RETURN_IF_ERROR(msk_->Create());
-  if (txt_ != nullptr) {
-    RETURN_IF_ERROR(txt_->Create());
-    RETURN_IF_ERROR(txo_->Create());
-    AppendU64(0, &txo_buf_);
+  if (pay_ != nullptr) {
+    RETURN_IF_ERROR(pay_->Create());
+    RETURN_IF_ERROR(pao_->Create());
+    AppendU64(0, &pao_buf_);
   }
   AppendU64(0, &off_buf_);
   return absl::OkStatus();
 }
 
 absl::Status CacheWriter::Add(const int32_t* ids, size_t n, const uint8_t* mask,
-                              std::string_view text) {
-  if (txt_ != nullptr) {
-    txt_buf_.append(text);
-    text_total_ += text.size();
-    AppendU64(text_total_, &txo_buf_);
-    RETURN_IF_ERROR(txt_->Write(&txt_buf_, false));
-    RETURN_IF_ERROR(txo_->Write(&txo_buf_, false));
+                              std::string_view payload) {
+  if (pay_ != nullptr) {
+    pay_buf_.append(payload);
+    payload_total_ += payload.size();
+    AppendU64(payload_total_, &pao_buf_);
+    RETURN_IF_ERROR(pay_->Write(&pay_buf_, false));
+    RETURN_IF_ERROR(pao_->Write(&pao_buf_, false));
   }
   if (msk_ != nullptr) {
     if (mask == nullptr) {
@@ -216,11 +216,11 @@ absl::Status CacheWriter::Commit(
     RETURN_IF_ERROR(msk_->Write(&msk_buf_, true));
     RETURN_IF_ERROR(msk_->Commit());
   }
-  if (txt_ != nullptr) {
-    RETURN_IF_ERROR(txt_->Write(&txt_buf_, true));
-    RETURN_IF_ERROR(txt_->Commit());
-    RETURN_IF_ERROR(txo_->Write(&txo_buf_, true));
-    RETURN_IF_ERROR(txo_->Commit());
+  if (pay_ != nullptr) {
+    RETURN_IF_ERROR(pay_->Write(&pay_buf_, true));
+    RETURN_IF_ERROR(pay_->Commit());
+    RETURN_IF_ERROR(pao_->Write(&pao_buf_, true));
+    RETURN_IF_ERROR(pao_->Commit());
   }
   for (const auto& [suffix, bytes] : extra) {
     TempFile file(prefix_ + suffix);
@@ -235,7 +235,7 @@ absl::Status CacheWriter::Commit(
 // The offsets are read into memory (8 bytes a sample); the tokens are read with pread
 // per sample, so a cache file shrunk under the daemon is a DATA_LOSS error naming it,
 // not a SIGBUS.
-CachePair TryOpenCache(const std::string& prefix, bool with_mask, bool with_text) {
+CachePair TryOpenCache(const std::string& prefix, bool with_mask, bool with_payload) {
   CachePair pair;
   auto off_file = OpenLocalShardFile(prefix + ".off");
   auto tok = OpenLocalShardFile(prefix + ".tok");
@@ -248,18 +248,18 @@ CachePair TryOpenCache(const std::string& prefix, bool with_mask, bool with_text
     if (!msk.ok() || (*msk)->size() != (*tok)->size() / 4) return pair;
     pair.msk = *std::move(msk);
   }
-  if (with_text) {
-    // .txo resident (8 bytes a sample, as .off); .txt read with pread per sample.
-    auto txt = OpenLocalShardFile(prefix + ".txt");
-    auto txo_file = OpenLocalShardFile(prefix + ".txo");
-    if (!txt.ok() || !txo_file.ok()) return pair;
-    auto txo = MakeResident(*std::move(txo_file));
-    if (!txo.ok() || (*txo)->size() != (*off)->size() ||
-        !OffsetsConsistent(**txo, (*txt)->size())) {
+  if (with_payload) {
+    // .pao resident (8 bytes a sample, as .off); .pay read with pread per sample.
+    auto pay = OpenLocalShardFile(prefix + ".pay");
+    auto pao_file = OpenLocalShardFile(prefix + ".pao");
+    if (!pay.ok() || !pao_file.ok()) return pair;
+    auto pao = MakeResident(*std::move(pao_file));
+    if (!pao.ok() || (*pao)->size() != (*off)->size() ||
+        !OffsetsConsistent(**pao, (*pay)->size())) {
       return pair;
     }
-    pair.txt = *std::move(txt);
-    pair.txo = *std::move(txo);
+    pair.pay = *std::move(pay);
+    pair.pao = *std::move(pao);
   }
   pair.tok = *std::move(tok);
   pair.off = *std::move(off);

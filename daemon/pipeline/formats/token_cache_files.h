@@ -78,20 +78,20 @@ class TempFile {
 
 // Writes a cache at `prefix` sample by sample into temporary files; Commit renames them
 // into place. `with_mask`: the cache also holds <prefix>.msk, the samples' loss masks
-// (loss_mask.h), one byte (0 or 1) per token in .tok's order. `with_text`: it also
-// holds <prefix>.txt, each sample's source text (UTF-8) back to back, and <prefix>.txo,
-// N + 1 u64 LE byte offsets into it (TextTokenization::keep_text). Single-owner.
+// (loss_mask.h), one byte (0 or 1) per token in .tok's order. `with_payload`: it also
+// holds <prefix>.pay, each sample's source record (a JSON object, UTF-8) back to back, and
+// <prefix>.pao, N + 1 u64 LE byte offsets into it (TextTokenization::keep_payload). Single-owner.
 class CacheWriter {
  public:
   explicit CacheWriter(const std::string& prefix, bool with_mask = false,
-                       bool with_text = false);
+                       bool with_payload = false);
   absl::Status Create();
   // Appends one sample of n tokens; `mask` (n bytes) is required with with_mask and
-  // ignored without (a sample without a mask of its own is then all ones). `text` is
-  // the sample's source text with with_text (ignored without).
+  // ignored without (a sample without a mask of its own is then all ones). `payload` is
+  // the sample's source record with with_payload (ignored without).
   absl::Status Add(const int32_t* ids, size_t n, const uint8_t* mask = nullptr,
-                   std::string_view text = {});
-  // Commits <prefix>.tok (and .msk, .txt, .txo), then <prefix><suffix> holding `bytes`
+                   std::string_view payload = {});
+  // Commits <prefix>.tok (and .msk, .pay, .pao), then <prefix><suffix> holding `bytes`
   // for each extra file, then <prefix>.off, which commits the cache (a reader checks
   // .off last).
   absl::Status Commit(const std::vector<std::pair<std::string, std::string>>& extra = {});
@@ -101,10 +101,10 @@ class CacheWriter {
   const std::string prefix_;
   TempFile tok_, off_;
   std::unique_ptr<TempFile> msk_;        // with_mask only
-  std::unique_ptr<TempFile> txt_, txo_;  // with_text only
-  std::string tok_buf_, off_buf_, msk_buf_, txt_buf_, txo_buf_;
+  std::unique_ptr<TempFile> pay_, pao_;  // with_payload only
+  std::string tok_buf_, off_buf_, msk_buf_, pay_buf_, pao_buf_;
   uint64_t total_ = 0;
-  uint64_t text_total_ = 0;
+  uint64_t payload_total_ = 0;
 };
 
 // An open cache: <prefix>.tok (int32 LE tokens) and <prefix>.off (N + 1 u64 LE offsets),
@@ -113,16 +113,16 @@ struct CachePair {
   std::unique_ptr<ShardFile> tok;
   std::unique_ptr<ShardFile> off;
   std::unique_ptr<ShardFile> msk;  // with_mask only: one byte per token
-  std::unique_ptr<ShardFile> txt;  // with_text only: the samples' text
-  std::unique_ptr<ShardFile> txo;  // with_text only: N + 1 offsets into .txt, resident
+  std::unique_ptr<ShardFile> pay;  // with_payload only: the samples' source records
+  std::unique_ptr<ShardFile> pao;  // with_payload only: N + 1 offsets into .pay, resident
 };
 
 // The cache at `prefix` if both files exist and .off holds N + 1 non-decreasing offsets
 // from 0 to the .tok token count (and, `with_mask`, .msk exists with one byte per
-// token; `with_text`, .txo holds N + 1 non-decreasing offsets from 0 to .txt's size);
+// token; `with_payload`, .pao holds N + 1 non-decreasing offsets from 0 to .pay's size);
 // else an empty pair (the caller rebuilds).
 CachePair TryOpenCache(const std::string& prefix, bool with_mask = false,
-                       bool with_text = false);
+                       bool with_payload = false);
 
 // In-process single flight for conversions: Hold(key) blocks while another thread
 // holds the same key. A converter holds its cache prefix while it checks for and
