@@ -114,3 +114,26 @@ def test_prompt_completion_columns_tokenize_as_their_jsonl_twin(tmp_path, data, 
     want = prompt_completion_batches(js, daemon.socket, tok, seed=3)
     assert want and any(0 in sum(mask, []) and 1 in sum(mask, []) for _, mask in want)
     assert prompt_completion_batches(mds, daemon.socket, tok, seed=3) == want
+
+
+def test_record_batches_carry_the_text_column_as_payload(data, daemon):
+    # Record batches (no pack_flat) with preserve_upstream_payload: every record of the
+    # Streaming-layout shards, its payload {"text": ...} and ids those of its JSONL twin.
+    tok = str(data / "tok" / "tokenizer.json")
+
+    def records(ds):
+        ws = zephon.StaticMixtureWorkSource([ds], {ds.name: 1.0}, seed=3, chunk_size=1)
+        p = (zephon.Pipeline(ws)
+             .tokenize(tok, field="text", special_tokens="eos", preserve_upstream_payload=True)
+             .batch(16, drop_last=False)
+             .options(daemon=daemon.socket, canonical_replicas=4))
+        out = [(r.payload["text"], tuple(r.payload["input_ids"].tolist()), r.meta.chunk_id)
+               for b in p for r in b.records]
+        p.close()
+        return out
+
+    mds = records(zephon.Dataset.from_path("t", str(data / "mds"), fmt="mds"))
+    js = records(zephon.Dataset.from_path("t", str(data / "jsonl"), fmt="jsonl"))
+    assert [(t, ids) for t, ids, _ in mds] == [(t, ids) for t, ids, _ in js]
+    assert sorted(t for t, _, _ in mds) == sorted(record(i)["text"] for i in range(RECORDS))
+    assert sorted(c for _, _, c in mds) == list(range(RECORDS)), "chunk_size 1: chunk = draw"
