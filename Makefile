@@ -14,9 +14,10 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             libcurl4-openssl-dev libssl-dev openssl libpugixml-dev iproute2 clang-14 \
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
             python3-protobuf libicu-dev libsentencepiece-dev sentencepiece \
-            libsnappy-dev liblz4-dev libbz2-dev libbrotli-dev libxxhash-dev
+            libsnappy-dev liblz4-dev libbz2-dev libbrotli-dev libxxhash-dev \
+            python3-pip python3-setuptools python3-wheel python3-venv
 
-.PHONY: setup setup-npm setup-s3 setup-tokenize setup-parquet build demo test test-cc test-py check-threads clean
+.PHONY: setup setup-npm setup-s3 setup-tokenize setup-parquet build wheel demo test test-cc test-py check-threads clean
 
 # Idempotent: installs only the packages that are missing.
 setup:
@@ -36,6 +37,13 @@ build: setup
 	@install -m 0755 bazel-bin/daemon/zephond $(NATIVE)/zephond
 	@install -m 0755 bazel-bin/client/zephonctl/zephonctl $(NATIVE)/zephonctl
 	@echo "built: $(NATIVE)/{libzephon_c.so,libzephon_spm_shim.so,zephond}"
+
+# A platform wheel of the Python package with the native parts `build` made
+# (libzephon_c.so, zephond, zephonctl) into dist/. Offline: Debian's setuptools/wheel.
+wheel: build
+	rm -rf client/python/build client/python/zephon.egg-info
+	$(PY) -m pip wheel --no-build-isolation --no-deps --no-index -w dist ./client/python
+	rm -rf client/python/build client/python/zephon.egg-info
 
 demo: build
 	PYTHONPATH=client/python $(PY) -m zephon.demo

@@ -13,6 +13,7 @@ served by one zephond daemon per node over shared memory.
     tok = zephon.Tokenizer("models/llama3/tokenizer.json")  # the daemon's tokenizer
     ids = tok.encode("Hello", special_tokens="bos")
 """
+from ._version import __version__
 from .batch import Batch, SampleId
 from .checkpoints import inspect_checkpoint
 from .corpus import write_megatron_dataset
@@ -25,7 +26,7 @@ from .sources import (Dataset, MixtureSpec, ScheduledMixtureWorkSource, StaticMi
 from .tokenizer import Tokenizer
 
 __all__ = [
-    "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "MixtureSpec",
+    "__version__", "Batch", "DaemonUnavailableError", "Dataset", "InvalidOptionError", "MixtureSpec",
     "NotFoundError",
     "PeerLostError", "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId",
     "ScheduledMixtureWorkSource", "SpecMismatchError", "StaticMixtureWorkSource",

@@ -1,0 +1,2 @@
+"""The package version (pyproject.toml reads it from here)."""
+__version__ = "0.3.0"
