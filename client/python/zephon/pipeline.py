@@ -903,6 +903,17 @@ class Pipeline:
             self._open.append(batch)
             yield batch
 
+    def to_torch_dataset(self, transform=None):
+        """This rank's stream as a ``torch.utils.data.IterableDataset`` with
+        ``state_dict()`` (the collective :meth:`checkpoint`) and ``load_state_dict()``
+        (:meth:`restore`), the Stateful protocol of torchdata's StatefulDataLoader and
+        torch.distributed.checkpoint: a trainer's checkpointer saves and restores the data
+        state with the model. ``transform`` maps each batch (e.g.
+        ``lambda b: b.to_training(dtype="auto")``). Use it with
+        ``DataLoader(ds, batch_size=None, num_workers=0)``; see :mod:`zephon.torch_data`."""
+        from .torch_data import make_dataset
+        return make_dataset(self, transform)
+
     # ----- checkpoint / restore ---------------------------------------------------------
     def checkpoint(self) -> bytes:
         """Collective over the run's ``world_size`` Pipelines: every one must call it at the

@@ -1,0 +1,79 @@
+"""A Pipeline as a ``torch.utils.data.IterableDataset`` with the ``state_dict`` /
+``load_state_dict`` pair that torchdata's ``StatefulDataLoader`` and
+``torch.distributed.checkpoint``'s ``Stateful`` protocol call, so a trainer's
+checkpointer saves and restores the data state with the model.
+
+    ds = pipe.to_torch_dataset(transform=lambda b: b.to_training(dtype="auto"))
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
+    states = {"model": model, "dataloader": ds}   # what the checkpointer saves
+
+``state_dict()`` is the Pipeline's collective ``checkpoint()`` (every rank of the run calls
+it at the same step, as a checkpointer does); its value is a plain dict of bytes, so
+``torch.save``, pickle and DCP store it as they are. ``load_state_dict()`` restores before
+the first batch. Batches stay zero-copy: the loader must not batch (``batch_size=None``),
+use workers (zephond already is the worker pool, in another process) or pin memory in a
+thread (a batch's views are valid until the next one is asked for).
+Thread-compatible, like the Pipeline it wraps. torch is imported on use only.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Mapping, Optional
+
+from . import errors
+
+# The state_dict layout; bumped if its keys change (the checkpoint bytes carry their own
+# format version).
+STATE_FORMAT = 1
+_STATE_KEY = "zephon_checkpoint"
+
+
+def _iterable_dataset_base():
+    try:
+        from torch.utils.data import IterableDataset
+    except ImportError as e:  # torch is optional for the package
+        raise ImportError("Pipeline.to_torch_dataset needs torch (pip install torch, or "
+                          "Debian's python3-torch)") from e
+    return IterableDataset
+
+
+def make_dataset(pipeline, transform: Optional[Callable[[Any], Any]] = None):
+    """The IterableDataset over `pipeline` (see the module comment)."""
+    base = _iterable_dataset_base()
+
+    class ZephonDataset(base):  # type: ignore[misc, valid-type]
+        """This rank's batches (``transform(batch)`` when given) as a torch dataset."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.pipeline = pipeline
+            self.transform = transform
+
+        def __iter__(self) -> Iterator[Any]:
+            from torch.utils.data import get_worker_info
+            if get_worker_info() is not None:
+                raise RuntimeError(
+                    "a Zephon dataset runs in the trainer process: use DataLoader(..., "
+                    "num_workers=0); zephond already prepares batches in its own process")
+            for batch in self.pipeline:
+                yield self.transform(batch) if self.transform is not None else batch
+
+        def state_dict(self) -> dict:
+            """The collective checkpoint as ``{"zephon_checkpoint": bytes, "format": 1}``."""
+            return {_STATE_KEY: self.pipeline.checkpoint(), "format": STATE_FORMAT}
+
+        def load_state_dict(self, state: Mapping[str, Any]) -> None:
+            """Restores from what ``state_dict()`` returned (before the first batch)."""
+            if not isinstance(state, Mapping) or _STATE_KEY not in state:
+                raise errors.InvalidOptionError(
+                    "load_state_dict(): expected the dict a Zephon dataset's state_dict() "
+                    f"returned (with key {_STATE_KEY!r}), got "
+                    f"{type(state).__name__}{'' if not isinstance(state, Mapping) else ' keys ' + repr(sorted(state))}",
+                    errors.INVALID_ARGUMENT)
+            if state.get("format", STATE_FORMAT) != STATE_FORMAT:
+                raise errors.InvalidOptionError(
+                    f"load_state_dict(): state format {state.get('format')!r} is not "
+                    f"{STATE_FORMAT}; it was saved by another Zephon version",
+                    errors.INVALID_ARGUMENT)
+            self.pipeline.restore(bytes(state[_STATE_KEY]))
+
+    return ZephonDataset()
