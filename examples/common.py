@@ -174,10 +174,13 @@ def gather_records(mine: list, rank: int):
     return everyone if rank == 0 else None
 
 
-def save_checkpoint(path: str, step: int, zephon_state: bytes, model, optimizer, args) -> None:
-    """One file for the data state and the model + optimizer of the same step (rank 0)."""
+def save_checkpoint(path: str, step: int, data_state, model, optimizer, args,
+                    key: str = "zephon") -> None:
+    """One file for the data state and the model + optimizer of the same step (rank 0).
+    `data_state` goes under `key`: the checkpoint bytes as "zephon", or a torch dataset's
+    state_dict() as "dataloader" (TorchTitan's checkpointer key)."""
     tmp = path + ".tmp"
-    torch.save({"step": step, "zephon": zephon_state, "model": model.state_dict(),
+    torch.save({"step": step, key: data_state, "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "config": {k: getattr(args, k) for k in
                            ("canonical_replicas", "global_batches", "microbatch", "seq_len",
@@ -185,7 +188,8 @@ def save_checkpoint(path: str, step: int, zephon_state: bytes, model, optimizer,
     os.replace(tmp, path)
 
 
-def load_checkpoint(path: str, model, optimizer, args) -> tuple[int, bytes]:
+def load_checkpoint(path: str, model, optimizer, args):
+    """(step, the data state saved: a dataset's state_dict() or the checkpoint bytes)."""
     state = torch.load(path)
     for key in ("canonical_replicas", "microbatch", "seq_len", "vocab", "dim", "run_id"):
         if state["config"][key] != getattr(args, key):
@@ -193,7 +197,7 @@ def load_checkpoint(path: str, model, optimizer, args) -> tuple[int, bytes]:
                              f"checkpoint but {getattr(args, key)!r} now; keep it unchanged")
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    return int(state["step"]), state["zephon"]
+    return int(state["step"]), state["dataloader"] if "dataloader" in state else state["zephon"]
 
 
 class StepLog:

@@ -3,7 +3,9 @@
 Data identity = the data-parallel part of the mesh (dp_replicate x dp_shard flattened
 into one DP dimension); TP peers of a DP group get identical batches by asking the node's
 zephond for the same data identity. Coordination identity = the whole job (WORLD_SIZE,
-RANK): every rank calls checkpoint(). One optimizer step consumes --global-batches
+RANK): every rank calls checkpoint(), here through the torch dataset's state_dict() (the
+Stateful protocol TorchTitan's checkpointer saves with the model). One optimizer step
+consumes --global-batches
 batches over the job (gradient accumulation: each DP group takes global_batches / dp
 microbatches); gradients are all-reduced (mean) over the DP ranks only.
 
@@ -17,6 +19,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from torch.utils.data import DataLoader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
@@ -51,23 +54,27 @@ def main() -> None:
         local_peers=tp,                               # this DP group's ranks on this node
         canonical_replicas=args.canonical_replicas,
         run_id=args.run_id, aggregate_dir=args.aggregate_dir, aggregate_timeout_s=60)
+    # What TorchTitan's dataloader is: a torch dataset whose state_dict() the checkpointer
+    # saves with the model. Each item: the training tensors (int64 copies: valid after
+    # the batch is released) and the batch's record for the step log.
+    dataset = pipe.to_torch_dataset(transform=lambda batch: (
+        batch.to_training(return_labels=True, as_torch=True, dtype="auto"),
+        common.record(batch)))
     start = 0
     if args.resume:
         start, state = common.load_checkpoint(args.resume, model, optimizer, args)
-        pipe.restore(state)  # any dp that divides canonical_replicas
+        dataset.load_state_dict(state)  # any dp that divides canonical_replicas
 
     log = common.StepLog(args.log, style="torchtitan", world_size=world, dp=dp, tp=tp,
                          resumed_from=start if args.resume else None)
     per_group = args.global_batches // dp
-    batches = iter(pipe)
+    batches = iter(DataLoader(dataset, batch_size=None, num_workers=0))
     for step in range(start + 1, args.steps + 1):
         micro, mine = [], []
         for _ in range(per_group):
-            batch = next(batches)
-            t = batch.to_training(return_labels=True, as_torch=True)
-            # .long() copies out of shared memory: the batch is released by next().
-            micro.append((t["input_ids"].long(), t["labels"].long()))
-            mine.append(common.record(batch))
+            t, record = next(batches)
+            micro.append((t["input_ids"], t["labels"]))
+            mine.append(record)
         loss = common.train_step(model, optimizer, micro, dp, dp_group, args.vocab)
 
         everyone = common.gather_records(mine, rank)
@@ -81,10 +88,10 @@ def main() -> None:
                     sorted((lane, index) for lane, index, _ in records))
 
         if step in args.save_at:
-            state = pipe.checkpoint()  # collective: every rank, same step
+            state = dataset.state_dict()  # the collective checkpoint: every rank, same step
             if rank == 0:
                 common.save_checkpoint(args.save.format(step=step), step, state, model,
-                                       optimizer, args)
+                                       optimizer, args, key="dataloader")
             dist.barrier()
 
     dist.barrier()
