@@ -67,7 +67,8 @@ std::vector<TensorSchema> BatchSchema::Tensors() const {
     tensors.push_back({kRecordOffsets, shm::DType::kInt64, {offsets}});
     if (loss_mask) tensors.push_back({kLossMask, shm::DType::kUInt8, {cells}});
     if (payload) {
-      tensors.push_back({kPayload, shm::DType::kUInt8, {SaturatingMul(rows, record_payload_bytes)}});
+      tensors.push_back(
+          {kPayload, shm::DType::kUInt8, {SaturatingMul(rows, record_payload_bytes)}});
       tensors.push_back({kPayloadOffsets, shm::DType::kInt64, {offsets}});
     }
     tensors.push_back({kSampleIds, shm::DType::kInt64, {rows, 3}});

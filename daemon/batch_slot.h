@@ -91,19 +91,20 @@ struct BatchCells {
 // smaller than the schema's SlotPayloadBytes); INTERNAL if the schema wants segment
 // lengths and `segments` is null, or wider than max_segments, or not rows rows.
 // REQUIRES: rows <= schema.rows; sample_ids.size() <= rows * schema.cols.
-// Adds a record batch's tensors to `slot` in schema order (ragged; sizes from
-// pipeline::RecordSizesOf) and fills sample_ids and chunk_ids. Errors: those of
-// SlotWriter::AddTensor; INTERNAL if the sizes exceed the schema's bounds.
-// REQUIRES: a record schema; sample_ids and chunk_ids hold `rows` entries.
-absl::StatusOr<pipeline::RecordCells> AddRecordTensors(
-    const BatchSchema& schema, uint32_t rows, const pipeline::RecordSizes& sizes,
-    const std::vector<pipeline::SampleId>& sample_ids, const std::vector<int64_t>& chunk_ids,
-    shm::SlotWriter* slot);
-
 absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t rows,
                                            const std::vector<pipeline::SampleId>& sample_ids,
                                            const pipeline::SegmentTable* segments,
                                            shm::SlotWriter* slot);
+
+// Adds a record batch's tensors to `slot` in schema order (ragged; sizes from
+// pipeline::RecordSizesOf) and fills sample_ids and chunk_ids. Errors: those of
+// SlotWriter::AddTensor; INTERNAL (before any tensor is added) if the sizes exceed the
+// schema's bounds or sample_ids / chunk_ids do not hold `rows` entries.
+// REQUIRES: a record schema.
+absl::StatusOr<pipeline::RecordCells> AddRecordTensors(
+    const BatchSchema& schema, uint32_t rows, const pipeline::RecordSizes& sizes,
+    const std::vector<pipeline::SampleId>& sample_ids, const std::vector<int64_t>& chunk_ids,
+    shm::SlotWriter* slot);
 
 }  // namespace zephon::daemon
 

@@ -23,6 +23,7 @@
 #include "daemon/checkpoint/mid_window.h"
 #include "daemon/checkpoint/schedule_resume.h"
 #include "daemon/pipeline/spec.h"
+#include "daemon/pipeline/spec_string_form.h"
 #include "daemon/storage/open_store.h"
 #include "shm/ring_layout.h"
 
@@ -195,6 +196,15 @@ absl::StatusOr<Attachment> InstanceRegistry::AttachUnlocked(const proto::AttachR
   ASSIGN_OR_RETURN(const OpenedDatasets opened,
                    DatasetsFor(attach.identity, attach.pipeline.spec, text ? &*text : nullptr));
   const absl::Cleanup forget_pending = [this, &opened] { ForgetPendingOpen(opened); };
+  if (attach.schema.records) {
+    // A record row is a whole sample: its slot holds microbatch_size of the longest.
+    // One pass over the length tables, here and not under the registry lock.
+    const pipeline::RecordBounds longest =
+        pipeline::LongestRecord(opened.datasets, attach.schema.payload);
+    attach.schema.record_tokens = longest.tokens;
+    attach.schema.record_payload_bytes = longest.payload_bytes;
+    attach.geometry.slot_payload_bytes = attach.schema.SlotPayloadBytes();
+  }
   if (resume) {
     ASSIGN_OR_RETURN(resume->changes, CheckResumedData(&resume->state, opened.datasets,
                                                        attach.pipeline.spec, opened.spec_hash));
@@ -273,6 +283,16 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
           ". Every Pipeline that shares a dp_group_id must be built from identical datasets, "
           "work source, operators and options"));
     }
+    if (running.config().schema.payload != attach.schema.payload) {
+      // keep_payload is outside the spec hash (no sample changes) but not the slot layout.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "record payload mismatch for run_id='", identity.run_id, "' dp_degree=",
+          identity.dp_degree, " dp_group_id=", identity.dp_group_id, ": this rank ",
+          attach.schema.payload ? "keeps" : "does not keep", " the source records "
+          "(tokenize preserve_upstream_payload) but its DP-group peers on this node ",
+          running.config().schema.payload ? "do" : "do not",
+          ". Every Pipeline that shares a dp_group_id must be built alike"));
+    }
     absl::Status attached =
         running.AttachReader(identity.global_rank, request.client_pid(), &out.reply);
     if (attached.ok()) {
@@ -336,13 +356,17 @@ absl::StatusOr<Attachment> InstanceRegistry::JoinOrCreate(const proto::AttachReq
   std::vector<std::string> warnings = identity.warnings;
   if (!reused_run_warning.empty()) warnings.push_back(reused_run_warning);
   if (resume != nullptr && resume->state.dp_degree() != 0 &&
-      resume->state.dp_degree() != identity.dp_degree) {
+      (resume->state.dp_degree() != identity.dp_degree || resume->changes.mapping)) {
     // Upstream warns here too: such a checkpoint restores exactly, but on another
-    // topology the following steps hold other batch sets than the saving one's would.
+    // topology (dp_degree, or which group owns which lanes) the following steps hold
+    // other batch sets than the saving one's would.
     if (const std::optional<std::string> mid = checkpoint::MidWindowWarning(resume->state)) {
       warnings.push_back(absl::StrCat(
-          "restoring on dp_degree=", identity.dp_degree, " a checkpoint saved on dp_degree=",
-          resume->state.dp_degree(), " and taken mid-window: ", *mid));
+          "restoring on dp_degree=", identity.dp_degree, " mapping_strategy=",
+          pipeline::OptionName(attach.pipeline.spec.mapping_strategy()),
+          " a checkpoint saved on dp_degree=", resume->state.dp_degree(), " mapping_strategy=",
+          pipeline::OptionName(resume->state.spec().mapping_strategy()),
+          " and taken mid-window: ", *mid));
     }
   }
   for (const std::string& w : warnings) {
@@ -474,14 +498,6 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   config.schema = attach.schema;
   config.shm_name = absl::StrCat(options_.shm_prefix, ".", getpid(), ".", serial);
   config.geometry = attach.geometry;
-  if (config.schema.records) {
-    // A record row is a whole sample: its slot holds microbatch_size of the longest.
-    const pipeline::RecordBounds longest =
-        pipeline::LongestRecord(opened.datasets, config.schema.payload);
-    config.schema.record_tokens = longest.tokens;
-    config.schema.record_payload_bytes = longest.payload_bytes;
-    config.geometry.slot_payload_bytes = config.schema.SlotPayloadBytes();
-  }
   if (options_.max_ring_bytes > 0) {
     const shm::RingSections sections = shm::ComputeSections(
         config.geometry.slot_count, config.geometry.reader_capacity,
@@ -643,9 +659,12 @@ absl::Status InstanceRegistry::RefuseSecondJob(const RankIdentity& identity,
     std::optional<std::pair<int64_t, std::string>> holder;
     {
       absl::MutexLock lock(&mu_);
+      if (shutting_down_) return absl::UnavailableError("zephond is shutting down");
       for (const auto& [key, group] : instances_) {
         for (const auto& instance : group) {
-          if (instance->config().run_key != identity.run_id) continue;
+          // A poisoned instance's readers are leaving (their peers failed): a rank
+          // re-attaching to recover is not a second job.
+          if (instance->config().run_key != identity.run_id || instance->poisoned()) continue;
           if (std::optional<int64_t> pid = instance->PidOfRank(identity.global_rank)) {
             holder.emplace(*pid, instance->config().instance_id);
           }
@@ -655,6 +674,13 @@ absl::Status InstanceRegistry::RefuseSecondJob(const RankIdentity& identity,
     if (!holder.has_value()) return absl::OkStatus();
     // A rank whose process just died or detached is still listed until its stream
     // closes: give it a moment before calling this a second job.
+    if (options_.env->Now() >= deadline && holder->first == client_pid) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "run_id='", identity.run_id, "' global_rank=", identity.global_rank,
+          " is already attached by this process (pid ", client_pid, ", instance ",
+          holder->second, "): close() the earlier Pipeline of this rank before attaching "
+          "another"));
+    }
     if (options_.env->Now() >= deadline) {
       return absl::AlreadyExistsError(absl::StrCat(
           "run_id='", identity.run_id, "' global_rank=", identity.global_rank,

@@ -83,10 +83,17 @@ def test_restoring_a_mid_window_checkpoint_on_another_topology_warns(corpus, dae
     same.close()
     assert not [w for w in seen if "mid-window" in str(w.message)], "same topology: quiet"
     other = make(world_size=2, global_rank=0, dp_degree=2, dp_group_id=0).restore(state)
-    with pytest.warns(RuntimeWarning, match=r"restoring on dp_degree=2 a checkpoint saved on "
-                                            r"dp_degree=1 and taken mid-window"):
+    with pytest.warns(RuntimeWarning, match=r"restoring on dp_degree=2 mapping_strategy="
+                                            r"contiguous a checkpoint saved on dp_degree=1 "
+                                            r"mapping_strategy=contiguous and taken mid-window"):
         other.attach()
     other.close()
+    # Another mapping on the same dp_degree also changes what the following steps hold.
+    remapped = make(mapping_strategy="interleaved").restore(state)
+    with pytest.warns(RuntimeWarning, match=r"mapping_strategy=interleaved a checkpoint saved "
+                                            r"on dp_degree=1 mapping_strategy=contiguous"):
+        remapped.attach()
+    remapped.close()
 
 
 def test_a_fresh_run_may_reuse_the_id_of_a_run_that_ended(corpus, daemon, tmp_path):

@@ -159,7 +159,8 @@ class Batch:
 
     @property
     def ids(self) -> list[SampleId]:
-        """The sample ids that contributed tokens, in order of first appearance."""
+        """The sample ids that contributed tokens, in order of first appearance (packed
+        batches); one per row, repeats kept, for record batches."""
         self._check_open()
         if "sample_ids" not in self._layout:
             return []

@@ -820,21 +820,23 @@ class Pipeline:
         return self
 
     def _rank_key(self) -> tuple:
-        """Who this Pipeline is to zephond: its daemon, run and rank (world_size,
-        global_rank, dp identity). Two live Pipelines of one process with the same key
-        would be one rank attached twice."""
+        """Who this Pipeline is to zephond: its daemon, run, rank (world_size,
+        global_rank, dp identity) and spec. A newer Pipeline with the same key is the
+        same pipeline of the same rank built again (upstream's tests do so after each
+        iteration); another pipeline (an eval set, another spec) never takes a lease."""
         o = self._options
         run_id = o.get("run_id")
         world = o.get("world_size", 1)
         if run_id is None and isinstance(world, int) and world > 1:
             run_id = os.environ.get("ZEPHON_RUN_ID")
+        spec = json.dumps(self._request()["spec"], sort_keys=True, default=str)
         return (o.get("daemon") or os.environ.get("ZEPHON_SOCKET"), run_id, world,
-                o.get("global_rank", 0), o.get("dp_degree", 1), o.get("dp_group_id", 0))
+                o.get("global_rank", 0), o.get("dp_degree", 1), o.get("dp_group_id", 0), spec)
 
     def _end_lease(self) -> None:
-        """Detaches after an iteration ended (exhausted or closed): open batches are
-        released and the rank leaves its instance, as close() does, but the Pipeline
-        may attach again (a new iteration starts a fresh stream, or the restored one)."""
+        """Hands the lease of an ended iteration to a newer Pipeline of the same rank:
+        open batches are released and the rank leaves its instance, as close() does; this
+        Pipeline then refuses to iterate or checkpoint (RuntimeError)."""
         _ENDED_ITERATIONS.discard(self)
         for batch in self._open:
             batch.close()

@@ -64,10 +64,11 @@ def make_dataset(pipeline, transform: Optional[Callable[[Any], Any]] = None):
         def load_state_dict(self, state: Mapping[str, Any]) -> None:
             """Restores from what ``state_dict()`` returned (before the first batch)."""
             if not isinstance(state, Mapping) or _STATE_KEY not in state:
+                got = (f"keys {sorted(state)!r}" if isinstance(state, Mapping)
+                       else type(state).__name__)
                 raise errors.InvalidOptionError(
                     "load_state_dict(): expected the dict a Zephon dataset's state_dict() "
-                    f"returned (with key {_STATE_KEY!r}), got "
-                    f"{type(state).__name__}{'' if not isinstance(state, Mapping) else ' keys ' + repr(sorted(state))}",
+                    f"returned (with key {_STATE_KEY!r}), got {got}",
                     errors.INVALID_ARGUMENT)
             if state.get("format", STATE_FORMAT) != STATE_FORMAT:
                 raise errors.InvalidOptionError(

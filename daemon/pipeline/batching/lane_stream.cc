@@ -177,7 +177,8 @@ absl::StatusOr<LaneOptions> LaneOptions::FromSpec(const proto::PipelineSpec& spe
   int i = 0;
   // tokenize (checked by ResolveTokenize) turns text into samples before the lanes:
   // nothing here depends on it.
-  const bool keep_payload = i < ops.size() && ops[i].has_tokenize() && ops[i].tokenize().keep_payload();
+  const bool keep_payload =
+      i < ops.size() && ops[i].has_tokenize() && ops[i].tokenize().keep_payload();
   if (i < ops.size() && ops[i].has_tokenize()) ++i;
   for (int k = i; k < ops.size(); ++k) {
     if (ops[k].has_tokenize()) {
@@ -245,9 +246,9 @@ std::string LaneOptions::Describe() const {
                                : absl::StrCat(s, mixture.Describe(), " -> ");
   }
   if (records) {
-    return absl::StrCat(s, "records", payload ? " with payloads" : "", " -> batch(", microbatch_size,
-                        ", drop_last=", drop_last ? "true" : "false", "); flush every ",
-                        flush_every_k_chunks, " lane chunks");
+    return absl::StrCat(s, "records", payload ? " with payloads" : "", " -> batch(",
+                        microbatch_size, ", drop_last=", drop_last ? "true" : "false",
+                        "); flush every ", flush_every_k_chunks, " lane chunks");
   }
   std::string algorithm = PackAlgorithmName(pack.algorithm);
   switch (pack.algorithm) {

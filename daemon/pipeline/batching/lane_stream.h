@@ -109,7 +109,8 @@ struct LaneOptions {
   // calls this after filling the defaults; others use ResolvedPipeline::lanes).
   // Operators must follow the chain grammar of chain_spec.h ([tokenize], {shuffle,
   // ensure_mixture}, [pack_flat or pack_sequences, [shuffle]], batch; tokenize is read
-  // only for keep_payload, refused with a packer); INVALID_ARGUMENT naming the operator index and value otherwise (also:
+  // only for keep_payload, refused with a packer); INVALID_ARGUMENT naming the operator
+  // index and value otherwise (also:
   // max_length in [2, kMaxPackLength], microbatch_size >= 1, buffer_size >= 1, a known algorithm with
   // its fields (pad_token_id >= 0 required by all but wrap; num_bins 1..kMaxNumBins
   // for first_fit/best_fit; candidate_pool_size 1..kMaxCandidatePoolSize and

@@ -51,7 +51,10 @@ RecordSizes RecordSizesOf(const BatchPlan& plan, const Datasets& datasets) {
   RecordSizes sizes;
   for (const Segment& seg : plan.segments) {
     sizes.tokens += seg.count;
-    if (plan.payload && seg.id.dataset < datasets.size()) {
+    const SampleId& id = seg.id;
+    if (plan.payload && id.dataset < datasets.size() &&
+        id.shard < datasets[id.dataset]->NumShards() &&
+        id.index < datasets[id.dataset]->ShardSamples(id.shard)) {
       sizes.payload_bytes += datasets[seg.id.dataset]->PayloadBytes(seg.id.shard, seg.id.index);
     }
   }
@@ -82,7 +85,9 @@ absl::Status MaterializeRecordsInto(const BatchPlan& plan, const Datasets& datas
     if (!s.ok()) return RowError(plan, seg.id, datasets, s);
     at += seg.count;
     cells.record_offsets[r + 1] = static_cast<int64_t>(at);
-    if (cells.payload_offsets != nullptr) cells.payload_offsets[r + 1] = static_cast<int64_t>(payload_at);
+    if (cells.payload_offsets != nullptr) {
+      cells.payload_offsets[r + 1] = static_cast<int64_t>(payload_at);
+    }
   }
   return absl::OkStatus();
 }

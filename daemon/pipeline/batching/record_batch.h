@@ -31,7 +31,7 @@ struct RecordSizes {
   uint64_t tokens = 0;
   uint64_t payload_bytes = 0;
 };
-// REQUIRES: plan.records, and a plan of these datasets (checked by the materializers).
+// A sample the datasets lack counts no payload (the materializers refuse the plan).
 RecordSizes RecordSizesOf(const BatchPlan& plan, const Datasets& datasets);
 
 // Where a record batch's tensors go (sized by RecordSizesOf). loss_mask, payload and

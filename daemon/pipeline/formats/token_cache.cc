@@ -23,8 +23,8 @@ namespace zephon::pipeline {
 namespace {
 
 // The files of one entry; .off first: deleting it first uncommits the entry.
-constexpr const char* kEntrySuffixes[] = {".off", ".tok", ".stats", ".msk"};
-constexpr int kNumEntrySuffixes = 4;
+constexpr const char* kEntrySuffixes[] = {".off", ".tok", ".stats", ".msk", ".pay", ".pao"};
+constexpr int kNumEntrySuffixes = 6;
 static_assert(std::size(kEntrySuffixes) == kNumEntrySuffixes);
 
 int64_t MtimeNs(const struct stat& st) {

@@ -1,8 +1,9 @@
 // TokenCache: the budget of the node-wide token cache directory (zephond's --cache-dir,
 // --token-cache-bytes), where JsonlShard keeps each converted shard (jsonl_reader.h).
 //
-// Entries. An entry is the file group <dir>/<key>.off + <key>.tok (+ <key>.stats and
-// <key>.msk, a loss mask, when present), committed by the rename of .off. Its size is the sum of those files; its last
+// Entries. An entry is the file group <dir>/<key>.off + <key>.tok (+ <key>.stats,
+// <key>.msk, a loss mask, and <key>.pay + <key>.pao, the source records of keep_payload,
+// when present), committed by the rename of .off. Its size is the sum of those files; its last
 // use is the .off mtime, which Pin::Hit and Pin::Built set (strictly increasing within a
 // process), so the LRU order survives a daemon restart.
 //

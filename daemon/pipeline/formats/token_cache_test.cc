@@ -260,5 +260,22 @@ TEST(TokenCacheTest, LossMaskFilesCountWithTheirEntryAndGoWithIt) {
   EXPECT_FALSE(Exists(dir + "/aaaa.msk"));
 }
 
+TEST(TokenCacheTest, PayloadFilesCountWithTheirEntryAndGoWithIt) {
+  const std::string dir = TempDir();
+  WriteEntry(dir, "aaaa", 40);
+  WriteFile(dir + "/aaaa.pay", std::string(30, 'x'));   // keep_payload's source records
+  WriteFile(dir + "/aaaa.pao", std::string(16, '\0'));  // their offsets
+  WriteFile(dir + "/eeee.pay", "{}");                    // an eviction cut short, old
+  SetMtimeAgo(dir + "/eeee.pay", absl::Hours(1));
+  auto cache = TokenCache::Create(dir, 0);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  EXPECT_EQ((*cache)->Stats().bytes, 16u + 40 + 30 + 16);
+  EXPECT_FALSE(Exists(dir + "/eeee.pay"));
+  auto tight = TokenCache::Create(dir, 1);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_FALSE(Exists(dir + "/aaaa.pay"));
+  EXPECT_FALSE(Exists(dir + "/aaaa.pao"));
+}
+
 }  // namespace
 }  // namespace zephon::pipeline
