@@ -838,13 +838,19 @@ class Pipeline:
         open batches are released and the rank leaves its instance, as close() does; this
         Pipeline then refuses to iterate or checkpoint (RuntimeError)."""
         _ENDED_ITERATIONS.discard(self)
+        if self._detach():
+            self._lease_ended = True
+
+    def _detach(self) -> bool:
+        """Releases the open batches and detaches the reader; whether one was attached."""
         for batch in self._open:
             batch.close()
         self._open = []
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-            self._lease_ended = True
+        if self._reader is None:
+            return False
+        self._reader.close()
+        self._reader = None
+        return True
 
     def __iter__(self) -> Iterator[Batch]:
         """Batches of this rank (or, for a pipeline without batch and packer, one
@@ -1013,12 +1019,7 @@ class Pipeline:
         connection to the daemon, at once. Idempotent. Numpy arrays taken from batches
         keep the ring mapped (never the lease) until the last of them is dropped, so a
         stray array is never left pointing at unmapped memory."""
-        for batch in self._open:
-            batch.close()
-        self._open = []
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        self._detach()
         self._closed = True
 
     def __enter__(self) -> "Pipeline":
