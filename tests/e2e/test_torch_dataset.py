@@ -81,3 +81,9 @@ def test_misuse_is_refused_naming_the_fix(corpus, daemon, tmp_path):
     batch = next(iter(DataLoader(d, batch_size=None, num_workers=0)))
     assert isinstance(batch, zephon.Batch) and batch["tokens"].shape == (2, 33)
     d.pipeline.close()
+
+
+def test_readme_torch_example_runs(tmp_path):
+    from readme_blocks import run_readme_block
+    out = run_readme_block("to_torch_dataset(transform=", tmp_path)
+    assert "resumed equal: True" in out
