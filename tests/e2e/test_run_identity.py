@@ -139,12 +139,13 @@ def test_two_live_jobs_under_one_run_id_are_refused_naming_both(corpus, daemon, 
         "try:\n"
         "    p.attach()\n"
         "except zephon.ZephonError as e:\n"
-        "    print(str(e)); sys.exit(3)\n")
+        "    print(type(e).__name__, str(e)); sys.exit(3)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     second = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, timeout=60)
     assert second.returncode == 3, second.stdout + second.stderr
     message = second.stdout
+    assert message.startswith("SpecMismatchError ")
     assert "run_id='twice' global_rank=0 is already attached" in message
     assert f"(pid {os.getpid()}," in message, "names the first job's process"
     assert "two live jobs under one run_id" in message

@@ -1,4 +1,41 @@
-"""Exceptions raised by the Zephon client. Each carries the daemon's message verbatim."""
+"""Exceptions raised by the Zephon client, in one place. Each carries the daemon's (or
+the client's) message verbatim, naming the thing and the fix, and ``code``, the
+canonical status code. All derive from :class:`ZephonError` (a RuntimeError); some also
+from the builtin a caller would catch for that kind of error:
+
+======================== ================================ ================================
+exception                also a                           raised when (status code)
+======================== ================================ ================================
+InvalidOptionError       ValueError                       an option, argument, spec value
+                                                          or checkpoint is invalid
+                                                          (INVALID_ARGUMENT)
+NotFoundError            FileNotFoundError                a named file or object is
+                                                          missing (NOT_FOUND)
+SpecMismatchError                                         the request conflicts with
+                                                          state the daemon holds: another
+                                                          spec for the DP group, a
+                                                          checkpoint of another spec, a
+                                                          second job under one run_id
+                                                          (FAILED_PRECONDITION,
+                                                          ALREADY_EXISTS)
+PeerLostError                                             a peer rank of the DP group
+                                                          died; the ring is poisoned
+                                                          (ABORTED)
+DaemonUnavailableError                                    zephond cannot be reached, or
+                                                          shut down (UNAVAILABLE,
+                                                          CANCELLED)
+PipelineError                                             the pipeline failed, e.g. a
+                                                          corrupt shard (INTERNAL,
+                                                          DATA_LOSS)
+ResourceExhaustedError                                    not enough shared memory or
+                                                          ring budget (RESOURCE_EXHAUSTED)
+ZephonTimeoutError       TimeoutError                     a wait passed its deadline
+                                                          (DEADLINE_EXCEEDED)
+======================== ================================ ================================
+
+Warnings (mid-window checkpoints, a reused run_id, an unknown upstream option) are
+``warnings.warn`` RuntimeWarning / UserWarning, filterable as usual.
+"""
 from __future__ import annotations
 
 # absl / gRPC canonical status codes used by the C ABI.
@@ -64,11 +101,13 @@ _BY_CODE = {
     INVALID_ARGUMENT: InvalidOptionError,
     NOT_FOUND: NotFoundError,
     FAILED_PRECONDITION: SpecMismatchError,
+    ALREADY_EXISTS: SpecMismatchError,
     ABORTED: PeerLostError,
     UNAVAILABLE: DaemonUnavailableError,
     DEADLINE_EXCEEDED: ZephonTimeoutError,
     CANCELLED: DaemonUnavailableError,
     INTERNAL: PipelineError,
+    DATA_LOSS: PipelineError,
     RESOURCE_EXHAUSTED: ResourceExhaustedError,
 }
 
