@@ -858,8 +858,8 @@ class Pipeline:
         last one stopped. When an iteration ends (exhausted, or the iterator closed:
         ``it.close()``, ``del it``, a ``break`` out of a ``for``), the rank keeps its
         lease, and ``checkpoint()`` answers, until another Pipeline of this process
-        attaches as the same rank (same daemon, run_id, world_size, global_rank and DP
-        identity), which takes the lease over (upstream closes the engine with its
+        attaches as the same rank with the same spec (same daemon, run_id, world_size,
+        global_rank, DP identity and pipeline), which takes the lease over (upstream closes the engine with its
         iterator, so its tests build a fresh pipeline of the same rank after each
         iteration). This Pipeline then raises RuntimeError if iterated or checkpointed."""
         _ENDED_ITERATIONS.discard(self)
