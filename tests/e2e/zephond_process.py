@@ -5,6 +5,8 @@ pytest dependency so benchmarks can import it directly.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import secrets
 import signal
@@ -217,3 +219,26 @@ class Daemon:
     def cpu_s(self) -> float:
         """CPU seconds the daemon used so far (its own clock, ns resolution)."""
         return float(self.status()["process_cpu_s"])
+
+
+@contextlib.contextmanager
+def default_daemon(workdir: Path, *, check_rings_freed: bool = True):
+    """A single-node Daemon that code which never passes ``daemon=`` reaches: ZEPHON_SOCKET
+    names it while the block runs. On exit the old ZEPHON_SOCKET comes back, dropped
+    Pipelines are collected (they detach), and the daemon must have freed every ring
+    (with `check_rings_freed`) and must stop with status 0."""
+    d = Daemon(workdir, peer=False)
+    before = os.environ.get("ZEPHON_SOCKET")
+    os.environ["ZEPHON_SOCKET"] = d.socket
+    try:
+        yield d
+    finally:
+        if before is None:
+            os.environ.pop("ZEPHON_SOCKET", None)
+        else:
+            os.environ["ZEPHON_SOCKET"] = before
+        gc.collect()
+        held = d.wait_no_ring_memfds(deadline_s=5) if check_rings_freed else []
+        rc = d.stop()
+        assert held == [], f"zephond still holds rings {held} after the pipelines were dropped"
+        assert rc == 0, f"zephond exited with {rc}; log:\n{d.log.read_text()}"

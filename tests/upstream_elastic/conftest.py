@@ -49,7 +49,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "client" / "python"))
 
-from zephond_process import Daemon  # noqa: E402
+from zephond_process import default_daemon  # noqa: E402
 
 EXCLUDED = {
     "test_checkpoint_records_inflight_pruned":
@@ -69,19 +69,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session", autouse=True)
 def zephond(tmp_path_factory):
     """One single-node zephond for the session; ZEPHON_SOCKET names it meanwhile."""
-    d = Daemon(tmp_path_factory.mktemp("elastic-zephond"), peer=False)
-    before = os.environ.get("ZEPHON_SOCKET")
-    os.environ["ZEPHON_SOCKET"] = d.socket
-    try:
+    with default_daemon(tmp_path_factory.mktemp("elastic-zephond")) as d:
         yield d
-    finally:
-        if before is None:
-            os.environ.pop("ZEPHON_SOCKET", None)
-        else:
-            os.environ["ZEPHON_SOCKET"] = before
-        gc.collect()
-        rc = d.stop()
-        assert rc == 0, f"zephond exited with {rc}; log:\n{d.log.read_text()}"
 
 
 @pytest.fixture(autouse=True)

@@ -36,9 +36,7 @@ Run: ``PYTHONPATH=client/python python3 -m pytest -q tests/upstream_trainers``
 """
 from __future__ import annotations
 
-import gc
 import json
-import os
 import random
 import sys
 from pathlib import Path
@@ -52,7 +50,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "client" / "python"))
 
 import zephon  # noqa: E402
-from zephond_process import Daemon  # noqa: E402
+from zephond_process import default_daemon  # noqa: E402
 from test_tokenize_pipeline import tiny_tokenizer_json  # noqa: E402
 
 BOS, EOS = 1, 2  # the tiny tokenizer's <s> and </s>
@@ -115,21 +113,8 @@ def corpus_tokens(tokenizer_dir) -> int:
 @pytest.fixture(scope="module")
 def zephond(tmp_path_factory):
     """One single-node zephond for the module; ZEPHON_SOCKET names it meanwhile."""
-    d = Daemon(tmp_path_factory.mktemp("upstream-zephond"), peer=False)
-    before = os.environ.get("ZEPHON_SOCKET")
-    os.environ["ZEPHON_SOCKET"] = d.socket
-    try:
+    with default_daemon(tmp_path_factory.mktemp("upstream-zephond")) as d:
         yield d
-    finally:
-        if before is None:
-            os.environ.pop("ZEPHON_SOCKET", None)
-        else:
-            os.environ["ZEPHON_SOCKET"] = before
-        gc.collect()  # loaders the tests dropped detach their pipelines now
-        held = d.wait_no_ring_memfds(deadline_s=5)
-        rc = d.stop()
-        assert held == [], f"zephond still holds rings {held} after the loaders were dropped"
-        assert rc == 0, f"zephond exited with {rc}; log:\n{d.log.read_text()}"
 
 
 def full_segments(row: list[int]) -> list[tuple[int, ...]]:
