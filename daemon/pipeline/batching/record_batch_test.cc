@@ -19,12 +19,8 @@ using testing::MakeSyntheticDataset;
 // A records chain: [shuffle] batch(microbatch, drop_last), no packer.
 proto::PipelineSpec RecordSpec(uint64_t chunk_size, uint32_t flush_every, uint64_t microbatch,
                                bool drop_last, uint64_t shuffle = 0, uint32_t lanes = 1) {
-  proto::PipelineSpec spec;
-  auto* ws = spec.mutable_work_source();
-  auto* d = ws->add_datasets();
-  d->set_name("docs");
-  d->set_path("/unused");
-  ws->set_chunk_size(chunk_size);
+  proto::PipelineSpec spec = testing::SpecOverDatasets({"docs"});
+  spec.mutable_work_source()->set_chunk_size(chunk_size);
   spec.set_canonical_replicas(lanes);
   spec.set_lane_routing(proto::PipelineSpec::MODULO);
   spec.set_flush_every_k_chunks(flush_every);
@@ -160,11 +156,8 @@ TEST(RecordBatchTest, TextIsRefusedWithAPackerAndWithoutTextDatasets) {
   EXPECT_EQ(batch.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(batch.status().message().find("'docs' keeps no payloads"), std::string::npos);
 
-  proto::PipelineSpec packed;
-  auto* ws = packed.mutable_work_source();
-  ws->add_datasets()->set_name("docs");
-  ws->mutable_datasets(0)->set_path("/unused");
-  ws->set_chunk_size(2);
+  proto::PipelineSpec packed = testing::SpecOverDatasets({"docs"});
+  packed.mutable_work_source()->set_chunk_size(2);
   auto* t = packed.add_operators()->mutable_tokenize();
   t->set_tokenizer_path("/unused/tokenizer.json");
   t->set_keep_payload(true);
