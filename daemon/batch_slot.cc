@@ -35,6 +35,19 @@ constexpr char kPayload[] = "payload";
 constexpr char kPayloadOffsets[] = "payload_offsets";
 constexpr char kChunkIds[] = "chunk_ids";
 
+// Adds the sample_ids tensor, int64 [n, 3] (dataset, shard, index), holding `ids`.
+absl::Status AddSampleIds(const std::vector<pipeline::SampleId>& ids, shm::SlotWriter* slot) {
+  ASSIGN_OR_RETURN(void* raw, slot->AddTensor(kSampleIds, shm::DType::kInt64,
+                                              {static_cast<uint64_t>(ids.size()), 3}));
+  auto* out = static_cast<int64_t*>(raw);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out[3 * i] = ids[i].dataset;
+    out[3 * i + 1] = ids[i].shard;
+    out[3 * i + 2] = static_cast<int64_t>(ids[i].index);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 BatchSchema BatchSchema::Of(const pipeline::LaneOptions& lanes) {
@@ -131,14 +144,7 @@ absl::StatusOr<pipeline::RecordCells> AddRecordTensors(
     ASSIGN_OR_RETURN(void* toff, slot->AddTensor(kPayloadOffsets, shm::DType::kInt64, {offsets}));
     cells.payload_offsets = static_cast<int64_t*>(toff);
   }
-  ASSIGN_OR_RETURN(void* ids_raw, slot->AddTensor(kSampleIds, shm::DType::kInt64,
-                                                  {static_cast<uint64_t>(rows), 3}));
-  auto* ids = static_cast<int64_t*>(ids_raw);
-  for (size_t i = 0; i < rows; ++i) {
-    ids[3 * i] = sample_ids[i].dataset;
-    ids[3 * i + 1] = sample_ids[i].shard;
-    ids[3 * i + 2] = static_cast<int64_t>(sample_ids[i].index);
-  }
+  RETURN_IF_ERROR(AddSampleIds(sample_ids, slot));  // rows entries, checked above
   ASSIGN_OR_RETURN(void* chunks, slot->AddTensor(kChunkIds, shm::DType::kInt64,
                                                  {static_cast<uint64_t>(rows)}));
   if (rows > 0) std::memcpy(chunks, chunk_ids.data(), rows * sizeof(int64_t));
@@ -182,15 +188,7 @@ absl::StatusOr<BatchCells> AddBatchTensors(const BatchSchema& schema, uint32_t r
                                      {rows, static_cast<uint64_t>(segments->width)}));
     std::memcpy(lengths, segments->lengths.data(), segments->lengths.size() * sizeof(int32_t));
   }
-  ASSIGN_OR_RETURN(void* ids_raw,
-                   slot->AddTensor(kSampleIds, shm::DType::kInt64,
-                                   {static_cast<uint64_t>(sample_ids.size()), 3}));
-  auto* ids = static_cast<int64_t*>(ids_raw);
-  for (size_t i = 0; i < sample_ids.size(); ++i) {
-    ids[3 * i] = sample_ids[i].dataset;
-    ids[3 * i + 1] = sample_ids[i].shard;
-    ids[3 * i + 2] = static_cast<int64_t>(sample_ids[i].index);
-  }
+  RETURN_IF_ERROR(AddSampleIds(sample_ids, slot));
   return cells;
 }
 

@@ -540,21 +540,13 @@ absl::Status MaterializeInto(const BatchPlan& plan,
       // This message reaches the ranks as a ring's poison_detail (shm/ring_layout.h,
       // 1 KiB; cut there, while zephond logs the whole error): where in the batch, then
       // the reader's error (object URL, HTTP status) unchanged.
-      return absl::Status(read.code(),
-                          absl::StrCat("lane ", plan.lane, " batch ", plan.lane_batch_index,
-                                       ", sample ", id.dataset, "/", id.shard, "/", id.index,
-                                       " of '", datasets[id.dataset]->name(),
-                                       "': ", read.message()));
+      return SampleReadError(plan, id, datasets, read);
     }
     if (loss_mask != nullptr) {
       const absl::Status mask = datasets[id.dataset]->CopyLossMask(
           id.shard, id.index, seg.offset, seg.count, loss_mask + filled);
       if (!mask.ok()) {
-        return absl::Status(mask.code(),
-                            absl::StrCat("lane ", plan.lane, " batch ", plan.lane_batch_index,
-                                         ", sample ", id.dataset, "/", id.shard, "/", id.index,
-                                         " of '", datasets[id.dataset]->name(),
-                                         "': ", mask.message()));
+        return SampleReadError(plan, id, datasets, mask);
       }
     }
     if (positions != nullptr) {

@@ -9,16 +9,6 @@
 namespace zephon::pipeline {
 namespace {
 
-// The read error of one row, named as MaterializeInto names it (it reaches the ranks as
-// the ring's poison detail).
-absl::Status RowError(const BatchPlan& plan, const SampleId& id, const Datasets& datasets,
-                      const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat("lane ", plan.lane, " batch ",
-                                             plan.lane_batch_index, ", sample ", id.dataset, "/",
-                                             id.shard, "/", id.index, " of '",
-                                             datasets[id.dataset]->name(), "': ", s.message()));
-}
-
 absl::Status CheckPlan(const BatchPlan& plan, const Datasets& datasets) {
   if (!plan.records || plan.segments.size() != plan.rows ||
       plan.sample_ids.size() != plan.rows) {
@@ -82,7 +72,7 @@ absl::Status MaterializeRecordsInto(const BatchPlan& plan, const Datasets& datas
         payload_at += payload.size();
       }
     }
-    if (!s.ok()) return RowError(plan, seg.id, datasets, s);
+    if (!s.ok()) return SampleReadError(plan, seg.id, datasets, s);
     at += seg.count;
     cells.record_offsets[r + 1] = static_cast<int64_t>(at);
     if (cells.payload_offsets != nullptr) {
@@ -120,6 +110,15 @@ absl::StatusOr<Batch> MaterializeRecords(const BatchPlan& plan, const Datasets& 
   cells.payload_offsets = plan.payload ? batch.payload_offsets.data() : nullptr;
   RETURN_IF_ERROR(MaterializeRecordsInto(plan, datasets, cells));
   return batch;
+}
+
+absl::Status SampleReadError(const BatchPlan& plan, const SampleId& id,
+                             const Datasets& datasets, const absl::Status& read) {
+  return absl::Status(read.code(), absl::StrCat("lane ", plan.lane, " batch ",
+                                                plan.lane_batch_index, ", sample ", id.dataset,
+                                                "/", id.shard, "/", id.index, " of '",
+                                                datasets[id.dataset]->name(),
+                                                "': ", read.message()));
 }
 
 RecordBounds LongestRecord(const Datasets& datasets, bool payload) {

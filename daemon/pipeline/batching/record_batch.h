@@ -55,6 +55,12 @@ absl::Status MaterializeRecordsInto(const BatchPlan& plan, const Datasets& datas
 // with plan.payload, payload/payload_offsets set.
 absl::StatusOr<Batch> MaterializeRecords(const BatchPlan& plan, const Datasets& datasets);
 
+// A shard's error reading sample `id` for `plan`, with its code, prefixed with where
+// (lane, batch, sample, dataset): the form both materializers report, which reaches the
+// ranks as a ring's poison detail. REQUIRES: id.dataset < datasets.size().
+absl::Status SampleReadError(const BatchPlan& plan, const SampleId& id,
+                             const Datasets& datasets, const absl::Status& read);
+
 // The longest sample (tokens) and the longest payload (bytes, 0 unless `payload`)
 // among `datasets`: what one row of a record batch may need. O(samples) length-table
 // reads (no token read).
