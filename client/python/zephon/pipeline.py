@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import base64
-import copy
 import ctypes
 import json
 import os
