@@ -15,7 +15,7 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             python3 python3-numpy python3-pytest python3-torch python3-matplotlib \
             python3-protobuf libicu-dev libsentencepiece-dev sentencepiece \
             libsnappy-dev liblz4-dev libbz2-dev libbrotli-dev libxxhash-dev \
-            python3-pip python3-setuptools python3-wheel python3-venv
+            python3-pip python3-setuptools python3-wheel python3-venv mypy
 
 .PHONY: setup setup-npm setup-s3 setup-tokenize setup-parquet build wheel demo test test-cc test-py check-threads clean
 

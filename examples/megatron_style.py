@@ -60,7 +60,7 @@ def main() -> None:
                 batch = next(batches)
                 t = batch.to_training(return_labels=True, as_torch=True,
                                       rename_fields={"input_ids": "tokens"})
-                tokens, labels = t["tokens"].long(), t["labels"].long()  # copies
+                tokens, labels = t["tokens"], t["labels"]  # torch.long copies
                 mine.append(common.record(batch))
             else:
                 tokens = torch.empty(shape, dtype=torch.long)

@@ -110,7 +110,8 @@ def run(socket: str, workdir: Path, tokenizer: Path, records: int, batches: int)
         positions = np.array(batch["positions"])
         valid = np.array(batch["valid_tokens"])
         mask = np.array(batch["loss_mask"])
-        out = batch.to_training(as_torch=False, ignore_index=IGNORE, return_loss_mask=True,
+        out = batch.to_training(return_labels=True, as_torch=False, ignore_index=IGNORE,
+                                return_loss_mask=True,
                                 return_num_valid_tokens=True)
         keep = out["loss_mask"]
         ok = ok and documents_masked_over_their_prompts(positions, mask, valid)

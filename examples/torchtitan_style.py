@@ -58,7 +58,7 @@ def main() -> None:
     # saves with the model. Each item: the training tensors (int64 copies: valid after
     # the batch is released) and the batch's record for the step log.
     dataset = pipe.to_torch_dataset(transform=lambda batch: (
-        batch.to_training(return_labels=True, as_torch=True, dtype="auto"),
+        batch.to_training(return_labels=True, as_torch=True),
         common.record(batch)))
     start = 0
     if args.resume:

@@ -47,9 +47,9 @@ def test_padded_rows_and_to_training(corpus, daemon, algorithm):
             # The padding is one segment of its own: positions 0, 1, ...
             assert np.array_equal(positions[r, v:], np.arange(L - v))
             padded_rows += v < L
-        out = batch.to_training(as_torch=False, return_padding_mask=True,
+        out = batch.to_training(as_torch=False, return_padding_mask=True, return_labels=True,
                                 return_num_valid_tokens=True, return_cu_seqlens=True,
-                                ignore_index=-5)
+                                ignore_index=-5, dtype=None)
         mask = out["padding_mask"]
         assert mask.shape == (B, L - 1) and mask.dtype == bool
         assert np.array_equal(mask, np.arange(L - 1)[None, :] < valid[:, None])
@@ -120,7 +120,8 @@ def test_wrap_batches_have_no_valid_tokens_and_a_full_padding_mask(corpus, daemo
     pipe = pipeline(corpus, daemon.socket, max_length=65, microbatch=2, canonical_replicas=1)
     batch = next(iter(pipe))
     assert "valid_tokens" not in batch.keys()
-    out = batch.to_training(as_torch=False, return_padding_mask=True)
+    out = batch.to_training(as_torch=False, return_padding_mask=True, return_labels=True,
+                            dtype=None)
     assert out["padding_mask"].shape == (2, 64) and out["padding_mask"].all()
     assert np.shares_memory(out["labels"], batch["tokens"])  # nothing masked: still a view
     assert "packing lane 0" in pipe.explain()

@@ -103,7 +103,8 @@ def test_to_training_right_pads_the_records(daemon, text_root):
     batch = next(iter(p))
     rows = [r.payload["input_ids"].tolist() for r in batch.records]
     width = max(map(len, rows))
-    out = batch.to_training(as_torch=False, pad_token_id=0, return_loss_mask=True)
+    out = batch.to_training(as_torch=False, pad_token_id=0, return_loss_mask=True,
+                            return_labels=True)
     assert out["input_ids"].shape == (3, width - 1)
     for r, ids in enumerate(rows):
         n = len(ids)

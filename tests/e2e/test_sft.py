@@ -78,7 +78,7 @@ def check_batches(pipe, want, *, unmasked=None, steps=8) -> int:
                 assert tuple(mask[r, a:b].tolist()) in want[key]
         masked_seen += int((mask == 0).sum())
         out = batch.to_training(as_torch=False, ignore_index=-100, return_loss_mask=True,
-                                return_num_valid_tokens=True)
+                                return_labels=True, return_num_valid_tokens=True)
         labels, keep = out["labels"], out["loss_mask"]
         assert keep.shape == labels.shape == (tokens.shape[0], L - 1) and keep.dtype == bool
         # Label-aligned: labels[:, t] (= tokens[:, t + 1]) is kept iff mask[:, t + 1].
@@ -90,7 +90,7 @@ def check_batches(pipe, want, *, unmasked=None, steps=8) -> int:
         assert np.array_equal(plain["loss_mask"], mask == 1)
         # With document boundaries masked too, the returned mask is exactly the labels kept.
         bounded = batch.to_training(as_torch=False, ignore_index=-100, return_loss_mask=True,
-                                    mask_document_boundaries=True)
+                                    return_labels=True, mask_document_boundaries=True)
         assert np.array_equal(bounded["loss_mask"], bounded["labels"] != -100)
         batch.close()
         if step + 1 == steps:
@@ -206,7 +206,7 @@ def test_a_pipeline_without_masks_has_no_loss_mask_tensor(daemon, tmp_path):
                         daemon.socket)
     batch = next(iter(pipe))
     assert "loss_mask" not in batch.keys()
-    out = batch.to_training(as_torch=False, return_loss_mask=True)
+    out = batch.to_training(as_torch=False, return_loss_mask=True, return_labels=True)
     valid = np.array(batch["valid_tokens"])
     assert np.array_equal(out["loss_mask"], np.arange(1, L)[None, :] < valid[:, None])
     batch.close()

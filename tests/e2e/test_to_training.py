@@ -31,11 +31,11 @@ def segments_ok(cu, positions_flat, width):
     assert resets <= set(cu.tolist())
 
 
-def test_defaults_are_views_with_shifted_labels(corpus, daemon):
+def test_dtype_none_gives_views_with_shifted_labels(corpus, daemon):
     pipe, it = first_batches(corpus, daemon)
     batch = next(it)
     tokens, positions = batch["tokens"], batch["positions"]
-    out = batch.to_training(return_labels=True, as_torch=False)
+    out = batch.to_training(return_labels=True, as_torch=False, dtype=None)
     assert set(out) == {"input_ids", "labels", "positions", "ids"}
     assert np.array_equal(out["input_ids"], tokens[:, :-1])
     assert np.array_equal(out["labels"], tokens[:, 1:])
@@ -55,12 +55,13 @@ def test_cu_seqlens_masking_and_num_valid_tokens(corpus, daemon):
     for _ in range(6):
         batch = next(it)
         pos = np.array(batch["positions"])
-        out = batch.to_training(as_torch=False, return_cu_seqlens=True,
+        out = batch.to_training(as_torch=False, return_cu_seqlens=True, return_labels=True,
                                 return_num_valid_tokens=True)
         segments_ok(out["cu_seqlens"], pos[:, :-1].reshape(-1), L - 1)
         assert out["num_valid_tokens"] == B * (L - 1)  # wrap packing: nothing masked
-        masked = batch.to_training(as_torch=False, mask_document_boundaries=True,
-                                   ignore_index=-7, return_num_valid_tokens=True)
+        masked = batch.to_training(as_torch=False, mask_document_boundaries=True, dtype=None,
+                                   ignore_index=-7, return_num_valid_tokens=True,
+                                   return_labels=True)
         boundary = pos[:, 1:] == 0
         found_boundary |= bool(boundary.any())
         assert np.all(masked["labels"][boundary] == -7)
@@ -76,17 +77,18 @@ def test_flatten_rename_and_torch_zero_copy(corpus, daemon):
     pipe, it = first_batches(corpus, daemon)
     batch = next(it)
     tokens = batch["tokens"]
-    flat = batch.to_training(as_torch=False, flatten=True, return_cu_seqlens=True)
+    flat = batch.to_training(as_torch=False, flatten=True, return_cu_seqlens=True,
+                             return_labels=True)
     assert flat["input_ids"].shape == (B * (L - 1),)
     assert np.array_equal(flat["input_ids"], tokens[:, :-1].reshape(-1))
     assert np.array_equal(flat["labels"], tokens[:, 1:].reshape(-1))
     segments_ok(flat["cu_seqlens"], flat["positions"], L - 1)
     # Without labels the whole rows are contiguous: flattening stays a view.
-    assert np.shares_memory(batch.to_training(return_labels=False, flatten=True,
+    assert np.shares_memory(batch.to_training(return_labels=False, flatten=True, dtype=None,
                                               as_torch=False)["input_ids"], tokens)
 
     mega = batch.to_training(as_torch=True, rename_fields={"input_ids": "tokens"},
-                             return_cu_seqlens=True)
+                             return_cu_seqlens=True, return_labels=True, dtype=None)
     assert set(mega) == {"tokens", "labels", "positions", "cu_seqlens", "ids"}
     assert isinstance(mega["tokens"], torch.Tensor)
     assert mega["cu_seqlens"].dtype == torch.int32

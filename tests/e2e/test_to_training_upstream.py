@@ -29,6 +29,15 @@ def eos_corpus(tmp_path_factory):
     return root
 
 
+def views(batch, **kw):
+    """to_training with labels and the ring's own dtype (zero-copy views where possible),
+    the settings these tests check unless a call says otherwise; upstream's defaults
+    (no labels, int64) are checked in test_dtype."""
+    kw.setdefault("return_labels", True)
+    kw.setdefault("dtype", None)
+    return batch.to_training(**kw)
+
+
 def open_pipe(corpus, daemon, **kw):
     return pipeline(corpus, daemon.socket, max_length=L, microbatch=B,
                     canonical_replicas=1, max_open_batches=1, **kw)
@@ -39,21 +48,21 @@ def test_tokens_field_and_exclude_fields(corpus, daemon):
     batch = next(iter(pipe))
     tokens = np.array(batch["tokens"])
     for name in ("auto", "input_ids", "tokens"):
-        out = batch.to_training(as_torch=False, tokens_field=name)
+        out = views(batch, as_torch=False, tokens_field=name)
         assert np.array_equal(out["input_ids"], tokens[:, :-1]), name
         assert np.array_equal(out["labels"], tokens[:, 1:]), name
     for bad in ("text", "token_ids", "positions"):
         with pytest.raises(ValueError, match="tokens_field") as info:
-            batch.to_training(tokens_field=bad)
+            views(batch, tokens_field=bad)
         assert "'tokens'" in str(info.value) and "'positions'" in str(info.value)
-    out = batch.to_training(as_torch=False, exclude_fields=("ids", "texts"))
+    out = views(batch, as_torch=False, exclude_fields=("ids", "texts"))
     assert set(out) == {"input_ids", "labels", "positions"}
     # Exclusion applies after renaming: the new name is what gets dropped.
-    out = batch.to_training(as_torch=False, rename_fields={"positions": "position_ids"},
+    out = views(batch, as_torch=False, rename_fields={"positions": "position_ids"},
                             exclude_fields=("position_ids", "nope"))
     assert set(out) == {"input_ids", "labels", "ids"}
     with pytest.raises(TypeError, match="exclude_fields"):
-        batch.to_training(exclude_fields="ids")
+        views(batch, exclude_fields="ids")
     pipe.close()
 
 
@@ -64,13 +73,18 @@ def test_dtype(corpus, daemon):
     assert tokens.dtype != np.int64  # so that int64 is a dtype change
     saved = np.array(tokens)
 
-    # Default (dtype=None): unchanged, zero-copy views in the ring's dtype.
-    view = batch.to_training(as_torch=False)
+    # Upstream's default (dtype="auto"): int64 copies, no labels.
+    default = batch.to_training(as_torch=False)
+    assert set(default) == {"input_ids", "positions", "ids"}
+    assert default["input_ids"].dtype == np.int64
+    assert not np.shares_memory(default["input_ids"], tokens)
+    # dtype=None: unchanged, zero-copy views in the ring's dtype.
+    view = batch.to_training(as_torch=False, dtype=None)
     assert view["input_ids"].dtype == tokens.dtype
     assert np.shares_memory(view["input_ids"], tokens)
 
     for dt in (torch.long, torch.int64, "auto"):
-        out = batch.to_training(as_torch=True, dtype=dt, return_cu_seqlens=True,
+        out = views(batch, as_torch=True, dtype=dt, return_cu_seqlens=True,
                                 return_loss_mask=True, return_padding_mask=True)
         for key in ("input_ids", "labels", "positions"):
             assert out[key].dtype == torch.int64, (dt, key)
@@ -89,23 +103,23 @@ def test_dtype(corpus, daemon):
         out["labels"][0, 0] = -1
         assert np.array_equal(tokens, saved)  # the ring is untouched
 
-    out = batch.to_training(as_torch=False, dtype=torch.int32, flatten=True)
+    out = views(batch, as_torch=False, dtype=torch.int32, flatten=True)
     assert out["input_ids"].dtype == np.int32 and out["labels"].dtype == np.int32
     assert np.array_equal(out["labels"], tokens[:, 1:].reshape(-1).astype(np.int32))
     # The dtype the ring already has (positions are int32) still gives a copy.
     assert positions.dtype == np.int32
-    out = batch.to_training(as_torch=False, dtype=torch.int32)
+    out = views(batch, as_torch=False, dtype=torch.int32)
     assert out["positions"].dtype == np.int32
     assert np.array_equal(out["positions"], positions[:, :-1])
     assert not np.shares_memory(out["positions"], positions)
     assert out["positions"].flags.writeable
-    out = batch.to_training(as_torch=False, dtype=np.int64)
+    out = views(batch, as_torch=False, dtype=np.int64)
     assert out["input_ids"].dtype == np.int64 and out["positions"].dtype == np.int64
     # An explicit dtype always copies, even with masked labels and no labels.
-    out = batch.to_training(as_torch=False, dtype="auto", return_labels=False)
+    out = views(batch, as_torch=False, dtype="auto", return_labels=False)
     assert out["input_ids"].dtype == np.int64
     assert not np.shares_memory(out["input_ids"], tokens)
-    masked = batch.to_training(as_torch=False, dtype=np.int32,
+    masked = views(batch, as_torch=False, dtype=np.int32,
                                mask_document_boundaries=True, ignore_index=-100)
     boundary = positions[:, 1:] == 0
     want = tokens[:, 1:].astype(np.int32)
@@ -113,7 +127,7 @@ def test_dtype(corpus, daemon):
     assert masked["labels"].dtype == np.int32 and np.array_equal(masked["labels"], want)
     for bad in (torch.float32, np.uint16, "float64", "bogus"):
         with pytest.raises(ValueError, match="dtype"):
-            batch.to_training(dtype=bad)
+            views(batch, dtype=bad)
     pipe.close()
 
 
@@ -122,21 +136,21 @@ def test_position_mode(eos_corpus, daemon):
     batch = next(iter(pipe))
     positions = np.array(batch["positions"])
     assert (positions[:, 1:] == 0).any(), "a document should start inside a row"
-    preserve = batch.to_training(as_torch=False, position_mode="preserve")
+    preserve = views(batch, as_torch=False, position_mode="preserve")
     assert np.array_equal(preserve["positions"], positions[:, :-1])
-    seq = batch.to_training(as_torch=False, position_mode="sequence", return_cu_seqlens=True,
+    seq = views(batch, as_torch=False, position_mode="sequence", return_cu_seqlens=True,
                             flatten=True)
     assert np.array_equal(seq["positions"], np.tile(np.arange(L - 1), B))
     # cu_seqlens still follow the documents (the attention boundaries do not change).
-    doc = batch.to_training(as_torch=False, return_cu_seqlens=True)
+    doc = views(batch, as_torch=False, return_cu_seqlens=True)
     assert np.array_equal(seq["cu_seqlens"], doc["cu_seqlens"])
     assert seq["cu_seqlens"].size > B + 1
-    no_labels = batch.to_training(as_torch=False, return_labels=False,
+    no_labels = views(batch, as_torch=False, return_labels=False,
                                   position_mode="sequence", dtype=torch.long)
     assert no_labels["positions"].dtype == np.int64
     assert np.array_equal(no_labels["positions"], np.tile(np.arange(L), (B, 1)))
     with pytest.raises(ValueError, match="position_mode"):
-        batch.to_training(position_mode="document")
+        views(batch, position_mode="document")
     pipe.close()
 
 
@@ -147,8 +161,8 @@ def test_position_mode_sequence_without_positions(corpus, daemon):
             .options(daemon=daemon.socket, canonical_replicas=1, max_open_batches=1))
     batch = next(iter(pipe))
     assert "positions" not in batch.keys()
-    assert "positions" not in batch.to_training(as_torch=False)
-    out = batch.to_training(as_torch=False, position_mode="sequence")
+    assert "positions" not in views(batch, as_torch=False)
+    out = views(batch, as_torch=False, position_mode="sequence")
     assert np.array_equal(out["positions"], np.tile(np.arange(L - 1), (B, 1)))
     pipe.close()
 
@@ -166,7 +180,7 @@ def test_eos_mask_loss(eos_corpus, daemon):
         at_eos = tokens[:, :-1] == EOS
         want[at_eos] = -100
         seen_eos += int(at_eos.sum())
-        out = batch.to_training(as_torch=False, eos_mask_loss=True, eos_token_id=EOS,
+        out = views(batch, as_torch=False, eos_mask_loss=True, eos_token_id=EOS,
                                 return_loss_mask=True, return_num_valid_tokens=True)
         assert np.array_equal(out["labels"], want)
         assert np.array_equal(out["loss_mask"], ~at_eos)
@@ -177,10 +191,10 @@ def test_eos_mask_loss(eos_corpus, daemon):
         # those whose target starts a document (mask_document_boundaries).
         assert np.array_equal(at_eos, positions[:, 1:] == 0)
         # Without eos_mask_loss the same labels are trained on.
-        plain = batch.to_training(as_torch=False)
+        plain = views(batch, as_torch=False)
         assert np.array_equal(plain["labels"], tokens[:, 1:])
         # Torch output with dtype, ignore_index and flatten.
-        t = batch.to_training(as_torch=True, dtype=torch.long, eos_mask_loss=True,
+        t = views(batch, as_torch=True, dtype=torch.long, eos_mask_loss=True,
                               eos_token_id=EOS, ignore_index=-7, flatten=True)
         want7 = tokens[:, 1:].copy()
         want7[at_eos] = -7
@@ -190,11 +204,11 @@ def test_eos_mask_loss(eos_corpus, daemon):
     batch = next(it)
     for bad in (None, "7", 7.0, True):
         with pytest.raises(ValueError, match="eos_token_id"):
-            batch.to_training(eos_mask_loss=True, eos_token_id=bad)
+            views(batch, eos_mask_loss=True, eos_token_id=bad)
     with pytest.raises(ValueError, match="return_labels"):
-        batch.to_training(return_labels=False, eos_mask_loss=True, eos_token_id=EOS)
+        views(batch, return_labels=False, eos_mask_loss=True, eos_token_id=EOS)
     # eos_token_id without eos_mask_loss changes nothing.
-    assert np.array_equal(batch.to_training(as_torch=False, eos_token_id=EOS)["labels"],
+    assert np.array_equal(views(batch, as_torch=False, eos_token_id=EOS)["labels"],
                           batch["tokens"][:, 1:])
     pipe.close()
 
@@ -204,10 +218,10 @@ def test_rename_error_is_key_and_value_error(corpus, daemon):
     batch = next(iter(pipe))
     for exc in (KeyError, ValueError):
         with pytest.raises(exc, match="rename_fields names \\['nope'\\]"):
-            batch.to_training(rename_fields={"nope": "x"})
+            views(batch, rename_fields={"nope": "x"})
     # A field this call does not return (no cu_seqlens asked) also raises.
     with pytest.raises(ValueError, match="cu_seqlens"):
-        batch.to_training(rename_fields={"cu_seqlens": "cu"})
-    out = batch.to_training(as_torch=False, rename_fields={"input_ids": "tokens"})
+        views(batch, rename_fields={"cu_seqlens": "cu"})
+    out = views(batch, as_torch=False, rename_fields={"input_ids": "tokens"})
     assert set(out) == {"tokens", "labels", "positions", "ids"}
     pipe.close()

@@ -26,7 +26,7 @@ def make(corpus, socket, rank, agg, world=2):
 
 
 def to_step(batch):
-    return batch.to_training(as_torch=True, dtype="auto")
+    return batch.to_training(return_labels=True, as_torch=True)
 
 
 def test_a_checkpointer_saves_and_restores_the_data_state_with_the_model(corpus, daemon,

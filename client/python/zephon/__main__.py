@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ._version import __version__
 
@@ -78,9 +78,10 @@ def _socket_checks(socket: str, start: bool) -> List[Check]:
         if not start:
             return out + [("warn", "daemon", f"none answers at {socket} ({e}); the first "
                                              "attach starts one (or run with --start)")]
-        status = _start_daemon(socket)
-        if isinstance(status, str):
-            return out + [("FAIL", "daemon", status)]
+        started = _start_daemon(socket)
+        if isinstance(started, str):
+            return out + [("FAIL", "daemon", started)]
+        status = started
     instances = status.get("instances", [])
     out.append(("ok", "daemon", f"pid {status.get('pid')} at {status.get('socket', socket)}, "
                                 f"{len(instances)} instance(s), shm prefix "
@@ -88,7 +89,7 @@ def _socket_checks(socket: str, start: bool) -> List[Check]:
     return out
 
 
-def _start_daemon(socket: str):
+def _start_daemon(socket: str) -> dict[str, Any] | str:
     """Starts zephond on `socket` as a rank's first attach does (client/connection.cc):
     no TCP port, exiting after $ZEPHON_IDLE_EXIT_S (default 30) idle seconds, logging to
     `<socket>.log`. Returns the status, or the error's text."""

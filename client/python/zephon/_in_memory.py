@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Union
 
 from . import errors
 
@@ -33,7 +33,7 @@ def _invalid(message: str) -> errors.InvalidOptionError:
 class InMemoryShard:
     """One shard of an in-memory dataset: a sequence of rows (dicts), in order."""
 
-    def __init__(self, rows: Sequence[Mapping[str, Any]]):
+    def __init__(self, rows: Sequence[Mapping[str, Any]]) -> None:
         if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
             raise TypeError("InMemoryShard takes a sequence of rows (dicts), not "
                             f"{type(rows).__name__}")
@@ -46,12 +46,18 @@ class InMemoryShard:
         return len(self.rows)
 
 
+# Dataset.from_dict's shards: {key: shard} (in key order) or a sequence of shards, each
+# an InMemoryShard or its rows.
+_Shard = Union["InMemoryShard", Sequence[Mapping[str, Any]]]
+Shards = Union[Mapping[Any, _Shard], Sequence[_Shard]]
+
+
 def _max_bytes() -> int:
     value = os.environ.get("ZEPHON_IN_MEMORY_MAX_BYTES", "")
     return int(value) if value.isdigit() else DEFAULT_MAX_BYTES
 
 
-def write_shards(name: str, shards) -> str:
+def write_shards(name: str, shards: Shards) -> str:
     """Writes `shards` ({key: InMemoryShard} in key order, or a sequence) as JSONL files
     part-00000.jsonl, ... into a new private directory; returns it."""
     if isinstance(shards, Mapping):
@@ -104,7 +110,7 @@ def _remove_if_creator(root: str, creator_pid: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def own(dataset, root: str) -> None:
+def own(dataset: Any, root: str) -> None:
     """Removes `root` when `dataset` is collected or at exit (whichever comes first), in
     this process only."""
     dataset._in_memory_finalizer = weakref.finalize(dataset, _remove_if_creator, root,

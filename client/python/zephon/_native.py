@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 from pathlib import Path
+from typing import Any, Iterable, Optional, Union
 
 _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]  # client/python/zephon -> repo root (in a checkout)
@@ -44,7 +45,7 @@ class BatchInfo(ctypes.Structure):
         ("tensors", Tensor * MAX_TENSORS),
     ]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.struct_size = ctypes.sizeof(BatchInfo)  # the library checks it (c_api.h)
 
@@ -57,7 +58,7 @@ class TokenizerOptions(ctypes.Structure):
         ("eos_token_id", ctypes.c_int32),
     ]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.struct_size = ctypes.sizeof(TokenizerOptions)  # the library checks it
 
@@ -67,7 +68,7 @@ C_STRUCTS = {"zephon_tensor": Tensor, "zephon_batch": BatchInfo,
              "zephon_tokenizer_options": TokenizerOptions}
 
 
-def _first_existing(candidates):
+def _first_existing(candidates: Iterable[Union[str, Path, None]]) -> Optional[str]:
     for c in candidates:
         if c and Path(c).is_file():
             return str(c)
@@ -96,7 +97,7 @@ def zephond_path() -> str | None:
     ])
 
 
-def _check_version(lib, path: str, expected: int) -> None:
+def _check_version(lib: ctypes.CDLL, path: str, expected: int) -> None:
     """Refuses a library built from another c_api.h than these bindings mirror: its
     structs and functions may differ, and a mismatch would corrupt memory, not fail."""
     fix = ("rebuild it (`make build` in the Zephon checkout) or reinstall the zephon package, "
@@ -118,7 +119,7 @@ def _check_version(lib, path: str, expected: int) -> None:
             f"Python package needs C API version {expected}; {fix}")
 
 
-def _declare_tokenizer(lib) -> None:
+def _declare_tokenizer(lib: ctypes.CDLL) -> None:
     """The zephon_tokenizer_* functions (c_api.h, "Tokenizer"); handles are c_void_p."""
     P = ctypes.POINTER
     void_pp = P(ctypes.c_void_p)
@@ -151,7 +152,7 @@ def _declare_tokenizer(lib) -> None:
     lib.zephon_free_array.restype = None
 
 
-def _load():
+def _load() -> ctypes.CDLL:
     path = library_path()
     lib = ctypes.CDLL(path)
     _check_version(lib, path, C_API_VERSION)

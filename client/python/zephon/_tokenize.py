@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+from typing import Any, Optional
 
 from . import _spec_enums, errors
 from .tokenizer import Tokenizer, _tokenizer_json_of
@@ -19,20 +20,20 @@ def _invalid(message: str) -> errors.InvalidOptionError:
     return errors.InvalidOptionError(f"Pipeline.tokenize: {message}", errors.INVALID_ARGUMENT)
 
 
-def _token_id(name: str, value):
+def _token_id(name: str, value: Any) -> Optional[int]:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                               or not 0 <= value < 2**31):
         raise _invalid(f"{name} must be a token id (an int >= 0) or None, not {value!r}")
     return value
 
 
-def _bool(name: str, value) -> bool:
+def _bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise _invalid(f"{name} must be True or False, not {value!r}")
     return value
 
 
-def _source(tokenizer, options: dict) -> tuple[dict, Tokenizer | None]:
+def _source(tokenizer: Any, options: dict[str, Any]) -> tuple[dict[str, Any], Tokenizer | None]:
     """(the request's source fields, a zephon.Tokenizer of it with `options` or None when
     this process cannot load it: an s3:// URL, or a path only the daemon's node holds)."""
     if isinstance(tokenizer, Tokenizer):
@@ -78,7 +79,7 @@ def _source(tokenizer, options: dict) -> tuple[dict, Tokenizer | None]:
 class _JsonSource:
     """An object whose to_str() is given tokenizer.json text (and bos/eos names)."""
 
-    def __init__(self, data: bytes, config: bytes | None):
+    def __init__(self, data: bytes, config: bytes | None) -> None:
         self._data = data
         if config:
             import json
@@ -89,12 +90,12 @@ class _JsonSource:
         return self._data.decode("utf-8")
 
 
-def _reload_json(source: dict, options: dict) -> Tokenizer:
+def _reload_json(source: dict[str, Any], options: dict[str, Any]) -> Tokenizer:
     return Tokenizer(_JsonSource(source["tokenizer_json"], source["tokenizer_config_json"]),
                      **options)
 
 
-def _fields(field, loss_on) -> tuple[list[str] | None, list[str] | None]:
+def _fields(field: Any, loss_on: Any) -> tuple[list[str] | None, list[str] | None]:
     """(fields, loss_on) for a list ``field`` (prompt/completion), (None, None) for one
     field; checked: loss_on a subset of the fields, at least one trained on."""
     if isinstance(field, str):
@@ -121,9 +122,10 @@ def _fields(field, loss_on) -> tuple[list[str] | None, list[str] | None]:
     return list(field), list(loss_on)
 
 
-def tokenize_operator(tokenizer, *, field, special_tokens, bos_token_id, eos_token_id,
-                      max_length, truncation, split_long_samples, on_missing,
-                      split_special_tokens, loss_on=None) -> dict:
+def tokenize_operator(tokenizer: Any, *, field: Any, special_tokens: Any,
+                      bos_token_id: Any, eos_token_id: Any, max_length: Any, truncation: Any,
+                      split_long_samples: Any, on_missing: Any, split_special_tokens: Any,
+                      loss_on: Any = None) -> dict[str, Any]:
     """The {"tokenize": {...}} operator of the attach request, every argument checked
     (InvalidOptionError, a ValueError, naming the argument and the accepted values)."""
     fields, loss_on = _fields(field, loss_on)
@@ -167,7 +169,7 @@ def tokenize_operator(tokenizer, *, field, special_tokens, bos_token_id, eos_tok
     options = {"split_special_tokens": split_special_tokens, "bos_token_id": bos_token_id,
                "eos_token_id": eos_token_id}
     source, loaded = _source(tokenizer, options)
-    op: dict = {}
+    op: dict[str, Any] = {}
     if "tokenizer_path" in source:
         op["tokenizer_path"] = source["tokenizer_path"]
     else:

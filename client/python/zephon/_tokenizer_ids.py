@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 
 from . import errors
 
@@ -52,7 +53,7 @@ def _snapshot(model_dir: str) -> str | None:
     return max(entries, key=os.path.getmtime) if entries else None
 
 
-def resolve(tokenizer_id: str):
+def resolve(tokenizer_id: str) -> "str | _Fallback":
     """The tokenizer `tokenizer_id` names: a path (str) for tokenize's `tokenizer`, or the
     fallback tokenizer object."""
     if not isinstance(tokenizer_id, (str, os.PathLike)) or not os.fspath(tokenizer_id):
@@ -106,7 +107,7 @@ def fallback_tokenizer_json() -> bytes:
         vocab[ch] = len(specials) + b
     added = [{"id": i, "content": tok, "single_word": False, "lstrip": False, "rstrip": False,
               "normalized": False, "special": True} for i, tok in enumerate(specials)]
-    doc = {
+    doc: dict[str, Any] = {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
         "normalizer": None,
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,

@@ -4,16 +4,24 @@ from __future__ import annotations
 import json
 import os
 import ctypes
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _native, errors
 
+if TYPE_CHECKING:
+    from .pipeline import _Reader
+
 # shm::DType codes -> numpy dtypes (shm/ring_layout.h).
-_DTYPES = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32, 6: np.int32,
+_DTYPES: dict[int, type[np.generic]] = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32, 6: np.int32,
            7: np.uint64, 8: np.int64, 9: np.float32, 10: np.float64}
 
+
+# Where a tensor of a batch lies: (numpy scalar type, shape, offset in the ring mapping,
+# bytes).
+_TensorPlace = tuple[type[np.generic], tuple[int, ...], int, int]
 
 # to_training(tokens_field=...): names of this batch's packed token tensor ("auto" as
 # upstream's default; "input_ids" is upstream's usual field name).
@@ -28,7 +36,7 @@ class _RenameError(KeyError, ValueError):
         return str(self.args[0]) if self.args else ""
 
 
-def _resolve_dtype(dtype: Any) -> np.dtype | None:
+def _resolve_dtype(dtype: Any) -> np.dtype[Any] | None:
     """to_training(dtype=...) -> a numpy dtype, or None (keep the ring's dtype, views).
     "auto" is int64 (torch.long for torch output, as upstream's default). Accepts numpy
     dtypes (and their names) and torch dtypes; only signed integers, so that a negative
@@ -57,11 +65,85 @@ def _resolve_dtype(dtype: Any) -> np.dtype | None:
     return resolved
 
 
+class _Placement:
+    """Where to_training puts its torch tensors: ``device`` (with ``non_blocking``) and
+    page-locked memory (``pin``). Built by ``resolve``, which validates the arguments."""
+
+    _warned_no_cuda = False  # pin_memory=True without CUDA warns once per process
+
+    def __init__(self, device: Any, non_blocking: bool, pin: bool):
+        self.device = device
+        self.non_blocking = non_blocking
+        self.pin = pin
+
+    @classmethod
+    def resolve(cls, device: Any, non_blocking: bool, pin_memory: bool,
+                as_torch: bool | None) -> "_Placement | None":
+        """None when the tensors stay where to_training makes them (``non_blocking``
+        alone changes nothing: it applies to the copy to ``device``)."""
+        if device is None and not pin_memory:
+            return None
+        if as_torch is False:
+            raise ValueError("to_training(device=..., pin_memory=True) places torch "
+                             "tensors; as_torch=False asks for numpy arrays: drop one")
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("to_training(device=..., pin_memory=True) needs torch") from e
+        from . import _cuda
+        resolved = None
+        if device is not None:
+            try:
+                resolved = torch.device(device)
+            except (RuntimeError, TypeError, ValueError) as e:
+                raise errors.InvalidOptionError(
+                    f"to_training(device={device!r}): not a torch device ({e}); e.g. "
+                    "'cuda', 'cuda:1', torch.device('cuda', local_rank) or 'cpu'",
+                    errors.INVALID_ARGUMENT) from e
+            if resolved.type == "cuda" and not _cuda.available():
+                raise errors.InvalidOptionError(
+                    f"to_training(device={device!r}): torch sees no CUDA device on this "
+                    "machine (torch.cuda.is_available() is False); pass device=None (or "
+                    "'cpu') where there is no GPU", errors.INVALID_ARGUMENT)
+        pin = bool(pin_memory)
+        if pin and not _cuda.available():
+            if not cls._warned_no_cuda:
+                cls._warned_no_cuda = True
+                import warnings
+                warnings.warn("to_training(pin_memory=True): torch sees no CUDA device, "
+                              "so there is nothing to pin for; tensors are returned "
+                              "unpinned (a no-op on this machine)", UserWarning, stacklevel=3)
+            pin = False
+        if resolved is None and not pin:
+            return None
+        return cls(resolved, non_blocking, pin)
+
+    def apply(self, batch: "Batch", out: dict[str, Any]) -> dict[str, Any]:
+        import torch
+        from . import _cuda
+        if self.pin:
+            ring = batch._pin_ring()
+            for key, value in out.items():
+                if not isinstance(value, torch.Tensor):
+                    continue
+                address = value.data_ptr()
+                if ring is None or not ring[0] <= address < ring[1]:
+                    out[key] = _cuda.pinned_copy(value)  # computed, or not registered
+        if self.device is not None:
+            out = {k: _cuda.to_device(v, self.device, self.non_blocking)
+                   if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+            if self.non_blocking and self.device.type == "cuda":
+                batch._copy_events.append(_cuda.copy_done_event())
+        return out
+
+
 class SampleId(NamedTuple):
     """A sample pointer: dataset (position in the work source), shard, index in shard."""
     dataset: int
     shard: int
-    index: int
+    # Shadows tuple.index (the field name is upstream's; SampleId(...).index is the
+    # sample's index, never the tuple method).
+    index: int  # type: ignore[assignment]
 
 
 class SampleMeta(NamedTuple):
@@ -85,7 +167,7 @@ class SampleRecord:
 
     __slots__ = ("meta", "payload")
 
-    def __init__(self, meta: SampleMeta, payload: dict[str, Any]):
+    def __init__(self, meta: SampleMeta, payload: dict[str, Any]) -> None:
         self.meta = meta
         self.payload = payload
 
@@ -112,21 +194,24 @@ class Batch:
     (or reads through the native reader) its parent's loans.
     """
 
-    def __init__(self, reader, seq: int, lane: int, lane_batch_index: int,
-                 layout: dict[str, tuple]):
-        self._reader = reader
+    def __init__(self, reader: _Reader, seq: int, lane: int, lane_batch_index: int,
+                 layout: dict[str, _TensorPlace]) -> None:
+        self._reader: _Reader | None = reader  # None once released
         self.seq = seq
         self.lane = lane
         self.lane_batch_index = lane_batch_index
         self._layout = layout  # name -> (numpy dtype, shape, offset in the mapping, bytes)
-        self._views: dict[str, np.ndarray] = {}
+        self._views: dict[str, npt.NDArray[Any]] = {}
         self._released = False
         self._pid = os.getpid()
+        # CUDA events after to_training(device=..., non_blocking=True) copies that may
+        # still read this batch's slot: waited for before the slot is released.
+        self._copy_events: list[Any] = []
 
     @classmethod
-    def _from_native(cls, reader, info: "_native.BatchInfo") -> "Batch":
+    def _from_native(cls, reader: _Reader, info: _native.BatchInfo) -> Batch:
         base = reader.region_base
-        layout = {}
+        layout: dict[str, _TensorPlace] = {}
         for i in range(info.num_tensors):
             t = info.tensors[i]
             shape = tuple(t.shape[d] for d in range(t.ndim))
@@ -134,13 +219,13 @@ class Batch:
                                        (t.data or base) - base, t.nbytes)
         return cls(reader, info.seq, info.lane, info.lane_batch_index, layout)
 
-    def _view(self, name: str) -> np.ndarray:
+    def _view(self, name: str) -> npt.NDArray[Any]:
         """A read-only numpy view of one tensor, sliced from the ring mapping (no copy).
         Views keep the mapping alive, never the loan: see the class comment."""
         view = self._views.get(name)
         if view is None:
             dtype, shape, offset, nbytes = self._layout[name]
-            region = self._reader.region
+            region = self._reader.region if self._reader is not None else None
             if region is None:
                 raise RuntimeError(f"batch {self.seq}: its Pipeline was closed")
             view = region[offset:offset + nbytes].view(dtype).reshape(shape)
@@ -148,7 +233,7 @@ class Batch:
         return view
 
     # ----- fields ----------------------------------------------------------------------
-    def __getitem__(self, name: str) -> np.ndarray:
+    def __getitem__(self, name: str) -> npt.NDArray[Any]:
         self._check_open()
         if name not in self._layout or name == "sample_ids":
             raise KeyError(f"batch has no field {name!r}; fields: {sorted(self.keys())}")
@@ -176,8 +261,8 @@ class Batch:
     def num_rows(self) -> int:
         """Rows (records) in this batch."""
         if "record_offsets" in self._layout:
-            return self._layout["record_offsets"][1][0] - 1
-        return self._layout["tokens"][1][0] if "tokens" in self._layout else 0
+            return int(self._layout["record_offsets"][1][0]) - 1
+        return int(self._layout["tokens"][1][0]) if "tokens" in self._layout else 0
 
     @property
     def is_records(self) -> bool:
@@ -234,13 +319,13 @@ class Batch:
         return tuple(out)
 
     @property
-    def ids_array(self) -> np.ndarray:
+    def ids_array(self) -> npt.NDArray[Any]:
         """``ids`` as an int64 array [n, 3] (a view, valid while the batch is open)."""
         self._check_open()
         return self._view("sample_ids")
 
     @property
-    def segment_lengths(self) -> np.ndarray:
+    def segment_lengths(self) -> npt.NDArray[Any]:
         """pack_sequences: int32 [B, W], row r's segments' lengths in order, then zeros (a
         view, valid while the batch is open). KeyError for a pack_flat batch."""
         self._check_open()
@@ -250,7 +335,7 @@ class Batch:
         return self._view("segment_lengths")
 
     @property
-    def packed_samples(self) -> list[list[dict[str, np.ndarray]]]:
+    def packed_samples(self) -> list[list[dict[str, npt.NDArray[Any]]]]:
         """pack_sequences' records as upstream's envelopes: one list per row, one dict per
         segment (a document, or a slice of one, in row order) holding its cells of each
         per-cell field: ``"tokens"``, plus ``"loss_mask"`` and ``"positions"`` when the
@@ -260,7 +345,7 @@ class Batch:
         lengths = self.segment_lengths
         fields = {name: self._view(name) for name in ("tokens", "loss_mask", "positions")
                   if name in self._layout}
-        records: list[list[dict[str, np.ndarray]]] = []
+        records: list[list[dict[str, npt.NDArray[Any]]]] = []
         for r, row in enumerate(lengths.tolist()):
             segments, start = [], 0
             for n in row:
@@ -271,7 +356,7 @@ class Batch:
             records.append(segments)
         return records
 
-    def to_training(self, return_labels: bool = True, as_torch: bool | None = None, *,
+    def to_training(self, return_labels: bool = False, as_torch: bool | None = None, *,
                     ignore_index: int = -100,
                     mask_document_boundaries: bool = False,
                     return_positions: bool = True,
@@ -282,12 +367,16 @@ class Batch:
                     flatten: bool = False,
                     rename_fields: Mapping[str, str] | None = None,
                     tokens_field: str = "auto",
-                    dtype: Any = None,
+                    dtype: Any = "auto",
+                    extra_fields: Sequence[str] = (),
                     exclude_fields: Sequence[str] = (),
                     position_mode: str = "preserve",
                     eos_mask_loss: bool = False,
                     eos_token_id: int | None = None,
-                    pad_token_id: int = 0) -> dict[str, Any]:
+                    pad_token_id: int = 0,
+                    device: Any = None,
+                    non_blocking: bool = False,
+                    pin_memory: bool = False) -> dict[str, Any]:
         """Shapes this batch into what a language-model training step consumes.
 
         Fields (before ``rename_fields``), for ``tokens`` of shape [B, L]:
@@ -354,13 +443,36 @@ class Batch:
         ``as_torch``: torch tensors (``torch.from_numpy``) when True, or when None and
         torch is importable; numpy arrays otherwise.
 
+        ``extra_fields``: more of the batch's own fields to return under their names
+        (e.g. ``("valid_tokens",)``, or ``"loss_mask"`` as the raw uint8 field); a
+        per-cell field ([B, L]) is aligned with ``input_ids`` (its last column dropped
+        with labels) and flattened with ``flatten``. A name this call already returns
+        is returned once, shaped as above; a name the batch does not carry raises an
+        error that is both a KeyError and a ValueError, listing its fields.
+
         ``dtype`` sets the integer dtype of ``input_ids``, ``labels`` and ``positions``
-        (not the bool masks; ``cu_seqlens`` stays int32): ``None`` (default) keeps the
-        ring's dtype and the zero-copy views described below; ``"auto"`` is int64
-        (``torch.long`` for torch output, upstream's default); or a signed integer torch
-        or numpy dtype (``torch.long``, ``torch.int32``, ``np.int64``, ...). With a
+        (not the bool masks or extra fields; ``cu_seqlens`` stays int32): ``"auto"``
+        (default, as upstream) is int64 (``torch.long``); a signed integer torch or numpy
+        dtype (``torch.int32`` halves the bytes, ``np.int64``, ...); or ``None``, which
+        keeps the ring's dtype (int32) and the zero-copy views described below. With a
         dtype those three fields are always copies (writable, valid after the batch is
         released). Unlike upstream, ``dtype=None`` does not return Python lists.
+
+        ``device`` (torch output): every tensor is moved there, e.g. ``"cuda"`` or
+        ``torch.device("cuda", local_rank)``, with ``non_blocking`` passed to
+        ``Tensor.to``. A device the machine does not have raises InvalidOptionError
+        (no silent fallback to the CPU). After a non-blocking copy to a GPU, the batch
+        waits for the copies to finish before its ring slot is handed back (release,
+        ``with``, or the next batch), so the daemon never overwrites a slot being read.
+
+        ``pin_memory=True`` (torch output) returns page-locked CPU tensors, so a later
+        ``.to("cuda", non_blocking=True)`` is asynchronous: the ring mapping is
+        registered with CUDA (``cudaHostRegister``, once per Pipeline), so zero-copy
+        views stay zero-copy and only computed fields are copied into pinned memory;
+        where the driver refuses the registration, every tensor is copied into pinned
+        memory instead (warned once). Without a CUDA device (torch sees none) it is a
+        documented no-op: the tensors come back unpinned, with one UserWarning per
+        process, so one script runs on GPU and CPU machines alike.
 
         Copies and views (``dtype=None``): ``input_ids``, ``labels`` and ``positions``
         are read-only views of the batch's shared memory (no copy; torch tensors share
@@ -375,6 +487,9 @@ class Batch:
         to int64 in masked labels so that a negative ``ignore_index`` fits.
         """
         self._check_open()
+        placement = _Placement.resolve(device, non_blocking, pin_memory, as_torch)
+        if placement is not None:
+            as_torch = True
         # Record batches are right-padded into [B, L] rows first (L = the longest
         # record) and then shaped like a padding pack_flat batch.
         fields = self._padded_records(pad_token_id) if self.is_records else None
@@ -389,6 +504,13 @@ class Batch:
             raise ValueError(f"position_mode={position_mode!r}: use 'preserve' or 'sequence'")
         if isinstance(exclude_fields, str):
             raise TypeError("exclude_fields must be a sequence of names, not a string")
+        if isinstance(extra_fields, str):
+            raise TypeError("extra_fields must be a sequence of names, not a string")
+        field_names = sorted(fields) if fields is not None else self.keys()
+        missing = [name for name in extra_fields if not has(name) or name == "sample_ids"]
+        if missing:
+            raise _RenameError(f"extra_fields names {missing}, which this batch does not "
+                               f"carry; fields: {field_names}")
         if eos_mask_loss:
             if eos_token_id is None or isinstance(eos_token_id, bool) or not isinstance(
                     eos_token_id, (int, np.integer)):
@@ -428,6 +550,7 @@ class Batch:
             in_pos = positions[:, :-1] if positions is not None else None
             masked = None
             if mask_document_boundaries:
+                assert positions is not None  # checked above
                 masked = positions[:, 1:] == 0
             if real is not None and not real.all():
                 masked = ~real[:, 1:] if masked is None else masked | ~real[:, 1:]
@@ -445,7 +568,7 @@ class Batch:
                 at_eos = inputs == eos_token_id
                 masked = at_eos if masked is None else masked | at_eos
             if masked is not None:
-                label_dtype = labels.dtype if labels.dtype.kind == "i" else np.int64
+                label_dtype: Any = labels.dtype if labels.dtype.kind == "i" else np.int64
                 labels = labels.astype(label_dtype, copy=True)  # never write shared memory
                 labels[masked] = ignore_index
             out["input_ids"] = inputs
@@ -471,13 +594,14 @@ class Batch:
         if return_positions:
             if position_mode == "sequence":
                 rows, width = inputs.shape
-                seq_dtype = in_pos.dtype if in_pos is not None else np.int64
+                seq_dtype: Any = in_pos.dtype if in_pos is not None else np.int64
                 out["positions"] = np.tile(np.arange(width, dtype=seq_dtype), (rows, 1))
             elif in_pos is not None:
                 out["positions"] = in_pos
         if return_cu_seqlens:
             # Document positions even with position_mode="sequence" (as upstream: the
             # model's positions change, the attention boundaries do not).
+            assert in_pos is not None  # checked above
             rows, width = in_pos.shape
             starts = np.flatnonzero(in_pos.reshape(-1) == 0)
             row_starts = np.arange(rows, dtype=np.int64) * width
@@ -485,6 +609,15 @@ class Batch:
             out["cu_seqlens"] = bounds.astype(np.int32)
         if return_num_valid_tokens:
             out["num_valid_tokens"] = int(np.count_nonzero(out["labels"] != ignore_index))
+        per_cell = {"input_ids", "labels", "positions", "padding_mask", "loss_mask"}
+        for name in extra_fields:
+            if name in out:
+                continue
+            value = field(name)
+            if value.ndim >= 2 and value.shape[:2] == tokens.shape:
+                value = value[:, :inputs.shape[1]]
+                per_cell.add(name)
+            out[name] = value
         if out_dtype is not None:
             for key in ("input_ids", "labels", "positions"):
                 if key in out:
@@ -492,9 +625,10 @@ class Batch:
                     # the dtype already matches; labels masked above are reused).
                     out[key] = out[key].astype(out_dtype, copy=not out[key].flags.owndata)
         if flatten:
-            for key in ("input_ids", "labels", "positions", "padding_mask", "loss_mask"):
+            for key in per_cell:
                 if key in out:
-                    out[key] = out[key].reshape(-1)
+                    out[key] = out[key].reshape(out[key].shape[0] * out[key].shape[1],
+                                                *out[key].shape[2:])
         if as_torch is None:
             try:
                 import torch  # noqa: F401
@@ -508,6 +642,8 @@ class Batch:
                 warnings.simplefilter("ignore")  # read-only views: torch warns, does not copy
                 out = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
                        for k, v in out.items()}
+            if placement is not None:
+                out = placement.apply(self, out)
         if rename_fields:
             unknown = set(rename_fields) - set(out)
             if unknown:
@@ -519,7 +655,7 @@ class Batch:
             out.pop(key, None)
         return out
 
-    def _padded_records(self, pad_token_id: int) -> dict[str, np.ndarray]:
+    def _padded_records(self, pad_token_id: int) -> dict[str, npt.NDArray[Any]]:
         """A record batch as a padding pack_flat batch's fields: tokens/positions int32
         [B, L] (L = the longest record), valid_tokens [B], loss_mask [B, L] when the
         batch has one. Copies (the ring holds ragged rows)."""
@@ -533,13 +669,35 @@ class Batch:
         tokens = np.full((rows, width), pad_token_id, dtype=np.int32)
         tokens[real] = self._view("tokens")
         positions = np.where(real, cols, cols - lengths[:, None]).astype(np.int32)
-        out = {"tokens": tokens, "positions": positions,
-               "valid_tokens": lengths.astype(np.int32)}
+        out: dict[str, npt.NDArray[Any]] = {"tokens": tokens, "positions": positions,
+                                             "valid_tokens": lengths.astype(np.int32)}
         if "loss_mask" in self._layout:
             mask = np.zeros((rows, width), dtype=np.uint8)
             mask[real] = self._view("loss_mask")
             out["loss_mask"] = mask
         return out
+
+    def _pin_ring(self) -> tuple[int, int] | None:
+        """Registers this batch's ring mapping with CUDA, once per mapping; the mapping
+        undoes it before unmapping. The ring's address range when it is registered, None
+        when the registration was refused (then to_training pins by copying)."""
+        from . import _cuda
+        reader = self._reader
+        assert reader is not None  # to_training checked that the batch is open
+        mapping, region = reader.mapping, reader.region
+        if region is None:
+            raise RuntimeError(f"batch {self.seq}: its Pipeline was closed")
+        base, size = reader.region_base, region.nbytes
+        pinned = mapping.cuda_pinned
+        if pinned is None:
+            why = _cuda.register_host(base, size)
+            pinned = mapping.cuda_pinned = (base, why is None)
+            if why is not None:
+                import warnings
+                warnings.warn(f"to_training(pin_memory=True): the ring ({size} bytes) could "
+                              f"not be registered with CUDA ({why}); each tensor is copied "
+                              "into pinned memory instead", RuntimeWarning, stacklevel=4)
+        return (base, base + size) if pinned[1] else None
 
     # ----- lifetime --------------------------------------------------------------------
     def close(self) -> None:
@@ -553,6 +711,9 @@ class Batch:
         self._views = {}
         if self._pid != os.getpid():
             return  # a forked child never releases its parent's loans
+        events, self._copy_events = self._copy_events, []
+        for event in events:
+            event.synchronize()
         mapping = reader._mapping if reader is not None else None
         if mapping is not None and mapping.handle:
             err = ctypes.c_void_p()
@@ -576,10 +737,10 @@ class Batch:
     def __enter__(self) -> "Batch":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:

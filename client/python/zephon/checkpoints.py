@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+from typing import Any
 
 from . import _native
 
@@ -21,7 +22,7 @@ _INT64_FIELDS = frozenset({
 _BULKY_FIELDS = frozenset({"tokenizer_json", "tokenizer_config_json"})
 
 
-def _plain(value, key: str = ""):
+def _plain(value: Any, key: str = "") -> Any:
     """Proto JSON -> plain Python: 64-bit integers as ints, nested messages as dicts."""
     if isinstance(value, dict):
         return {k: _plain(v, k) for k, v in value.items() if k not in _BULKY_FIELDS}
@@ -32,7 +33,7 @@ def _plain(value, key: str = ""):
     return value
 
 
-def _decode(state) -> dict:
+def _decode(state: object) -> dict[str, Any]:
     if not isinstance(state, (bytes, bytearray, memoryview)):
         raise TypeError(f"inspect_checkpoint() needs the bytes checkpoint() returned, "
                          f"not {type(state).__name__}")
@@ -45,10 +46,11 @@ def _decode(state) -> dict:
     if code != 0:
         # Another file, a damaged or a newer checkpoint: the decoder's message says which.
         raise ValueError(f"inspect_checkpoint(): {_native.take_string(err)}")
-    return json.loads(_native.take_string(out))
+    decoded: dict[str, Any] = json.loads(_native.take_string(out))
+    return decoded
 
 
-def _spec_summary(spec: dict, state: dict) -> dict:
+def _spec_summary(spec: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     ws = spec.get("work_source", {})
     weights = ws.get("weights", [])
     datasets = []
@@ -78,7 +80,7 @@ def _spec_summary(spec: dict, state: dict) -> dict:
     return summary
 
 
-def _schedule_history(raw: dict) -> list[dict]:
+def _schedule_history(raw: dict[str, Any]) -> list[dict[str, Any]]:
     """A curriculum's schedule revisions (CheckpointState.schedule_history): each
     ``from_chunk``, ``round`` (the restore that adopted it; 0 for the original),
     ``interpolate`` and ``schedule`` (``[(start, weights), ...]``, start as given: in
@@ -97,7 +99,7 @@ def _schedule_history(raw: dict) -> list[dict]:
     return out
 
 
-def inspect_checkpoint(state: bytes) -> dict:
+def inspect_checkpoint(state: bytes) -> dict[str, Any]:
     """Decodes the bytes :meth:`Pipeline.checkpoint` returned into a plain dict, without a
     daemon, checking them as a restore would (magic, format version, length, CRC-32).
 

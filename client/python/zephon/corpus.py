@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 _DTYPE_CODES = {np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3,
                 np.dtype(np.int32): 4, np.dtype(np.int64): 5, np.dtype(np.uint16): 8}
 
 
-def write_megatron_dataset(prefix: str | os.PathLike, documents: Iterable[Sequence[int]],
-                           dtype=np.uint16) -> tuple[str, str]:
+def write_megatron_dataset(prefix: str | os.PathLike[str], documents: Iterable[npt.ArrayLike],
+                           dtype: npt.DTypeLike = np.uint16) -> tuple[str, str]:
     """Writes ``prefix.bin`` and ``prefix.idx`` holding one sequence per document.
     Returns the two paths."""
     dtype = np.dtype(dtype)
@@ -49,7 +50,7 @@ def write_megatron_dataset(prefix: str | os.PathLike, documents: Iterable[Sequen
 
 
 def synthetic_documents(num_docs: int, seed: int = 0, min_len: int = 20, max_len: int = 400,
-                        vocab: int = 50000) -> list[np.ndarray]:
+                        vocab: int = 50000) -> list[npt.NDArray[np.int64]]:
     """Deterministic pseudo-random documents for demos and tests. Each document starts with
     a token that encodes its number, so a human can tell documents apart."""
     rng = np.random.default_rng(seed)

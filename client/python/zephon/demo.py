@@ -23,6 +23,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:
+    import zephon
 
 CANONICAL_REPLICAS = 4
 STEPS = 6
@@ -31,7 +35,7 @@ SEQ_LEN = 256
 MICROBATCH = 4
 
 
-def batch_hash(batch) -> str:
+def batch_hash(batch: "zephon.Batch") -> str:
     h = hashlib.sha256()
     h.update(batch["tokens"].tobytes())
     h.update(batch["positions"].tobytes())
@@ -39,7 +43,7 @@ def batch_hash(batch) -> str:
 
 
 def build_pipeline(corpus: str, socket: str, world_size: int, global_rank: int, dp_degree: int,
-                   dp_group_id: int, run_id: str, aggregate_dir: str):
+                   dp_group_id: int, run_id: str, aggregate_dir: str) -> "zephon.Pipeline":
     import zephon
     ds = zephon.Dataset.from_path("demo", corpus, fmt="megatron")
     ws = zephon.StaticMixtureWorkSource([ds], seed=1234, chunk_size=64)
@@ -51,7 +55,7 @@ def build_pipeline(corpus: str, socket: str, world_size: int, global_rank: int, 
                      run_id=run_id, aggregate_dir=aggregate_dir, daemon=socket))
 
 
-def run_rank(cfg: dict) -> dict:
+def run_rank(cfg: dict[str, Any]) -> dict[str, Any]:
     """One trainer rank: reads `steps` x `per_step` batches and records them."""
     pipe = build_pipeline(cfg["corpus"], cfg["socket"], cfg["world_size"], cfg["global_rank"],
                           cfg["dp_degree"], cfg["dp_group_id"], cfg["run_id"], cfg["agg"])
@@ -80,7 +84,8 @@ def run_rank(cfg: dict) -> dict:
     return result
 
 
-def launch_ranks(python: str, configs: list[dict], workdir: Path) -> list[subprocess.Popen]:
+def launch_ranks(python: str, configs: list[dict[str, Any]],
+                 workdir: Path) -> list[subprocess.Popen[bytes]]:
     procs = []
     env = dict(os.environ)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + \
@@ -93,7 +98,7 @@ def launch_ranks(python: str, configs: list[dict], workdir: Path) -> list[subpro
     return procs
 
 
-def wait_all(procs: list[subprocess.Popen], timeout_s: float = 120) -> None:
+def wait_all(procs: list[subprocess.Popen[bytes]], timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     for p in procs:
         p.wait(timeout=max(1, deadline - time.monotonic()))
@@ -102,10 +107,11 @@ def wait_all(procs: list[subprocess.Popen], timeout_s: float = 120) -> None:
 
 
 def run_topology(python: str, workdir: Path, corpus: str, socket: str, dp_degree: int,
-                 peers: int, barrier: Path | None = None, on_attached=None) -> list[dict]:
+                 peers: int, barrier: Path | None = None,
+                 on_attached: Optional[Callable[[], None]] = None) -> list[dict[str, Any]]:
     world = dp_degree * peers
     run_id = f"demo-d{dp_degree}"
-    configs = []
+    configs: list[dict[str, Any]] = []
     for rank in range(world):
         configs.append({"corpus": corpus, "socket": socket, "world_size": world,
                         "global_rank": rank, "dp_degree": dp_degree,
@@ -133,12 +139,13 @@ def run_topology(python: str, workdir: Path, corpus: str, socket: str, dp_degree
     return [json.loads(Path(c["out"]).read_text()) for c in configs]
 
 
-def step_sample_sets(results: list[dict], peers: int) -> list[frozenset]:
+def step_sample_sets(results: list[dict[str, Any]],
+                     peers: int) -> list[frozenset[tuple[int, ...]]]:
     """Per step, the set of sample ids taken across DP groups (one rank per group)."""
     leaders = [r for r in results if r["rank"] % peers == 0]
     sets = []
     for s in range(STEPS):
-        ids = set()
+        ids: set[tuple[int, ...]] = set()
         for r in leaders:
             for b in r["steps"][s]:
                 ids.update(tuple(i) for i in b["ids"])
@@ -180,9 +187,9 @@ def main() -> int:
               f"{CANONICAL_REPLICAS}, {BATCHES_PER_STEP} batches per step ==")
         barrier = workdir / "barrier"
         barrier.mkdir()
-        seen = {}
+        seen: dict[str, Any] = {}
 
-        def snapshot():
+        def snapshot() -> None:
             seen["status"] = zephon.daemon_status(socket)
 
         results = run_topology(python, workdir, str(corpus), socket, dp_degree=2, peers=2,

@@ -56,7 +56,7 @@ DATA_LOSS = 15
 class ZephonError(RuntimeError):
     """Base class. ``code`` is the canonical status code from the daemon or client."""
 
-    def __init__(self, message: str, code: int = 2):
+    def __init__(self, message: str, code: int = 2) -> None:
         super().__init__(message)
         self.code = code
 

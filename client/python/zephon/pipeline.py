@@ -15,13 +15,18 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import Any, Iterator, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Generator, Iterator, NoReturn, Optional,
+                    Sequence, cast)
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _native, _spec_enums, _tokenize, _tokenizer_ids, errors
 from .batch import Batch
 from .sources import StaticMixtureWorkSource
+
+if TYPE_CHECKING:
+    from .tokenizer import Tokenizer, _TokenizerSource
 
 # Options of Pipeline.options(): name -> where it goes in the attach request.
 _RANK_OPTIONS = {"world_size", "global_rank", "dp_degree", "dp_group_id", "run_id",
@@ -68,18 +73,25 @@ class _Mapping:
     it), which is how closed Pipelines used to keep their rings mapped until exit. So
     plain reference counting frees the mapping the moment the last view of it goes."""
 
-    def __init__(self, handle: int):
-        self.handle = handle
+    def __init__(self, handle: int) -> None:
+        self.handle: int | None = handle
         self.pid = os.getpid()
+        # The ring's registration with CUDA (to_training(pin_memory=True)): None = not
+        # tried, else (base address, registered?). Undone before the ring is unmapped.
+        self.cuda_pinned: tuple[int, bool] | None = None
 
     def free(self) -> None:
         handle, self.handle = self.handle, None
+        pinned, self.cuda_pinned = self.cuda_pinned, None
+        if pinned is not None and pinned[1] and self.pid == os.getpid():
+            from . import _cuda
+            _cuda.unregister_host(pinned[0])
         if handle and self.pid == os.getpid():
             # In a forked child zephon_detach would speak on the parent's stream: the
             # child leaves the copy-on-write memory to its exit instead.
             _native.LIB.zephon_detach(handle)
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.free()
         except Exception:  # interpreter shutdown
@@ -91,7 +103,7 @@ class _Reader:
     mapping (not this object), so the mapping outlives every array handed out, and
     ``close()`` frees it at once when no array is left."""
 
-    def __init__(self, handle: int, reply: dict):
+    def __init__(self, handle: int, reply: dict[str, Any]) -> None:
         self.reply = reply
         self.pid = os.getpid()
         self.lock = threading.Lock()
@@ -101,11 +113,14 @@ class _Reader:
         # view handed out; see _Mapping for why nothing may point back here.
         base, size = ctypes.c_void_p(), ctypes.c_uint64()
         _native.LIB.zephon_ring_region(handle, ctypes.byref(base), ctypes.byref(size))
-        buffer = (ctypes.c_uint8 * size.value).from_address(base.value)
-        buffer._zephon_mapping = self._mapping
-        self.region_base = base.value
-        self.region: np.ndarray | None = np.frombuffer(buffer, dtype=np.uint8)
-        self.region.flags.writeable = False
+        buffer = (ctypes.c_uint8 * size.value).from_address(cast(int, base.value))
+        buffer._zephon_mapping = self._mapping  # type: ignore[attr-defined]
+        self.region_base: int = cast(int, base.value)
+        # numpy's stubs do not know ctypes arrays export the buffer protocol.
+        region: npt.NDArray[np.uint8] = np.frombuffer(  # type: ignore[call-overload]
+            buffer, dtype=np.uint8)
+        region.flags.writeable = False
+        self.region: npt.NDArray[np.uint8] | None = region
         self.info = _native.BatchInfo()  # reused for every batch: fields are copied out
         _live_readers.add(self)
 
@@ -143,7 +158,7 @@ class _Reader:
         # The last reference (unless a caller's array holds the buffer) frees it now.
         del mapping
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # interpreter shutdown
@@ -172,11 +187,14 @@ class Pipeline:
     overlap a host-to-device copy). Releases may come in any order; batches are taken in order.
     """
 
-    def __init__(self, work_source: StaticMixtureWorkSource):
+    # Set by prefetch(); absent until then (prefetch reads it with getattr).
+    _prefetch_set: bool
+
+    def __init__(self, work_source: StaticMixtureWorkSource) -> None:
         if not isinstance(work_source, StaticMixtureWorkSource):
             raise TypeError("Pipeline needs a zephon.StaticMixtureWorkSource")
         self._work_source = work_source
-        self._operators: list[dict] = []
+        self._operators: list[dict[str, Any]] = []
         self._options: dict[str, Any] = {}
         self._reader: _Reader | None = None
         self._restore: bytes | None = None
@@ -193,7 +211,8 @@ class Pipeline:
             raise RuntimeError("this Pipeline is already attached; build a new one")
         return self
 
-    def tokenize(self, tokenizer=None, *, tokenizer_id: str | None = None,
+    def tokenize(self, tokenizer: Tokenizer | _TokenizerSource | None = None, *,
+                 tokenizer_id: str | None = None,
                  field: str | Sequence[str] = "text",
                  special_tokens: str = "bos_eos",
                  bos_token_id: int | None = None, eos_token_id: int | None = None,
@@ -307,7 +326,7 @@ class Pipeline:
         ``buffer_size=None`` is the default 8192 and ``parallelism`` is accepted, as
         upstream spells them. Bad values raise InvalidOptionError (a ValueError) naming
         the argument."""
-        def refuse(message: str):
+        def refuse(message: str) -> NoReturn:
             raise errors.InvalidOptionError(f"Pipeline.shuffle: {message}",
                                             errors.INVALID_ARGUMENT)
 
@@ -363,7 +382,7 @@ class Pipeline:
         ``shuffle``), once. The achieved mixture is in ``explain()``, the daemon status
         and ``zephon_mixture_*`` metrics. It corrects drift within a flush group, not a
         structural imbalance (use token weights in the work source for that)."""
-        def refuse(message: str):
+        def refuse(message: str) -> NoReturn:
             raise errors.InvalidOptionError(f"Pipeline.ensure_mixture: {message}",
                                             errors.INVALID_ARGUMENT)
 
@@ -383,7 +402,7 @@ class Pipeline:
         else:
             op["max_buffer_size"] = str(max_buffer_size)
 
-        def share(name, value):  # a number in (0, 1]
+        def share(name: str, value: Any) -> float:  # a number in (0, 1]
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not 0 < value <= 1:
                 refuse(f"{name} must be a number in (0, 1], got {value!r}")
@@ -495,11 +514,13 @@ class Pipeline:
                              flush_strategy=flush_strategy,
                              max_sequences_per_bin=max_sequences_per_bin)
 
-    def _packing(self, name: str, max_length, algorithm, emit_positions, *, pad_token_id,
-                 num_bins, drop_oversized, candidate_pool_size, max_candidate_age,
-                 min_sequence_length, flush_strategy, max_sequences_per_bin) -> "Pipeline":
+    def _packing(self, name: str, max_length: int, algorithm: str, emit_positions: bool, *,
+                 pad_token_id: int | None, num_bins: int | None, drop_oversized: bool,
+                 candidate_pool_size: int | None, max_candidate_age: int | None,
+                 min_sequence_length: int | None, flush_strategy: str | None,
+                 max_sequences_per_bin: int | None) -> "Pipeline":
         """The packing operator `name` ("pack_flat" or "pack_sequences"), validated."""
-        def refuse(message: str):
+        def refuse(message: str) -> NoReturn:
             raise errors.InvalidOptionError(f"Pipeline.{name}: {message}",
                                             errors.INVALID_ARGUMENT)
 
@@ -601,7 +622,7 @@ class Pipeline:
         self._with()._prefetch_set = True
         return self
 
-    def preflight_tokenizers(self, strict: bool = True) -> dict:
+    def preflight_tokenizers(self, strict: bool = True) -> dict[str, Any]:
         """Loads this Pipeline's tokenizer here, as zephond will, before any rank attaches:
         returns ``{"tokenize": {"source": ..., "loaded": bool, "fingerprint": ...}}``
         (empty without tokenize). A tokenizer that cannot be loaded raises
@@ -650,7 +671,7 @@ class Pipeline:
                                        "drop_last": bool(drop_last)}})
         return p
 
-    def options(self, **kwargs) -> "Pipeline":
+    def options(self, **kwargs: Any) -> "Pipeline":
         """Data identity (dp_degree, dp_group_id), coordination identity (world_size,
         global_rank, run_id, aggregate_dir), lanes (canonical_replicas, mapping_strategy,
         lane_routing) and execution knobs.
@@ -719,7 +740,7 @@ class Pipeline:
         return p
 
     # ----- the attach request ------------------------------------------------------------
-    def _operators_sent(self) -> list[dict]:
+    def _operators_sent(self) -> list[dict[str, Any]]:
         """The operators as zephond gets them: a pipeline without batch (and without a
         packer) yields records one at a time, which zephond serves as batch(1); keep_payload
         only where records carry text (without a packer)."""
@@ -737,7 +758,7 @@ class Pipeline:
         names = {next(iter(op)) for op in self._operators}
         return not names & _PACKERS and "batch" not in names
 
-    def _request(self) -> dict:
+    def _request(self) -> dict[str, Any]:
         spec: dict[str, Any] = {"format_version": 1,
                                 "work_source": self._work_source.to_spec(),
                                 "operators": self._operators_sent()}
@@ -771,9 +792,9 @@ class Pipeline:
                 rank[name] = str(rank[name])
         if "canonical_replicas" in spec:
             spec["canonical_replicas"] = str(spec["canonical_replicas"])
-        request = {"spec": spec, "rank": rank, "execution": execution,
-                "client_pid": str(os.getpid()),
-                   "client_label": f"python pid {os.getpid()}"}
+        request: dict[str, Any] = {"spec": spec, "rank": rank, "execution": execution,
+                                   "client_pid": str(os.getpid()),
+                                   "client_label": f"python pid {os.getpid()}"}
         if self._restore is not None:
             request["restore_checkpoint"] = base64.b64encode(self._restore).decode()
         return request
@@ -810,7 +831,7 @@ class Pipeline:
         info = json.loads(_native.take_string(reply))
         for message in info.get("warnings", []):
             warnings.warn(message, RuntimeWarning, stacklevel=3)
-        self._reader = _Reader(handle.value, info)
+        self._reader = _Reader(cast(int, handle.value), info)
         return self._reader
 
     def attach(self) -> "Pipeline":
@@ -818,7 +839,7 @@ class Pipeline:
         self._attach()
         return self
 
-    def _rank_key(self) -> tuple:
+    def _rank_key(self) -> tuple[Any, ...]:
         """Who this Pipeline is to zephond: its daemon, run, rank (world_size,
         global_rank, dp identity) and spec. A newer Pipeline with the same key is the
         same pipeline of the same rank built again (upstream's tests do so after each
@@ -851,7 +872,7 @@ class Pipeline:
         self._reader = None
         return True
 
-    def __iter__(self) -> Iterator[Batch]:
+    def __iter__(self) -> Generator[Batch, None, None]:
         """Batches of this rank (or, for a pipeline without batch and packer, one
         SampleRecord at a time, its arrays copied). A new iterator continues where the
         last one stopped. When an iteration ends (exhausted, or the iterator closed:
@@ -868,7 +889,9 @@ class Pipeline:
                 if self._yields_records():
                     record = batch._records(copy=True)[0]
                     batch.close()
-                    yield record
+                    # Typed as the batched case (Batch) so that typed callers index
+                    # batches; a pipeline without batch/packer yields records.
+                    yield record  # type: ignore[misc]
                 else:
                     yield batch
             finished = True
@@ -910,14 +933,16 @@ class Pipeline:
             self._open.append(batch)
             yield batch
 
-    def to_torch_dataset(self, transform=None):
+    def to_torch_dataset(self, transform: Optional[Callable[[Batch], Any]] = None) -> Any:
         """This rank's stream as a ``torch.utils.data.IterableDataset`` with
         ``state_dict()`` (the collective :meth:`checkpoint`) and ``load_state_dict()``
         (:meth:`restore`), the Stateful protocol of torchdata's StatefulDataLoader and
         torch.distributed.checkpoint: a trainer's checkpointer saves and restores the data
         state with the model. ``transform`` maps each batch (e.g.
-        ``lambda b: b.to_training(dtype="auto")``). Use it with
+        ``lambda b: b.to_training(return_labels=True)``). Use it with
         ``DataLoader(ds, batch_size=None, num_workers=0)``; see :mod:`zephon.torch_data`."""
+        # Any: a torch IterableDataset subclass made on use (torch is optional) that also
+        # has state_dict(), load_state_dict() and .pipeline; zephon.torch_data defines it.
         from .torch_data import make_dataset
         return make_dataset(self, transform)
 
@@ -948,7 +973,7 @@ class Pipeline:
                                                    ctypes.byref(err))
         _check(code, err)
         try:
-            state = ctypes.string_at(data.value, size.value)
+            state = ctypes.string_at(cast(int, data.value), size.value)
         finally:
             _native.LIB.zephon_free(data)
         message = _native.take_string(warning)
@@ -982,7 +1007,7 @@ class Pipeline:
 
     # ----- introspection ---------------------------------------------------------------
     @property
-    def attach_info(self) -> dict:
+    def attach_info(self) -> dict[str, Any]:
         """The daemon's AttachReply: instance_id, spec_hash, ring, owned_lanes, ..."""
         return dict(self._attach().reply)
 
@@ -1024,7 +1049,7 @@ class Pipeline:
     def __enter__(self) -> "Pipeline":
         return self
 
-    def __del__(self):
+    def __del__(self) -> None:
         # A dropped Pipeline detaches cleanly (its peers must not see a crash) and frees
         # its ring mapping and connection like close().
         try:
@@ -1033,21 +1058,22 @@ class Pipeline:
         except Exception:  # interpreter shutdown
             pass
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def daemon_status(daemon: str | None = None, timeout_s: float = 10.0) -> dict:
+def daemon_status(daemon: str | None = None, timeout_s: float = 10.0) -> dict[str, Any]:
     """The node daemon's status (instances, readers, rings) as a dict."""
     out = ctypes.c_void_p()
     err = ctypes.c_void_p()
     code = _native.LIB.zephon_status(_native.encode(daemon), timeout_s, ctypes.byref(out),
                                      ctypes.byref(err))
     _check(code, err)
-    return json.loads(_native.take_string(out))
+    status: dict[str, Any] = json.loads(_native.take_string(out))
+    return status
 
 
-def _check_parallelism(op: str, value, required: bool = False) -> None:
+def _check_parallelism(op: str, value: Any, required: bool = False) -> None:
     """Upstream's per-operator parallelism: None (unless required) or an int >= 1."""
     if value is None and not required:
         return
@@ -1066,8 +1092,10 @@ _PACKERS = frozenset(("pack_flat", "pack_sequences"))
 _PACKING = "pack_flat"
 
 
-def _add_packing_knobs(op: dict, algorithm: str, refuse, *, min_sequence_length,
-                       flush_strategy, max_sequences_per_bin) -> None:
+def _add_packing_knobs(op: dict[str, Any], algorithm: str,
+                       refuse: Callable[[str], NoReturn], *,
+                       min_sequence_length: int | None, flush_strategy: str | None,
+                       max_sequences_per_bin: int | None) -> None:
     """pack_flat's knobs into `op` (unset ones stay out, so the spec hash is unchanged)."""
     bins = algorithm in ("first_fit", "best_fit")
     if min_sequence_length is not None:

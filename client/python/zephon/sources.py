@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple, Union, cast
 
 from . import _spec_enums, errors
+
+if TYPE_CHECKING:
+    from ._in_memory import Shards
 
 _FORMATS = ("megatron", "flat", "jsonl", "parquet", "mds")
 # Formats whose records are converted once into the node's token cache from a column
@@ -21,7 +24,7 @@ def _invalid(message: str) -> errors.InvalidOptionError:
     return errors.InvalidOptionError(message, errors.INVALID_ARGUMENT)
 
 
-def _require_int(name: str, value, minimum: int = 0) -> int:
+def _require_int(name: str, value: Any, minimum: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
     if value < minimum:
@@ -29,7 +32,8 @@ def _require_int(name: str, value, minimum: int = 0) -> int:
     return value
 
 
-def _check_loss_mask(name: str, fmt: str | None, field, fmt_name):
+def _check_loss_mask(name: str, fmt: str | None, field: Any,
+                     fmt_name: Any) -> tuple[Optional[str], Optional[str]]:
     """Dataset's loss_mask_field / loss_mask_format, checked (unset stays None, so the
     spec and its hash stay as they were without a mask)."""
     if field is not None and (not isinstance(field, str) or not field):
@@ -80,10 +84,11 @@ class Dataset:
     field instead: ``Pipeline.tokenize(field=[...], loss_on=[...])``.
     """
 
-    def __init__(self, name: str, path: str, fmt: str | None = None, dtype: str | None = None,
-                 sample_tokens: int | None = None, field: str | None = None,
-                 max_repeats: int | None = None, on_null: str | None = None,
-                 loss_mask_field: str | None = None, loss_mask_format: str | None = None):
+    def __init__(self, name: str, path: str | os.PathLike[str], fmt: str | None = None,
+                 dtype: str | None = None, sample_tokens: int | None = None,
+                 field: str | None = None, max_repeats: int | None = None,
+                 on_null: str | None = None, loss_mask_field: str | None = None,
+                 loss_mask_format: str | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("Dataset name must be a non-empty string")
         if fmt is not None and fmt not in _FORMATS:
@@ -119,11 +124,12 @@ class Dataset:
             name, fmt, loss_mask_field, loss_mask_format)
 
     @classmethod
-    def from_path(cls, name: str, path: str, fmt: str | None = None, **kwargs) -> "Dataset":
+    def from_path(cls, name: str, path: str | os.PathLike[str], fmt: str | None = None,
+                  **kwargs: Any) -> "Dataset":
         return cls(name, path, fmt=fmt, **kwargs)
 
     @classmethod
-    def from_dict(cls, name: str, shards, **kwargs) -> "Dataset":
+    def from_dict(cls, name: str, shards: Shards, **kwargs: Any) -> "Dataset":
         """An in-memory dataset (upstream's spelling): ``shards`` is ``{key:
         InMemoryShard(rows)}`` (in key order) or a list of shards, each row a dict, e.g.
         ``{"text": ...}`` for ``tokenize`` or ``{"input_ids": [...]}`` with
@@ -144,14 +150,14 @@ class Dataset:
         _in_memory.own(ds, root)
         return ds
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         # A copy in another process reads the files; only the creator removes them.
         state = dict(self.__dict__)
         state.pop("_in_memory_finalizer", None)
         return state
 
-    def to_spec(self) -> dict:
-        spec = {"name": self.name, "path": self.path}
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"name": self.name, "path": self.path}
         if self.fmt:
             spec["format"] = self.fmt
         if self.dtype:
@@ -177,20 +183,21 @@ class Dataset:
         return f"Dataset({self.name!r}, {self.path!r}, fmt={self.fmt!r})"
 
 
-def _check_policy(key: str, value) -> str:
+def _check_policy(key: str, value: Any) -> str:
     try:
         return _spec_enums.check("exhausted_policy", value)
     except ValueError as e:
         raise ValueError(str(e).replace("exhausted_policy=", f"{key}=", 1)) from None
 
 
-def _check_bool(key: str, value) -> bool:
+def _check_bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{key} must be a bool, got {type(value).__name__} ({value!r})")
     return value
 
 
-def _per_dataset(option: str, value, names: list[str], check, plain: type) -> dict:
+def _per_dataset(option: str, value: Any, names: list[str], check: Callable[[str, Any], Any],
+                 plain: type) -> dict[str, Any]:
     """``{dataset_name: checked value}`` when ``value`` is a mapping, {} otherwise.
 
     A mapping naming a dataset the work source does not have is refused, naming it."""
@@ -207,7 +214,7 @@ class MixtureSpec:
     ``StaticMixtureWorkSource(mixture=MixtureSpec({...}))`` is the same work source as
     ``mixture={...}``."""
 
-    def __init__(self, weights: Mapping[str, float]):
+    def __init__(self, weights: Mapping[str, float]) -> None:
         if not isinstance(weights, Mapping) or not weights:
             raise ValueError("MixtureSpec needs a non-empty {dataset_name: weight} mapping")
         for name, w in weights.items():
@@ -222,7 +229,7 @@ class MixtureSpec:
         total = sum(self.weights.values())
         return {k: v / total for k, v in self.weights.items()}
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, MixtureSpec) and self.weights == other.weights
 
     def __repr__(self) -> str:
@@ -234,7 +241,7 @@ class TokenEstimation:
     ``weight_by="tokens"`` (zephond measures tokens per sample with its own deterministic
     rule, see StaticMixtureWorkSource)."""
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, TokenEstimation)
 
     def __repr__(self) -> str:
@@ -286,7 +293,7 @@ class StaticMixtureWorkSource:
                  max_repeats: int | Mapping[str, int] | None = None,
                  weight_by: str = "samples",
                  reshuffle_on_repeat: bool | Mapping[str, bool] = True,
-                 token_estimation: TokenEstimation | None = None):
+                 token_estimation: TokenEstimation | None = None) -> None:
         if isinstance(mixture, MixtureSpec):
             mixture = mixture.weights
         if exhausted_policy is None:
@@ -354,7 +361,7 @@ class StaticMixtureWorkSource:
         if shuffle_block_size is None:
             self.shuffle_block_size = ""
         elif shuffle_block_size in ("auto", "global"):
-            self.shuffle_block_size = shuffle_block_size
+            self.shuffle_block_size = cast(str, shuffle_block_size)
         else:
             self.shuffle_block_size = str(_require_int("shuffle_block_size",
                                                        shuffle_block_size, 1))
@@ -369,7 +376,7 @@ class StaticMixtureWorkSource:
             self.max_repeats = {name: _require_int(f"max_repeats[{name!r}]", value, 0)
                                 for name, value in per_dataset.items()}
 
-    def _dataset_spec(self, d: Dataset) -> dict:
+    def _dataset_spec(self, d: Dataset) -> dict[str, Any]:
         spec = d.to_spec()
         if d.name in self.max_repeats:
             spec["max_repeats"] = self.max_repeats[d.name]
@@ -384,8 +391,8 @@ class StaticMixtureWorkSource:
             spec["reshuffle_on_repeat"] = self.dataset_reshuffle[d.name]
         return spec
 
-    def to_spec(self) -> dict:
-        spec = {
+    def to_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {
             "datasets": [self._dataset_spec(d) for d in self.datasets],
             "weights": self.weights,
             "seed": str(self.seed),
@@ -404,6 +411,11 @@ class StaticMixtureWorkSource:
         if not self.reshuffle_on_repeat:
             spec["reshuffle_on_repeat"] = False
         return spec
+
+
+# One entry of ScheduledMixtureWorkSource's schedule: (boundary, weights), the weights a
+# {dataset_name: weight} map or a list in dataset order.
+_ScheduleEntry = Tuple[int, Union[Mapping[str, float], Sequence[float]]]
 
 
 class ScheduledMixtureWorkSource(StaticMixtureWorkSource):
@@ -435,8 +447,8 @@ class ScheduledMixtureWorkSource(StaticMixtureWorkSource):
     the checkpoint's ``schedule_history``; changing its past is refused, naming the entry.
     """
 
-    def __init__(self, datasets: Sequence[Dataset], schedule: Sequence[tuple],
-                 interpolate: str = "step", unit: str = "samples", **options):
+    def __init__(self, datasets: Sequence[Dataset], schedule: Sequence[_ScheduleEntry],
+                 interpolate: str = "step", unit: str = "samples", **options: Any) -> None:
         for name in ("mixture", "weight_by"):
             if name in options and not (name == "weight_by" and options[name] == "samples"):
                 raise ValueError(f"ScheduledMixtureWorkSource takes no {name}=: its weights "
@@ -482,7 +494,7 @@ class ScheduledMixtureWorkSource(StaticMixtureWorkSource):
         self.unit = unit
 
     @staticmethod
-    def _entry_weights(i: int, weights, names: list[str]) -> list[float]:
+    def _entry_weights(i: int, weights: Any, names: list[str]) -> list[float]:
         if isinstance(weights, Mapping):
             unknown = sorted(set(weights) - set(names))
             if unknown:
@@ -503,7 +515,7 @@ class ScheduledMixtureWorkSource(StaticMixtureWorkSource):
                              "must be > 0")
         return out
 
-    def to_spec(self) -> dict:
+    def to_spec(self) -> dict[str, Any]:
         spec = super().to_spec()
         del spec["weights"]
         key = "start_sample" if self.unit == "samples" else "start_chunk"

@@ -12,6 +12,7 @@ import array
 import ctypes
 import json
 import os
+from typing import Any, Iterable, NoReturn, Optional, Protocol, Union
 
 from . import _native, errors
 
@@ -19,7 +20,26 @@ from . import _native, errors
 SPECIAL_TOKENS = ("none", "bos", "eos", "bos_eos", "tokenizer_default")
 
 
-def _raise(code: int, error: ctypes.c_void_p):
+class _SupportsToStr(Protocol):
+    """A `tokenizers` Tokenizer: ``to_str()`` gives its tokenizer.json text."""
+
+    def to_str(self) -> Union[str, bytes]: ...
+
+
+class _HasBackendTokenizer(Protocol):
+    """A `transformers` fast tokenizer: ``backend_tokenizer.to_str()``."""
+
+    @property
+    def backend_tokenizer(self) -> _SupportsToStr: ...
+
+
+# What zephon.Tokenizer (and Pipeline.tokenize) load: a local path, or an object holding
+# tokenizer.json text.
+_TokenizerSource = Union[str, "os.PathLike[str]", "os.PathLike[bytes]", _SupportsToStr,
+                         _HasBackendTokenizer]
+
+
+def _raise(code: int, error: ctypes.c_void_p) -> NoReturn:
     message = _native.take_string(error)
     # Bad arguments of a local call (a special_tokens name, an id outside the vocabulary,
     # a BOS/EOS the tokenizer lacks) are ValueErrors; the rest maps as everywhere.
@@ -28,7 +48,7 @@ def _raise(code: int, error: ctypes.c_void_p):
     raise errors.from_code(code, message)
 
 
-def _text_bytes(text) -> bytes:
+def _text_bytes(text: object) -> bytes:
     if isinstance(text, bytes):
         return text
     if isinstance(text, str):
@@ -38,7 +58,7 @@ def _text_bytes(text) -> bytes:
     raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
 
 
-def _ids_from(ptr, n: int) -> list[int]:
+def _ids_from(ptr: Any, n: int) -> list[int]:
     if n == 0:
         return []
     out = array.array("i")
@@ -46,7 +66,7 @@ def _ids_from(ptr, n: int) -> list[int]:
     return out.tolist()
 
 
-def _tokenizer_json_of(obj) -> tuple[bytes, bytes | None]:
+def _tokenizer_json_of(obj: Any) -> tuple[bytes, bytes | None]:
     """(tokenizer.json bytes, tokenizer_config-style JSON or None) of a `tokenizers`
     Tokenizer (to_str()) or a `transformers` fast tokenizer (backend_tokenizer.to_str(),
     and its bos_token / eos_token)."""
@@ -88,9 +108,9 @@ class Tokenizer:
     the JSON path of the component), TypeError for anything else passed in.
     """
 
-    def __init__(self, path_or_object, *, split_special_tokens: bool = False,
-                 bos_token_id: int | None = None, eos_token_id: int | None = None):
-        self._handle = None
+    def __init__(self, path_or_object: _TokenizerSource, *, split_special_tokens: bool = False,
+                 bos_token_id: int | None = None, eos_token_id: int | None = None) -> None:
+        self._handle: Optional[ctypes.c_void_p] = None
         # What Pipeline.tokenize sends zephond for this tokenizer: its options, and its
         # source (an absolute path, or the JSON bytes of an object).
         self._options = {"split_special_tokens": bool(split_special_tokens),
@@ -119,7 +139,7 @@ class Tokenizer:
             code = _native.LIB.zephon_tokenizer_load(os.fsencode(path), ctypes.byref(options),
                                                      ctypes.byref(handle), ctypes.byref(error))
             self._source = path
-            self._spec_source = {"tokenizer_path": os.path.abspath(path)}
+            self._spec_source: dict[str, Any] = {"tokenizer_path": os.path.abspath(path)}
         else:
             data, config = _tokenizer_json_of(path_or_object)
             code = _native.LIB.zephon_tokenizer_from_json(
@@ -131,12 +151,12 @@ class Tokenizer:
             _raise(code, error)
         self._handle = handle
 
-    def __del__(self):
+    def __del__(self) -> None:
         handle, self._handle = getattr(self, "_handle", None), None
         if handle is not None and _native is not None and _native.LIB is not None:
             _native.LIB.zephon_tokenizer_free(handle)
 
-    def encode(self, text, special_tokens: str = "none") -> list[int]:
+    def encode(self, text: str | bytes, special_tokens: str = "none") -> list[int]:
         """The ids of `text` (str, or bytes holding UTF-8; invalid UTF-8 becomes U+FFFD).
         special_tokens: "none" (the text's tokens only), "bos", "eos", "bos_eos", or
         "tokenizer_default" (what HF's add_special_tokens=True adds). Raises
@@ -156,7 +176,7 @@ class Tokenizer:
         finally:
             _native.LIB.zephon_free_array(ids)
 
-    def encode_batch(self, texts, special_tokens: str = "none",
+    def encode_batch(self, texts: Iterable[str | bytes], special_tokens: str = "none",
                      num_threads: int = 1) -> list[list[int]]:
         """encode() of every text, in input order, on up to num_threads threads (0 = one
         per hardware thread). The ids do not depend on num_threads. Errors as encode's;
@@ -188,7 +208,7 @@ class Tokenizer:
             _native.LIB.zephon_free_array(ids)
             _native.LIB.zephon_free_array(offsets)
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: Iterable[int]) -> str:
         """The text of `ids` (special tokens included), as HF tokenizers decodes it with
         skip_special_tokens=False. Raises InvalidOptionError (a ValueError) naming an id
         outside the vocabulary."""
@@ -233,7 +253,8 @@ class Tokenizer:
     def fingerprint(self) -> str:
         """"sha256:<hex>" of the canonical tokenizer and the options that change ids: equal
         fingerprints mean equal ids for every text (it keys the daemon's token cache)."""
-        return _native.LIB.zephon_tokenizer_fingerprint(self._handle).decode("ascii")
+        fingerprint: bytes = _native.LIB.zephon_tokenizer_fingerprint(self._handle)
+        return fingerprint.decode("ascii")
 
     def __repr__(self) -> str:
         return (f"zephon.Tokenizer({self._source!r}, vocab_size={self.vocab_size}, "

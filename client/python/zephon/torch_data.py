@@ -3,7 +3,7 @@
 ``torch.distributed.checkpoint``'s ``Stateful`` protocol call, so a trainer's
 checkpointer saves and restores the data state with the model.
 
-    ds = pipe.to_torch_dataset(transform=lambda b: b.to_training(dtype="auto"))
+    ds = pipe.to_torch_dataset(transform=lambda b: b.to_training(return_labels=True))
     loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=0)
     states = {"model": model, "dataloader": ds}   # what the checkpointer saves
 
@@ -17,9 +17,13 @@ Thread-compatible, like the Pipeline it wraps. torch is imported on use only.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Optional
 
 from . import errors
+
+if TYPE_CHECKING:
+    from .batch import Batch
+    from .pipeline import Pipeline
 
 # The state_dict layout; bumped if its keys change (the checkpoint bytes carry their own
 # format version).
@@ -27,16 +31,20 @@ STATE_FORMAT = 1
 _STATE_KEY = "zephon_checkpoint"
 
 
-def _iterable_dataset_base():
+def _iterable_dataset_base() -> type:
     try:
         from torch.utils.data import IterableDataset
     except ImportError as e:  # torch is optional for the package
         raise ImportError("Pipeline.to_torch_dataset needs torch (pip install torch, or "
                           "Debian's python3-torch)") from e
-    return IterableDataset
+    base: type = IterableDataset  # torch is not analysed (Any)
+    return base
 
 
-def make_dataset(pipeline, transform: Optional[Callable[[Any], Any]] = None):
+def make_dataset(pipeline: Pipeline, transform: Optional[Callable[[Batch], Any]] = None
+                 ) -> Any:
+    # Any: the class derives from torch's IterableDataset, which is imported on use
+    # (torch is optional) and so has no static type here.
     """The IterableDataset over `pipeline` (see the module comment)."""
     base = _iterable_dataset_base()
 
@@ -57,7 +65,7 @@ def make_dataset(pipeline, transform: Optional[Callable[[Any], Any]] = None):
             for batch in self.pipeline:
                 yield self.transform(batch) if self.transform is not None else batch
 
-        def state_dict(self) -> dict:
+        def state_dict(self) -> dict[str, Any]:
             """The collective checkpoint as ``{"zephon_checkpoint": bytes, "format": 1}``."""
             return {_STATE_KEY: self.pipeline.checkpoint(), "format": STATE_FORMAT}
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
+
+_T = TypeVar("_T")
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?i?b?)?\s*$", re.I)
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2,
@@ -34,7 +36,7 @@ def parse_size_bytes(value: int | str | None, what: str) -> int | None:
     raise TypeError(f"{what} must be an int or a size string, got {type(value).__name__}")
 
 
-def _from_mapping(cls, value: Mapping[str, Any]):
+def _from_mapping(cls: type[_T], value: Mapping[str, Any]) -> _T:
     """`cls` (a dataclass) from a dict of its field names; unknown keys raise TypeError
     naming them and the fields."""
     known = {f.name for f in dataclasses.fields(cls)}
@@ -62,7 +64,7 @@ class CacheOptions:
     min_slack_bytes: int | None = None
     max_slack_bytes: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("limit_bytes", "rg_cache_bytes", "min_slack_bytes", "max_slack_bytes"):
             object.__setattr__(self, name,
                                parse_size_bytes(getattr(self, name), f"CacheOptions.{name}"))
@@ -91,7 +93,7 @@ class StoreOptions:
     vortex_read_concurrency: int | None = None
     vortex_segment_cache_bytes: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "cache", CacheOptions.from_any(self.cache))
 
     @classmethod
