@@ -2,16 +2,20 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/owned_path.h"
 #include "common/paths.h"
 #include "common/rpc_limits.h"
@@ -23,6 +27,34 @@ namespace {
 
 bool Answers(const std::shared_ptr<grpc::Channel>& channel, absl::Duration wait) {
   return channel->WaitForConnected(absl::ToChronoTime(absl::Now() + wait));
+}
+
+// What a plain connect() to the socket finds. It costs microseconds and leaves the gRPC
+// channel untouched: a gRPC attempt against a missing socket would put the channel into
+// reconnect backoff (50 ms and more) and so delay the first batch of an auto-started
+// daemon by that much.
+enum class Listener {
+  kPresent,  // something accepts connections (or its backlog is full): ask it over gRPC
+  kAbsent,   // no socket file, or nobody listens on it (a daemon that died)
+  kUnknown,  // cannot tell (permissions, a path too long): let gRPC try
+};
+
+Listener ProbeListener(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return Listener::kUnknown;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Listener::kUnknown;
+  int rc;
+  do {
+    rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  } while (rc != 0 && errno == EINTR);
+  const int err = rc == 0 ? 0 : errno;
+  close(fd);
+  if (rc == 0 || err == EAGAIN) return Listener::kPresent;
+  if (err == ENOENT || err == ECONNREFUSED) return Listener::kAbsent;
+  return Listener::kUnknown;
 }
 
 // Starts `zephond` through `sh -c '... &'` in a new session so it is reparented to init
@@ -91,7 +123,19 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel =
       grpc::CreateCustomChannel("unix:" + socket, grpc::InsecureChannelCredentials(), args);
-  if (Answers(channel, absl::Milliseconds(300))) return channel;
+  // Without a daemon binary to start, a daemon that is starting up (systemd, a pod's
+  // sidecar) gets a short grace; with one, an absent listener is started at once.
+  const absl::Time start = absl::Now();
+  const absl::Duration grace = absl::Milliseconds(300);
+  absl::Duration poll = absl::Milliseconds(1);
+  Listener listener = ProbeListener(socket);
+  while (listener == Listener::kAbsent && options.zephond_path.empty() &&
+         absl::Now() - start < grace) {
+    absl::SleepFor(poll);
+    poll = std::min(poll * 2, absl::Milliseconds(20));
+    listener = ProbeListener(socket);
+  }
+  if (listener != Listener::kAbsent && Answers(channel, grace)) return channel;
   if (options.zephond_path.empty()) {
     return absl::UnavailableError(absl::StrCat(
         "no zephond answers at ", socket, ": start one (systemd unit or `zephond --socket ",
@@ -114,9 +158,17 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
   if (absl::Status s = SpawnDaemon(options.zephond_path, socket, idle_exit_s); !s.ok()) {
     return s;
   }
+  // Poll with plain connects (every 1 ms at first) until the new daemon listens, and
+  // only then dial over gRPC: its first attempt then succeeds, with no backoff to wait.
   const absl::Time deadline = absl::Now() + options.timeout;
+  poll = absl::Milliseconds(1);
   while (absl::Now() < deadline) {
-    if (Answers(channel, absl::Milliseconds(200))) return channel;
+    if (ProbeListener(socket) != Listener::kAbsent &&
+        Answers(channel, std::min(absl::Milliseconds(200), deadline - absl::Now()))) {
+      return channel;
+    }
+    absl::SleepFor(poll);
+    poll = std::min(poll * 2, absl::Milliseconds(20));
   }
   return absl::UnavailableError(absl::StrCat(
       "started zephond for ", socket, " but it did not answer within ",
