@@ -625,6 +625,8 @@ proto::StatusReply InstanceRegistry::Status() const {
     reply.set_instances_created_total(created_total_);
   }
   reply.set_pid(getpid());
+  reply.set_ring_abi_major(shm::kLayoutMajor);
+  reply.set_ring_abi_minor(shm::kLayoutMinor);
   reply.set_shm_prefix(options_.shm_prefix);
   reply.set_socket(options_.daemon_label);
   reply.set_metrics_address(options_.metrics_address);

@@ -83,6 +83,19 @@ def test_installed_into_a_venv_it_runs_the_readme_example_elsewhere(wheel, tmp_p
     assert any(l.startswith("ok   zephond") and str(venv) in l for l in lines), lines
     assert any(l.startswith("ok   daemon") for l in lines), "the example's daemon answers"
     assert any("shared memory" in l for l in lines)
+    assert any(l.startswith("ok   ring ABI") for l in lines), lines
+
+
+def test_doctor_fails_on_a_daemon_of_another_ring_layout():
+    from zephon import _native
+    from zephon.__main__ import _ring_abi_check
+    ours = int(_native.LIB.zephon_ring_abi_major())
+    status, what, detail = _ring_abi_check({"ring_abi_major": ours + 1, "ring_abi_minor": 0,
+                                            "pid": 4242})
+    assert (status, what) == ("FAIL", "ring ABI")
+    assert f"layout {ours + 1}.0" in detail and "kill 4242" in detail
+    assert _ring_abi_check({"ring_abi_major": ours, "ring_abi_minor": 3})[0] == "ok"
+    assert _ring_abi_check({"pid": 1})[0] == "warn", "an older daemon reports no layout"
 
 
 def test_doctor_fails_naming_the_fix_for_a_socket_directory_of_others(tmp_path):

@@ -86,7 +86,27 @@ def _socket_checks(socket: str, start: bool) -> List[Check]:
     out.append(("ok", "daemon", f"pid {status.get('pid')} at {status.get('socket', socket)}, "
                                 f"{len(instances)} instance(s), shm prefix "
                                 f"{status.get('shm_prefix')}"))
+    out.append(_ring_abi_check(status))
     return out
+
+
+def _ring_abi_check(status: dict[str, Any]) -> Check:
+    """The client reads rings of its own layout major version only (shm/ring_layout.h); a
+    daemon of another major refuses every attach, so say so before the first one does."""
+    from . import _native
+    ours = int(_native.LIB.zephon_ring_abi_major())
+    major, minor = int(status.get("ring_abi_major", 0)), int(status.get("ring_abi_minor", 0))
+    if major == 0:
+        return ("warn", "ring ABI", f"the daemon does not report its ring layout (older than "
+                                    f"this client, which reads major {ours}); restart it "
+                                    "from this build if attaches are refused")
+    if major != ours:
+        return ("FAIL", "ring ABI", f"the daemon writes ring layout {major}.{minor}, this "
+                                    f"client reads major {ours}: every attach is refused; "
+                                    f"stop that daemon (kill {status.get('pid')}: it exits "
+                                    "cleanly on SIGTERM) so this package's starts, or install "
+                                    "the client that matches it")
+    return ("ok", "ring ABI", f"daemon writes {major}.{minor}, client reads major {ours}")
 
 
 def _start_daemon(socket: str) -> dict[str, Any] | str:
