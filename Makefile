@@ -136,6 +136,14 @@ bench-loader: build
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch)
 	PYTHONPATH=client/python $(PY) tests/bench/loader_bench.py $(BENCH_ARGS)
 
+# Time to first batch of a fresh rank (docs/benchmarks.md): auto-starting zephond, and
+# attaching to a running one with and without shuffle(8192); beside Megatron-LM's own
+# GPTDataset + DataLoader on the same corpus with BENCH_ARGS="--megatron-lm DIR" (a
+# checkout: none is vendored, tests/bench/megatron_baseline.py runs it). ~15 s alone.
+.PHONY: bench-first-batch
+bench-first-batch: build
+	PYTHONPATH=client/python $(PY) tests/bench/first_batch_bench.py $(BENCH_ARGS)
+
 # Checkpoint rounds over 4 local zephond (4-256 ranks as threads), restore time-to-first-
 # batch, checkpoint size vs canonical_replicas (docs/benchmarks.md). ~35 s on 2 cores;
 # BENCH_ARGS="--quick" for ~10 s.
