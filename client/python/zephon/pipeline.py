@@ -1004,6 +1004,14 @@ class Pipeline:
         self._restore = bytes(state)
         return self
 
+    def _state_before_start(self) -> bytes | None:
+        """Where this Pipeline's stream starts, while it has not attached yet: the bytes
+        given to restore(), or b"" (the beginning); None once it attached (only a
+        collective checkpoint() can say where it stands then)."""
+        if self._reader is not None or self._lease_ended or self._closed:
+            return None
+        return self._restore if self._restore is not None else b""
+
     # ----- introspection ---------------------------------------------------------------
     @property
     def attach_info(self) -> dict[str, Any]:

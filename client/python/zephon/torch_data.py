@@ -9,8 +9,14 @@ checkpointer saves and restores the data state with the model.
 
 ``state_dict()`` is the Pipeline's collective ``checkpoint()`` (every rank of the run calls
 it at the same step, as a checkpointer does); its value is a plain dict of bytes, so
-``torch.save``, pickle and DCP store it as they are. ``load_state_dict()`` restores before
-the first batch. Batches stay zero-copy: the loader must not batch (``batch_size=None``),
+``torch.save``, pickle and DCP store it as they are. The bytes are the same on every rank,
+so DCP's de-duplication of a key every rank saves keeps a correct copy. Before the
+dataset's first batch, ``state_dict()`` runs no round: it returns where the stream will
+start (the state given to ``load_state_dict()``, or ``b""`` for the beginning). That is
+what ``torch.distributed.checkpoint.load`` asks for as its template before it calls
+``load_state_dict()``, and what a checkpoint taken before training should hold.
+``load_state_dict()`` restores before the first batch; ``b""`` (a state saved before any
+batch) restores nothing. Batches stay zero-copy: the loader must not batch (``batch_size=None``),
 use workers (zephond already is the worker pool, in another process) or pin memory in a
 thread (a batch's views are valid until the next one is asked for).
 Thread-compatible, like the Pipeline it wraps. torch is imported on use only.
@@ -66,7 +72,11 @@ def make_dataset(pipeline: Pipeline, transform: Optional[Callable[[Batch], Any]]
                 yield self.transform(batch) if self.transform is not None else batch
 
         def state_dict(self) -> dict[str, Any]:
-            """The collective checkpoint as ``{"zephon_checkpoint": bytes, "format": 1}``."""
+            """The collective checkpoint as ``{"zephon_checkpoint": bytes, "format": 1}``;
+            before the first batch, the state the stream starts from (no round)."""
+            before_start = self.pipeline._state_before_start()
+            if before_start is not None:
+                return {_STATE_KEY: before_start, "format": STATE_FORMAT}
             return {_STATE_KEY: self.pipeline.checkpoint(), "format": STATE_FORMAT}
 
         def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -83,6 +93,9 @@ def make_dataset(pipeline: Pipeline, transform: Optional[Callable[[Batch], Any]]
                     f"load_state_dict(): state format {state.get('format')!r} is not "
                     f"{STATE_FORMAT}; it was saved by another Zephon version",
                     errors.INVALID_ARGUMENT)
-            self.pipeline.restore(bytes(state[_STATE_KEY]))
+            checkpoint = state[_STATE_KEY]
+            if isinstance(checkpoint, (bytes, bytearray, memoryview)) and len(checkpoint) == 0:
+                return  # saved before the first batch: start from the beginning
+            self.pipeline.restore(bytes(checkpoint))
 
     return ZephonDataset()
