@@ -223,6 +223,21 @@ int zephon_status(const char* socket_path, double timeout_s, char** json, char**
   return 0;
 }
 
+void zephon_warm_up(void) {
+  {
+    // A channel that is never dialled: building it runs gRPC's init and its core
+    // configuration; dropping it (the last one) shuts gRPC down again here, joining its
+    // threads, so the process forks as cleanly as before.
+    grpc::ChannelArguments args;
+    auto channel = grpc::CreateCustomChannel("unix:/zephon-warm-up-never-dialled",
+                                             grpc::InsecureChannelCredentials(), args);
+  }
+  zephon::proto::AttachRequest request;
+  (void)google::protobuf::util::JsonStringToMessage(
+      R"({"rank": {"global_rank": 0}, "spec": {"operators": [{}]}})", &request);
+  (void)ToJson(zephon::proto::AttachReply());
+}
+
 uint32_t zephon_c_api_version(void) { return ZEPHON_C_API_VERSION; }
 
 uint32_t zephon_ring_abi_major(void) { return zephon::shm::kLayoutMajor; }

@@ -33,8 +33,9 @@ extern "C" {
  * Version 3: adds the tokenizer (zephon_tokenizer_*, zephon_tokenizer_options,
  * zephon_free_array). Nothing older changed.
  * Version 4: adds zephon_checkpoint_noted (the round's warning) and
- * zephon_inspect_checkpoint. Nothing older changed. */
-#define ZEPHON_C_API_VERSION 4
+ * zephon_inspect_checkpoint. Nothing older changed.
+ * Version 5: adds zephon_warm_up. Nothing older changed. */
+#define ZEPHON_C_API_VERSION 5
 
 #define ZEPHON_MAX_TENSORS 8
 
@@ -180,6 +181,11 @@ const char* zephon_tokenizer_fingerprint(const zephon_tokenizer* tokenizer);
 /* Frees an array the library returned (ids, offsets). NULL is ignored. */
 void zephon_free_array(void* p);
 
+/* Pays the library's one-time process setup (gRPC's initialization and core
+ * configuration, protobuf's JSON type resolver) without connecting anywhere, so that the
+ * first attach does not: call it early, e.g. from a background thread at start-up. It
+ * leaves no thread behind. Thread-safe; harmless to call again. */
+void zephon_warm_up(void);
 /* The C API version this library was built with (its ZEPHON_C_API_VERSION). */
 uint32_t zephon_c_api_version(void);
 /* The ring ABI major version this library speaks. */

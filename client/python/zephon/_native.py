@@ -10,8 +10,10 @@ tests/e2e/test_c_abi.py checks the mirrors against the header's layout.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Optional, Union
 
@@ -19,7 +21,7 @@ _HERE = Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]  # client/python/zephon -> repo root (in a checkout)
 
 # The ZEPHON_C_API_VERSION of the c_api.h these bindings mirror.
-C_API_VERSION = 4
+C_API_VERSION = 5
 MAX_TENSORS = 8
 
 
@@ -203,12 +205,37 @@ def _load() -> ctypes.CDLL:
     lib.zephon_status.restype = ctypes.c_int
     _declare_tokenizer(lib)
     lib.zephon_ring_abi_major.restype = ctypes.c_uint32
+    lib.zephon_warm_up.argtypes = []
+    lib.zephon_warm_up.restype = None
     lib.zephon_free.argtypes = [ctypes.c_void_p]
     lib.zephon_free.restype = None
     return lib
 
 
 LIB = _load()
+
+
+def _start_warm_up() -> None:
+    """Runs zephon_warm_up() on a thread of its own, so that gRPC's and protobuf's
+    one-time setup (~5 ms on 2 cores) overlaps the trainer's own start-up instead of
+    delaying its first attach. The C call leaves no gRPC thread behind, but a fork in the
+    middle of it would copy gRPC half-initialized into the child: every fork made through
+    Python (os.fork, multiprocessing, a DataLoader's workers) first waits for it. A fork
+    made from C bypasses that wait: set ZEPHON_WARM_UP=0 where that can happen."""
+    if os.environ.get("ZEPHON_WARM_UP", "1") == "0":
+        return
+    thread = threading.Thread(target=LIB.zephon_warm_up, name="zephon-warm-up", daemon=True)
+    thread.start()
+
+    def wait_for_warm_up() -> None:
+        if thread.ident != threading.get_ident():
+            thread.join()
+
+    os.register_at_fork(before=wait_for_warm_up)
+    atexit.register(wait_for_warm_up)
+
+
+_start_warm_up()
 
 
 def take_string(ptr: ctypes.c_void_p) -> str:
