@@ -34,7 +34,7 @@ bool Answers(const std::shared_ptr<grpc::Channel>& channel, absl::Duration wait)
 // reconnect backoff (50 ms and more) and so delay the first batch of an auto-started
 // daemon by that much.
 enum class Listener {
-  kPresent,  // something accepts connections (or its backlog is full): ask it over gRPC
+  kPresent,  // something accepts connections, or its backlog is full: ask it over gRPC
   kAbsent,   // no socket file, or nobody listens on it (a daemon that died)
   kUnknown,  // cannot tell (permissions, a path too long): let gRPC try
 };
@@ -44,12 +44,11 @@ Listener ProbeListener(const std::string& path) {
   if (path.size() >= sizeof(addr.sun_path)) return Listener::kUnknown;
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a blocking connect() to a listener whose backlog is full (a wedged
+  // daemon) would wait without a deadline; this one fails with EAGAIN at once instead.
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Listener::kUnknown;
-  int rc;
-  do {
-    rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  } while (rc != 0 && errno == EINTR);
+  const int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   const int err = rc == 0 ? 0 : errno;
   close(fd);
   if (rc == 0 || err == EAGAIN) return Listener::kPresent;
