@@ -129,13 +129,13 @@ class FakeCuda:
         self.calls.append(("to", str(device), non_blocking))
         return tensor
 
-    def copy_done_event(self):
+    def copy_done_event(self, device):
         calls = self.calls
 
         class Event:
             def synchronize(self):
                 calls.append(("synchronize",))
-        calls.append(("event",))
+        calls.append(("event", str(device)))
         return Event()
 
     def named(self, kind):
@@ -194,10 +194,11 @@ def test_non_blocking_copy_is_waited_for_before_release(corpus, daemon, monkeypa
     it = iter(pipe)
     batch = next(it)
     released = batch._reader
-    out = batch.to_training(return_labels=True, device="cuda:0", non_blocking=True,
+    out = batch.to_training(return_labels=True, device="cuda:1", non_blocking=True,
                             pin_memory=True)
-    assert {c for c in fake.named("to")} == {("to", "cuda:0", True)}
-    assert fake.named("event") == [("event",)] and fake.named("synchronize") == []
+    assert {c for c in fake.named("to")} == {("to", "cuda:1", True)}
+    # Recorded on the copies' device, which need not be the current one.
+    assert fake.named("event") == [("event", "cuda:1")] and fake.named("synchronize") == []
     assert set(out) >= {"input_ids", "labels", "positions"}
     before = zephon._native.LIB.zephon_released(released.mapping.handle)
     next(it)  # releases the first batch (max_open_batches=1): waits for its copies first

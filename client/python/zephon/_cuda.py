@@ -56,11 +56,13 @@ def to_device(tensor: Any, device: Any, non_blocking: bool) -> Any:
     return tensor.to(device, non_blocking=non_blocking)
 
 
-def copy_done_event() -> Any:
-    """An event recorded on the current stream after the copies issued so far; the batch
-    waits on it before its ring slot is handed back (an asynchronous copy may still be
-    reading the slot)."""
+def copy_done_event(device: Any) -> Any:
+    """An event recorded after the copies issued so far to `device`, on that device's
+    current stream (where ``tensor.to(device, non_blocking=True)`` copies; not the current
+    device's, which differs when the trainer never called torch.cuda.set_device). The
+    batch waits on it before its ring slot is handed back: an asynchronous copy may still
+    be reading the slot."""
     import torch
     event = torch.cuda.Event()
-    event.record()
+    event.record(torch.cuda.current_stream(device))
     return event

@@ -133,7 +133,7 @@ class _Placement:
             out = {k: _cuda.to_device(v, self.device, self.non_blocking)
                    if isinstance(v, torch.Tensor) else v for k, v in out.items()}
             if self.non_blocking and self.device.type == "cuda":
-                batch._copy_events.append(_cuda.copy_done_event())
+                batch._copy_events.append(_cuda.copy_done_event(self.device))
         return out
 
 
