@@ -80,6 +80,8 @@ def test_misuse_is_refused_naming_the_fix(corpus, daemon, tmp_path):
         next(iter(DataLoader(d, batch_size=None, num_workers=1)))
     batch = next(iter(DataLoader(d, batch_size=None, num_workers=0)))
     assert isinstance(batch, zephon.Batch) and batch["tokens"].shape == (2, 33)
+    with pytest.raises(RuntimeError, match="before the Pipeline is iterated"):
+        d.load_state_dict({"zephon_checkpoint": b"", "format": 1})
     d.pipeline.close()
 
 
@@ -145,9 +147,17 @@ def test_dcp_saves_and_loads_the_dataset_as_a_stateful(corpus, daemon, tmp_path)
     agg = tmp_path / "agg"
     datasets = [make(corpus, daemon.socket, r, agg).to_torch_dataset(transform=to_step)
                 for r in range(2)]
-    # A checkpoint before training runs no round: nothing attaches, the stream's start.
+    # A checkpoint before training runs no round, on a rank that attached already (as
+    # explain() or attach_info do) as on one that did not: the stream's start. A round
+    # would wait for the other rank (sequential here) until aggregate_timeout_s.
+    assert datasets[0].pipeline.attach_info["instance_id"]
+    first = []
+    t = threading.Thread(target=lambda: first.append(datasets[0].state_dict()), daemon=True)
+    t.start()
+    t.join(timeout=30)
+    assert first == [{"zephon_checkpoint": b"", "format": 1}], "state_dict() ran a round"
     dcp_like_save([{"dataloader": d} for d in datasets], tmp_path / "step-0.pt")
-    assert all(d.pipeline._reader is None for d in datasets), "state_dict() attached"
+    assert datasets[1].pipeline._reader is None, "state_dict() attached"
     assert torch.load(tmp_path / "step-0.pt") == {"dataloader.zephon_checkpoint": b"",
                                                   "dataloader.format": 1}
     loaders = [iter(DataLoader(d, batch_size=None, num_workers=0)) for d in datasets]

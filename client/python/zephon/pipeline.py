@@ -83,13 +83,15 @@ class _Mapping:
     def free(self) -> None:
         handle, self.handle = self.handle, None
         pinned, self.cuda_pinned = self.cuda_pinned, None
-        if pinned is not None and pinned[1] and self.pid == os.getpid():
-            from . import _cuda
-            _cuda.unregister_host(pinned[0])
-        if handle and self.pid == os.getpid():
-            # In a forked child zephon_detach would speak on the parent's stream: the
-            # child leaves the copy-on-write memory to its exit instead.
-            _native.LIB.zephon_detach(handle)
+        try:
+            if pinned is not None and pinned[1] and self.pid == os.getpid():
+                from . import _cuda
+                _cuda.unregister_host(pinned[0])
+        finally:  # torch half torn down at exit must not leak the ring
+            if handle and self.pid == os.getpid():
+                # In a forked child zephon_detach would speak on the parent's stream: the
+                # child leaves the copy-on-write memory to its exit instead.
+                _native.LIB.zephon_detach(handle)
 
     def __del__(self) -> None:
         try:
@@ -201,6 +203,7 @@ class Pipeline:
         self._open: list[Batch] = []  # loans handed out by the iterator, oldest first
         self._closed = False
         self._lease_ended = False  # an ended iteration's lease was handed back
+        self._batches_taken = 0  # batches this Pipeline took from its ring
 
     # ----- builder -----------------------------------------------------------------
     def _with(self) -> "Pipeline":
@@ -930,6 +933,7 @@ class Pipeline:
             _check(code, err)
             batch = Batch._from_native(reader, info)
             self._open.append(batch)
+            self._batches_taken += 1
             yield batch
 
     def to_torch_dataset(self, transform: Optional[Callable[[Batch], Any]] = None) -> Any:
@@ -1005,12 +1009,19 @@ class Pipeline:
         return self
 
     def _state_before_start(self) -> bytes | None:
-        """Where this Pipeline's stream starts, while it has not attached yet: the bytes
-        given to restore(), or b"" (the beginning); None once it attached (only a
-        collective checkpoint() can say where it stands then)."""
-        if self._reader is not None or self._lease_ended or self._closed:
+        """Where this Pipeline's stream starts, while it has taken no batch (attached or
+        not: explain() and attach_info attach too): the bytes given to restore(), or b""
+        (the beginning). None once it took one: only a collective checkpoint() can say
+        where it stands then."""
+        if self._batches_taken or self._lease_ended or self._closed:
             return None
         return self._restore if self._restore is not None else b""
+
+    def _restore_nothing(self) -> None:
+        """restore() of a state saved before any batch: start from the beginning."""
+        if self._reader is not None:
+            raise RuntimeError("restore() must be called before the Pipeline is iterated")
+        self._restore = None
 
     # ----- introspection ---------------------------------------------------------------
     @property
