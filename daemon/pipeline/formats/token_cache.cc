@@ -93,11 +93,41 @@ TokenCache::TokenCache(std::string dir, uint64_t budget_bytes)
   stats_.budget_bytes = budget_bytes_;
 }
 
+TokenCache::~TokenCache() {
+  if (scanner_.joinable()) scanner_.join();
+}
+
+namespace {
+
+// OK when `dir` can be listed or does not exist (created on the first conversion).
+absl::Status CheckListable(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d != nullptr) {
+    closedir(d);
+    return absl::OkStatus();
+  }
+  const int err = errno;
+  if (err == ENOENT) return absl::OkStatus();
+  std::string msg = absl::StrCat("cannot list the token cache directory ", dir, ": ",
+                                 strerror(err), " (fix its permissions or pass another "
+                                 "--cache-dir)");
+  return err == EACCES ? absl::PermissionDeniedError(msg) : absl::InternalError(msg);
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<TokenCache>> TokenCache::Create(std::string dir,
                                                                uint64_t budget_bytes) {
   if (dir.empty()) return absl::InvalidArgumentError("token cache: empty directory");
+  if (absl::Status listable = CheckListable(dir); !listable.ok()) return listable;
   std::shared_ptr<TokenCache> cache(new TokenCache(std::move(dir), budget_bytes));
-  if (absl::Status scanned = cache->Scan(); !scanned.ok()) return scanned;
+  // The thread holds no reference: the destructor joins it.
+  cache->scanner_ = std::thread([raw = cache.get()] {
+    if (absl::Status scanned = raw->Scan(); !scanned.ok()) {
+      spdlog::error("token cache: {}; starting with an empty cache", scanned.ToString());
+    }
+    raw->scanned_.Notify();
+  });
   return cache;
 }
 
@@ -185,6 +215,7 @@ absl::Status TokenCache::Scan() {
 }
 
 TokenCache::Pin TokenCache::Acquire(const std::string& key) {
+  scanned_.WaitForNotification();
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[key];
   if (e.pins == 0 && e.committed) lru_.erase({e.last_use_ns, key});
@@ -287,6 +318,7 @@ void TokenCache::EvictLocked() {
 }
 
 TokenCacheStats TokenCache::Stats() const {
+  scanned_.WaitForNotification();
   absl::MutexLock lock(&mu_);
   TokenCacheStats out = stats_;
   for (const auto& [key, e] : entries_) {

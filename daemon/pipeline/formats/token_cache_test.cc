@@ -140,6 +140,7 @@ TEST(TokenCacheTest, EvictsLeastRecentlyUsedFirstAndTheOrderSurvivesARestart) {
   }
   // A restart with room for three: the least recent (b) goes, from .off first.
   auto cache = *TokenCache::Create(dir, 300);
+  (void)cache->Stats();  // waits for the start-up scan, which runs on its own thread
   EXPECT_FALSE(Exists(dir + "/b.off"));
   EXPECT_FALSE(Exists(dir + "/b.tok"));
   for (const char* key : {"a", "c", "d"}) EXPECT_TRUE(Exists(dir + "/" + key + ".off")) << key;
@@ -256,8 +257,23 @@ TEST(TokenCacheTest, LossMaskFilesCountWithTheirEntryAndGoWithIt) {
   // Over a budget of 1 byte, the unpinned entry goes, .msk included.
   auto tight = TokenCache::Create(dir, 1);
   ASSERT_TRUE(tight.ok()) << tight.status();
+  (void)(*tight)->Stats();  // waits for the scan
   EXPECT_FALSE(Exists(dir + "/aaaa.off"));
   EXPECT_FALSE(Exists(dir + "/aaaa.msk"));
+}
+
+TEST(TokenCacheTest, AcquireAfterCreateSeesTheScannedEntries) {
+  // The scan runs on its own thread; what Acquire and Stats see is its result, never a
+  // half-scanned directory.
+  const std::string dir = TempDir();
+  for (int i = 0; i < 300; ++i) WriteEntry(dir, absl::StrCat("k", i), 10);
+  auto cache = *TokenCache::Create(dir, 0);
+  TokenCache::Pin pin = cache->Acquire("k299");
+  pin.Hit();
+  const TokenCacheStats s = cache->Stats();
+  EXPECT_EQ(s.adopted, 300u);
+  EXPECT_EQ(s.entries, 300u);
+  EXPECT_EQ(s.hits, 1u);
 }
 
 TEST(TokenCacheTest, PayloadFilesCountWithTheirEntryAndGoWithIt) {
@@ -273,6 +289,7 @@ TEST(TokenCacheTest, PayloadFilesCountWithTheirEntryAndGoWithIt) {
   EXPECT_FALSE(Exists(dir + "/eeee.pay"));
   auto tight = TokenCache::Create(dir, 1);
   ASSERT_TRUE(tight.ok()) << tight.status();
+  (void)(*tight)->Stats();  // waits for the scan
   EXPECT_FALSE(Exists(dir + "/aaaa.pay"));
   EXPECT_FALSE(Exists(dir + "/aaaa.pao"));
 }
