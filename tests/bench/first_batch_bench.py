@@ -18,6 +18,7 @@ the clock starts before the Pipeline is built and stops when the first batch is 
   setup runs on a thread of its own (``zephon_warm_up``, ~5 ms on 2 cores).
 * ``attach right after import``: the same with no start-up in between, so the first
   attach waits for (and competes with) that setup.
+* ``attach, ZEPHON_WARM_UP=0``: as ``attach`` with that setup left to the first attach.
 * ``attach, no shuffle``: as ``attach`` without the shuffle buffer, for reference.
 * ``re-attach in the same process``: each rank then builds the same pipeline again (a
   pipeline rebuilt in a live trainer).
@@ -96,9 +97,9 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def _run_child(prefix: str, socket: str, shuffle: int, seq: int, mbs: int,
-               gap: float = 0.0) -> dict:
+               gap: float = 0.0, warm_up: bool = True) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "client" / "python"),
-               ZEPHON_IDLE_EXIT_S="60")
+               ZEPHON_IDLE_EXIT_S="60", ZEPHON_WARM_UP="1" if warm_up else "0")
     out = subprocess.run([PYTHON, __file__, "--child", "--prefix", prefix, "--socket", socket,
                           "--shuffle", str(shuffle), "--seq-length", str(seq),
                           "--startup-gap", str(gap),
@@ -154,11 +155,14 @@ def measure_zephon(prefix: str, runs: int, shuffle: int, seq: int, mbs: int,
     attach = [_run_child(prefix, socket, shuffle, seq, mbs, STARTUP_GAP_S)
               for _ in range(runs)]
     plain = [_run_child(prefix, socket, 0, seq, mbs, STARTUP_GAP_S) for _ in range(runs)]
+    cold = [_run_child(prefix, socket, shuffle, seq, mbs, STARTUP_GAP_S, warm_up=False)
+            for _ in range(runs)]
     _stop(warmup["daemon_pid"])
     return {"auto_start": _summary(auto),
             "attach_at_once": _summary([r["first_batch_s"] for r in at_once]),
             "attach_shuffle": _summary([r["first_batch_s"] for r in attach]),
             "attach_no_shuffle": _summary([r["first_batch_s"] for r in plain]),
+            "attach_no_warm_up": _summary([r["first_batch_s"] for r in cold]),
             "reattach_shuffle": _summary([r["again_s"] for r in attach]),
             "reattach_no_shuffle": _summary([r["again_s"] for r in plain]),
             "import_zephon_ms": round(1000 * statistics.median(imports), 1),
@@ -212,6 +216,9 @@ def _format(result: dict) -> str:
              f"  {'zephon attach, shuffle(%d)' % result['shuffle']:52} "
              f"{z['attach_shuffle']['median_ms']:8.1f} ms "
              f"({z['attach_shuffle']['min_ms']}-{z['attach_shuffle']['max_ms']})",
+             f"  {'zephon attach, shuffle(%d), ZEPHON_WARM_UP=0' % result['shuffle']:52} "
+             f"{z['attach_no_warm_up']['median_ms']:8.1f} ms "
+             f"({z['attach_no_warm_up']['min_ms']}-{z['attach_no_warm_up']['max_ms']})",
              f"  {'zephon attach, no shuffle':52} "
              f"{z['attach_no_shuffle']['median_ms']:8.1f} ms "
              f"({z['attach_no_shuffle']['min_ms']}-{z['attach_no_shuffle']['max_ms']})",

@@ -30,7 +30,9 @@ def test_import_warms_up_on_a_thread_that_leaves_none_behind():
         warm = [t for t in threading.enumerate() if t.name == "zephon-warm-up"]
         for t in warm:
             t.join(timeout=30)
-        time.sleep(0.05)
+        deadline = time.monotonic() + 10  # a thread's exit may lag its join a little
+        while len(os.listdir("/proc/self/task")) > before and time.monotonic() < deadline:
+            time.sleep(0.01)
         print("new tasks", len(os.listdir("/proc/self/task")) - before)
     """)
     # The thread may already have finished by the time import returns; either way no
@@ -53,7 +55,25 @@ def test_a_fork_right_after_import_waits_for_the_warm_up_and_the_child_attaches(
     out = run(f"""
         import os, threading, time
         import zephon
+        from zephon import _native
+        # A warm-up slow enough that the fork below surely comes while it runs (imported
+        # with ZEPHON_WARM_UP=0, then started by hand through a slowed library).
+        real = _native.LIB
+
+        class Slowed:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def zephon_warm_up(self):
+                time.sleep(0.5)
+                real.zephon_warm_up()
+
+        _native.LIB = Slowed()
+        os.environ["ZEPHON_WARM_UP"] = "1"
+        _native._start_warm_up()
+        _native.LIB = real
         warm = [t for t in threading.enumerate() if t.name == "zephon-warm-up"]
+        assert warm and warm[0].is_alive()
 
         def first_batch():
             ds = zephon.Dataset.from_path("web", {str(corpus)!r}, fmt="megatron")
@@ -63,6 +83,7 @@ def test_a_fork_right_after_import_waits_for_the_warm_up_and_the_child_attaches(
             pipe.close()
             return shape
 
+        t = time.monotonic()
         pid = os.fork()
         if pid == 0:
             try:
@@ -72,7 +93,8 @@ def test_a_fork_right_after_import_waits_for_the_warm_up_and_the_child_attaches(
                 ok = False
             os._exit(0 if ok else 1)
         # The at-fork hook joined the warm-up before the fork.
-        print("warm-up alive after fork:", any(t.is_alive() for t in warm))
+        print("fork waited:", time.monotonic() - t > 0.3)
+        print("warm-up alive after fork:", any(w.is_alive() for w in warm))
         deadline = time.monotonic() + 60
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
@@ -84,7 +106,8 @@ def test_a_fork_right_after_import_waits_for_the_warm_up_and_the_child_attaches(
             time.sleep(0.01)
         print("child exit", os.waitstatus_to_exitcode(status))
         print("parent", first_batch())
-    """)
+    """, ZEPHON_WARM_UP="0")
+    assert "fork waited: True" in out.stdout, out.stdout
     assert "warm-up alive after fork: False" in out.stdout, out.stdout
     assert "child exit 0" in out.stdout, out.stdout
     assert "parent (2, 65)" in out.stdout, out.stdout
