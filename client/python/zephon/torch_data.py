@@ -11,14 +11,15 @@ checkpointer saves and restores the data state with the model.
 it at the same step, as a checkpointer does); its value is a plain dict of bytes, so
 ``torch.save``, pickle and DCP store it as they are. The bytes are the same on every rank,
 so DCP's de-duplication of a key every rank saves keeps a correct copy. Before the
-pipeline's first batch (attached or not), ``state_dict()`` runs no round: it returns where the stream will
-start (the state given to ``load_state_dict()``, or ``b""`` for the beginning). That is
-what ``torch.distributed.checkpoint.load`` asks for as its template before it calls
-``load_state_dict()``, and what a checkpoint taken before training should hold.
-``load_state_dict()`` restores before the first batch; ``b""`` (a state saved before any
-batch) restores nothing, dropping a restore given before. Batches stay zero-copy: the loader must not batch (``batch_size=None``),
-use workers (zephond already is the worker pool, in another process) or pin memory in a
-thread (a batch's views are valid until the next one is asked for).
+pipeline's first batch (attached or not), ``state_dict()`` runs no round: it returns
+where the stream will start (the state given to ``load_state_dict()``, or ``b""`` for
+the beginning). That is what ``torch.distributed.checkpoint.load`` asks for as its
+template before it calls ``load_state_dict()``, and what a checkpoint taken before
+training should hold. ``load_state_dict()`` restores before the first batch; ``b""`` (a
+state saved before any batch) restores nothing, dropping a restore given before.
+Batches stay zero-copy: the loader must not batch (``batch_size=None``), use workers
+(zephond already is the worker pool, in another process) or pin memory in a thread (a
+batch's views are valid until the next one is asked for).
 Thread-compatible, like the Pipeline it wraps. torch is imported on use only.
 """
 from __future__ import annotations

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -121,13 +122,19 @@ absl::StatusOr<std::shared_ptr<TokenCache>> TokenCache::Create(std::string dir,
   if (dir.empty()) return absl::InvalidArgumentError("token cache: empty directory");
   if (absl::Status listable = CheckListable(dir); !listable.ok()) return listable;
   std::shared_ptr<TokenCache> cache(new TokenCache(std::move(dir), budget_bytes));
-  // The thread holds no reference: the destructor joins it.
-  cache->scanner_ = std::thread([raw = cache.get()] {
+  auto scan = [raw = cache.get()] {
     if (absl::Status scanned = raw->Scan(); !scanned.ok()) {
       spdlog::error("token cache: {}; starting with an empty cache", scanned.ToString());
     }
     raw->scanned_.Notify();
-  });
+  };
+  try {
+    // The thread holds no reference: the destructor joins it.
+    cache->scanner_ = std::thread(scan);
+  } catch (const std::system_error& e) {
+    spdlog::warn("token cache: no thread for the start-up scan ({}); scanning now", e.what());
+    scan();
+  }
   return cache;
 }
 
