@@ -14,19 +14,6 @@ from zephon.corpus import synthetic_documents
 from zephond_process import Daemon, private_dir  # noqa: F401  (tests import them from here)
 
 
-def pytest_configure(config):
-    """Every zephond the tests start (fixtures, auto-started ones, README examples) keeps
-    its token and shard caches under a directory of this run, not the user's
-    ~/.cache/zephon: a test run leaves no cache behind to slow the next daemon's start."""
-    import tempfile
-    config._zephon_cache_home = tempfile.mkdtemp(prefix="zephon-test-cache-")
-    os.environ["XDG_CACHE_HOME"] = config._zephon_cache_home
-
-
-def pytest_unconfigure(config):
-    import shutil
-    shutil.rmtree(getattr(config, "_zephon_cache_home", ""), ignore_errors=True)
-
 NUM_DOCS = 2000
 
 
