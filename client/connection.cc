@@ -39,6 +39,13 @@ enum class Listener {
   kUnknown,  // cannot tell (permissions, a path too long): let gRPC try
 };
 
+// Sleeps `*poll`, then doubles it up to 20 ms: a daemon that comes up within a few
+// milliseconds is seen at once, and one that takes longer is not spun on.
+void SleepAndBackOff(absl::Duration* poll) {
+  absl::SleepFor(*poll);
+  *poll = std::min(*poll * 2, absl::Milliseconds(20));
+}
+
 Listener ProbeListener(const std::string& path) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) return Listener::kUnknown;
@@ -130,8 +137,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
   Listener listener = ProbeListener(socket);
   while (listener == Listener::kAbsent && options.zephond_path.empty() &&
          absl::Now() - start < grace) {
-    absl::SleepFor(poll);
-    poll = std::min(poll * 2, absl::Milliseconds(20));
+    SleepAndBackOff(&poll);
     listener = ProbeListener(socket);
   }
   if (listener != Listener::kAbsent && Answers(channel, grace)) return channel;
@@ -166,8 +172,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
         Answers(channel, std::min(absl::Milliseconds(200), deadline - absl::Now()))) {
       return channel;
     }
-    absl::SleepFor(poll);
-    poll = std::min(poll * 2, absl::Milliseconds(20));
+    SleepAndBackOff(&poll);
   }
   return absl::UnavailableError(absl::StrCat(
       "started zephond for ", socket, " but it did not answer within ",

@@ -991,8 +991,7 @@ class Pipeline:
         and under this Pipeline's run_id (another run's checkpoint continues its stream;
         the lineage is recorded). Call before iterating. Returns self. Bytes that are not
         a checkpoint raise InvalidOptionError (a ValueError) here."""
-        if self._reader is not None:
-            raise RuntimeError("restore() must be called before the Pipeline is iterated")
+        self._require_not_attached()
         if not isinstance(state, (bytes, bytearray, memoryview)) or len(state) == 0:
             raise TypeError("restore() needs the bytes returned by checkpoint()")
         # Checked now, as upstream's restore() does (trainers turn its ValueError into a
@@ -1019,9 +1018,12 @@ class Pipeline:
 
     def _restore_nothing(self) -> None:
         """restore() of a state saved before any batch: start from the beginning."""
+        self._require_not_attached()
+        self._restore = None
+
+    def _require_not_attached(self) -> None:
         if self._reader is not None:
             raise RuntimeError("restore() must be called before the Pipeline is iterated")
-        self._restore = None
 
     # ----- introspection ---------------------------------------------------------------
     @property

@@ -62,6 +62,24 @@ bool IsHexKey(absl::string_view key) {
   });
 }
 
+// What opendir(dir) failing with `err` means: OK for a missing directory (created on
+// the first conversion), else an error naming it and the fix.
+absl::Status ListingError(const std::string& dir, int err) {
+  if (err == ENOENT) return absl::OkStatus();
+  std::string msg = absl::StrCat("cannot list the token cache directory ", dir, ": ",
+                                 strerror(err), " (fix its permissions or pass another "
+                                 "--cache-dir)");
+  return err == EACCES ? absl::PermissionDeniedError(msg) : absl::InternalError(msg);
+}
+
+// OK when `dir` can be listed or does not exist.
+absl::Status CheckListable(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return ListingError(dir, errno);
+  closedir(d);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 TokenCache::Pin& TokenCache::Pin::operator=(Pin&& other) noexcept {
@@ -98,25 +116,6 @@ TokenCache::~TokenCache() {
   if (scanner_.joinable()) scanner_.join();
 }
 
-namespace {
-
-// OK when `dir` can be listed or does not exist (created on the first conversion).
-absl::Status CheckListable(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (d != nullptr) {
-    closedir(d);
-    return absl::OkStatus();
-  }
-  const int err = errno;
-  if (err == ENOENT) return absl::OkStatus();
-  std::string msg = absl::StrCat("cannot list the token cache directory ", dir, ": ",
-                                 strerror(err), " (fix its permissions or pass another "
-                                 "--cache-dir)");
-  return err == EACCES ? absl::PermissionDeniedError(msg) : absl::InternalError(msg);
-}
-
-}  // namespace
-
 absl::StatusOr<std::shared_ptr<TokenCache>> TokenCache::Create(std::string dir,
                                                                uint64_t budget_bytes) {
   if (dir.empty()) return absl::InvalidArgumentError("token cache: empty directory");
@@ -144,14 +143,7 @@ std::string TokenCache::PathOf(const std::string& key, const char* suffix) const
 
 absl::Status TokenCache::Scan() {
   DIR* d = opendir(dir_.c_str());
-  if (d == nullptr) {
-    const int err = errno;
-    if (err == ENOENT) return absl::OkStatus();  // created on the first conversion
-    std::string msg = absl::StrCat("cannot list the token cache directory ", dir_, ": ",
-                                   strerror(err), " (fix its permissions or pass another "
-                                   "--cache-dir)");
-    return err == EACCES ? absl::PermissionDeniedError(msg) : absl::InternalError(msg);
-  }
+  if (d == nullptr) return ListingError(dir_, errno);
   struct Group {
     struct stat st[kNumEntrySuffixes];
     bool present[kNumEntrySuffixes] = {};  // indexed like kEntrySuffixes
