@@ -2,14 +2,10 @@
 
 #include <algorithm>
 #include <memory>
-#include <system_error>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
-#include "daemon/attach_progress.h"
 #include "common/logging.h"
 #include "daemon/metrics/counters.h"
 
@@ -58,9 +54,17 @@ grpc::Status ZephonService::Attach(
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message of Attach must carry an AttachRequest");
   }
-  absl::StatusOr<Attachment> attachment = first.attach().wants_progress()
-                                               ? AttachReportingProgress(first.attach(), stream)
-                                               : registry_->Attach(first.attach());
+  absl::StatusOr<Attachment> attachment;
+  if (first.attach().wants_progress()) {
+    // The attach runs here; a slow one (a first attach of a text corpus tokenizes it)
+    // is reported to the client meanwhile. It always runs to the end, even when the
+    // client has gone: the conversion it does fills the token cache for the next one.
+    const AttachProgressReporter::Watch watch = progress_.Report(
+        [stream](const proto::AttachServerMessage& message) { return stream->Write(message); });
+    attachment = registry_->Attach(first.attach());
+  } else {
+    attachment = registry_->Attach(first.attach());
+  }
   if (!attachment.ok()) {
     Log()->warn("attach refused (pid {}, rank {}, run '{}'): {}", first.attach().client_pid(),
                 first.attach().rank().global_rank(), first.attach().rank().run_id(),
@@ -106,40 +110,6 @@ grpc::Status ZephonService::Attach(
   if (!token.empty()) handoff_->Withdraw(token);  // never claimed: close the fds now
   registry_->Detach(*attachment, /*died=*/!clean);
   return grpc::Status::OK;
-}
-
-absl::StatusOr<Attachment> ZephonService::AttachReportingProgress(
-    const proto::AttachRequest& request,
-    grpc::ServerReaderWriter<proto::AttachServerMessage, proto::AttachClientMessage>* stream) {
-  // The attach runs on its own thread so this one can report while it waits (a first
-  // attach of a text corpus tokenizes it first). It always runs to the end, even when
-  // the client has gone: the conversion it does fills the token cache for the next one.
-  const absl::Time start = absl::Now();
-  const pipeline::ConversionProgress::Snapshot at_start = registry_->conversions().Get();
-  absl::Notification done;
-  absl::StatusOr<Attachment> result = absl::UnknownError("attach did not run");
-  std::thread attach;
-  try {
-    attach = std::thread([&] {
-      result = registry_->Attach(request);
-      done.Notify();
-    });
-  } catch (const std::system_error& e) {
-    // No thread to spare: attach here, without progress messages.
-    Log()->warn("attach of pid {}: no thread for progress reports ({}); attaching without",
-                request.client_pid(), e.what());
-    return registry_->Attach(request);
-  }
-  bool client_listens = true;
-  while (!done.WaitForNotificationWithTimeout(kAttachProgressInterval)) {
-    if (!client_listens) continue;
-    proto::AttachServerMessage message;
-    *message.mutable_progress() =
-        DescribeAttachProgress(at_start, registry_->conversions().Get(), absl::Now() - start);
-    client_listens = stream->Write(message);
-  }
-  attach.join();
-  return result;
 }
 
 absl::StatusOr<std::string> ZephonService::OfferRing(const Attachment& attachment,

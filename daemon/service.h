@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "common/env.h"
+#include "daemon/attach_progress_reporter.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/refusal_log.h"
@@ -33,7 +34,7 @@ class ZephonService final : public proto::Zephon::Service {
                 FdHandoff* handoff, metrics::DaemonCounters* counters,
                 Env* env = Env::Default())
       : registry_(registry), rounds_(rounds), handoff_(handoff), counters_(counters),
-        env_(env) {}
+        env_(env), progress_(&registry->conversions()) {}
 
   grpc::Status Attach(
       grpc::ServerContext* context,
@@ -47,11 +48,6 @@ class ZephonService final : public proto::Zephon::Service {
                       proto::StatusReply* reply) override;
 
  private:
-  // registry_->Attach, sending AttachProgress on `stream` every kAttachProgressInterval
-  // until it returns (the client asked for them).
-  absl::StatusOr<Attachment> AttachReportingProgress(
-      const proto::AttachRequest& request,
-      grpc::ServerReaderWriter<proto::AttachServerMessage, proto::AttachClientMessage>* stream);
   // Registers the attached reader's ring descriptors with the hand-off; returns the token.
   absl::StatusOr<std::string> OfferRing(const Attachment& attachment,
                                         const proto::AttachRequest& request);
@@ -61,6 +57,7 @@ class ZephonService final : public proto::Zephon::Service {
   FdHandoff* const handoff_;
   metrics::DaemonCounters* const counters_;
   Env* const env_;
+  AttachProgressReporter progress_;  // reports attaches that asked for progress
 };
 
 // The Status RPC alone, for the TCP peer server: `zephonctl status --address host:port`
