@@ -1,6 +1,8 @@
 #include "client/connection.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -67,7 +70,9 @@ Listener ProbeListener(const std::string& path) {
 // at once: no zombie in the trainer, no controlling terminal, no inherited signals. Its
 // output goes to "<socket>.log", opened here without following symlinks (a shell's `>>`
 // would append through one planted at that path) and handed over as stdout and stderr.
-absl::Status SpawnDaemon(const std::string& zephond, const std::string& socket, double idle_exit_s) {
+// Returns the daemon's pid (the shell prints it on a pipe), or 0 where it is not known.
+absl::StatusOr<pid_t> SpawnDaemon(const std::string& zephond, const std::string& socket,
+                                  double idle_exit_s) {
   struct stat st;
   if (stat(zephond.c_str(), &st) != 0 || !(st.st_mode & S_IXUSR)) {
     return absl::NotFoundError(absl::StrCat("cannot start zephond: '", zephond,
@@ -80,10 +85,17 @@ absl::Status SpawnDaemon(const std::string& zephond, const std::string& socket, 
     return absl::Status(log_fd.status().code(), absl::StrCat("cannot start zephond: its log ",
                                                              log_fd.status().message()));
   }
+  int pid_pipe[2];
+  if (pipe2(pid_pipe, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(*log_fd);
+    return absl::InternalError(absl::StrCat("cannot start zephond: pipe: ", std::strerror(err)));
+  }
   const std::string idle = absl::StrCat(idle_exit_s);
   // An auto-started daemon serves this node's ranks only: no TCP port at all (no peer
-  // service, no metrics endpoint); multi-node runs use an operator-run zephond.
-  std::vector<std::string> args = {"/bin/sh", "-c", "\"$0\" \"$@\" </dev/null &",
+  // service, no metrics endpoint); multi-node runs use an operator-run zephond. The
+  // shell's stdout is the pid pipe; the daemon's stdout and stderr are the log.
+  std::vector<std::string> args = {"/bin/sh", "-c", "\"$0\" \"$@\" </dev/null >&2 & echo $!",
                                    zephond, "--socket", socket, "--idle-exit-s", idle,
                                    "--metrics-address", ""};
   std::vector<char*> argv;
@@ -92,24 +104,78 @@ absl::Status SpawnDaemon(const std::string& zephond, const std::string& socket, 
 
   posix_spawn_file_actions_t files;
   posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_adddup2(&files, *log_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&files, pid_pipe[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&files, *log_fd, STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/bin/sh", &files, &attr, argv.data(), environ);
+  pid_t shell = 0;
+  const int rc = posix_spawn(&shell, "/bin/sh", &files, &attr, argv.data(), environ);
   posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&files);
   close(*log_fd);
+  close(pid_pipe[1]);
   if (rc != 0) {
+    close(pid_pipe[0]);
     return absl::InternalError(absl::StrCat("cannot start zephond: ", std::strerror(rc)));
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(shell, &status, 0) < 0 && errno == EINTR) {
   }
-  return absl::OkStatus();
+  // The shell has exited and the daemon's stdout is the log, so the pipe is at its end:
+  // this read does not wait (the poll bounds it all the same).
+  char text[32] = {};
+  size_t got = 0;
+  pollfd readable{pid_pipe[0], POLLIN, 0};
+  while (got + 1 < sizeof(text) && poll(&readable, 1, 1000) == 1) {
+    const ssize_t n = read(pid_pipe[0], text + got, sizeof(text) - 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(pid_pipe[0]);
+  const long pid = std::strtol(text, nullptr, 10);
+  return pid > 1 ? static_cast<pid_t>(pid) : 0;
 }
+
+// Whether `pid` has exited: it is gone, or a zombie that its new parent has not reaped
+// yet (a trainer that runs as PID 1 of its container reaps nobody).
+bool Exited(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT;
+  char stat_line[512] = {};
+  const ssize_t n = read(fd, stat_line, sizeof(stat_line) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  // "pid (comm) S ...": the state follows the last ')' (comm may contain one).
+  const char* paren = std::strrchr(stat_line, ')');
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+// The last line the daemon wrote to its log (why it exited), or "" if none is readable.
+std::string LastLogLine(const std::string& log) {
+  const int fd = open(log.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return "";
+  struct stat st;
+  std::string tail;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    const off_t from = std::max<off_t>(0, st.st_size - 4096);
+    tail.resize(static_cast<size_t>(st.st_size - from));
+    const ssize_t n = pread(fd, tail.data(), tail.size(), from);
+    tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  close(fd);
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  const size_t newline = tail.find_last_of('\n');
+  return newline == std::string::npos ? tail : tail.substr(newline + 1);
+}
+
+// How long a client keeps polling after the daemon it started exited: another rank's
+// daemon may have won the socket's lock and be about to listen.
+constexpr absl::Duration kLostRaceGrace = absl::Seconds(1);
 
 }  // namespace
 
@@ -160,17 +226,29 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
   if (const char* env = std::getenv("ZEPHON_IDLE_EXIT_S"); env != nullptr && *env != '\0') {
     idle_exit_s = std::atof(env);
   }
-  if (absl::Status s = SpawnDaemon(options.zephond_path, socket, idle_exit_s); !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<pid_t> daemon = SpawnDaemon(options.zephond_path, socket, idle_exit_s);
+  if (!daemon.ok()) return daemon.status();
   // Poll with plain connects (every 1 ms at first) until the new daemon listens, and
   // only then dial over gRPC: its first attempt then succeeds, with no backoff to wait.
+  // A daemon that exits instead (its socket's lock is held, a bad flag) is an error
+  // within a second, with its last words, not a wait for the whole timeout.
   const absl::Time deadline = absl::Now() + options.timeout;
+  absl::Time exited_at = absl::InfiniteFuture();
   poll = absl::Milliseconds(1);
   while (absl::Now() < deadline) {
     if (ProbeListener(socket) != Listener::kAbsent &&
         Answers(channel, std::min(absl::Milliseconds(200), deadline - absl::Now()))) {
       return channel;
+    }
+    if (*daemon != 0 && exited_at == absl::InfiniteFuture() && Exited(*daemon)) {
+      exited_at = absl::Now();
+    }
+    if (absl::Now() - exited_at > kLostRaceGrace) {
+      const std::string last = LastLogLine(socket + ".log");
+      return absl::UnavailableError(absl::StrCat(
+          "started zephond (pid ", *daemon, ") for ", socket, " but it exited without listening",
+          last.empty() ? "" : absl::StrCat(": \"", last, "\""), "; see its log at ", socket,
+          ".log"));
     }
     SleepAndBackOff(&poll);
   }

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "client" / "python"
@@ -49,3 +50,49 @@ def test_a_listener_with_a_full_backlog_gets_an_error_not_a_hang(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("DaemonUnavailableError"), out.stdout
     assert path in out.stdout
+
+
+def test_an_auto_started_daemon_that_exits_is_an_error_within_seconds(tmp_path):
+    """The socket file of a running zephond was deleted (a tmp cleaner, a careless
+    `rm`): the client finds no listener and starts a daemon, which exits at once because
+    the running one holds the socket's lock. The client says so, with the daemon's own
+    words, instead of waiting out its whole attach timeout (60 s)."""
+    from zephon import _native
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    path = str(run_dir / "zephond.sock")
+    first = subprocess.Popen([_native.zephond_path(), "--socket", path, "--idle-exit-s", "60",
+                              "--metrics-address", ""],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path):
+            assert time.monotonic() < deadline, "zephond did not listen"
+            assert first.poll() is None, "zephond exited"
+            time.sleep(0.02)
+        os.unlink(path)  # the daemon lives on, holding <socket>.lock
+        code = textwrap.dedent(f"""
+            import time, zephon
+            t = time.monotonic()
+            try:
+                ds = zephon.Dataset.from_path("web", "/nonexistent/corpus", fmt="megatron")
+                p = zephon.Pipeline(zephon.StaticMixtureWorkSource([ds])).batch(2)
+                p.options(daemon={path!r}, attach_timeout_s=60).attach()
+                print("attached?")
+            except zephon.errors.ZephonError as e:
+                print(type(e).__name__, round(time.monotonic() - t, 1), e)
+        """)
+        out = subprocess.run([sys.executable, "-c", code],
+                             env=dict(os.environ, PYTHONPATH=str(PACKAGE)),
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        first.kill()
+        first.wait()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("DaemonUnavailableError"), out.stdout
+    seconds = float(out.stdout.split()[1])
+    assert seconds < 10, out.stdout  # the deadline was 60 s
+    assert "exited without listening" in out.stdout, out.stdout
+    assert "another zephond holds" in out.stdout, out.stdout  # the daemon's own reason
+    assert f"{path}.log" in out.stdout, out.stdout

@@ -310,6 +310,25 @@ def test_client_autostarts_a_daemon_that_exits_when_idle(corpus, tmp_path):
     assert not os.path.exists(socket)
 
 
+def test_ranks_that_autostart_at_once_share_the_daemon_that_won(corpus, tmp_path):
+    """Four ranks of a node start together with no daemon: each starts one, one wins the
+    socket's lock and the others exit at once. Their clients see their own daemon exit
+    and wait for the winner (not an error, and not the whole attach timeout)."""
+    socket = str(tmp_path / "auto" / "zephond.sock")
+    env = autostart_env(socket, idle_exit_s=10)
+    script = one_batch_script(corpus) + "print(b['tokens'].shape); p.close()\n"
+    ranks = [subprocess.Popen(["/usr/bin/python3", "-c", script], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    outs = [r.communicate(timeout=60) for r in ranks]
+    for rank, (stdout, stderr) in zip(ranks, outs):
+        assert rank.returncode == 0, stderr
+        assert "(2, 65)" in stdout
+    # One daemon served them all (the losers exited before listening).
+    log = Path(socket + ".log").read_text()
+    assert log.count("listening on") == 1, log
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
