@@ -127,7 +127,8 @@ TEST_F(LocalShardFileTest, ASequentialReaderOfAShrunkFileGetsDataLossPastWhatItR
   ASSERT_TRUE(file.ok()) << file.status();
   std::string out(4096, '\0');
   ASSERT_TRUE((*file)->ReadAt(0, 4096, out.data()).ok());
-  ASSERT_TRUE((*file)->ReadAt(4096, 4096, out.data()).ok());  // reads ahead
+  ASSERT_TRUE((*file)->ReadAt(4096, 4096, out.data()).ok());
+  ASSERT_TRUE((*file)->ReadAt(8192, 4096, out.data()).ok());  // reads ahead
   Shrink(path, 8192);
   absl::Status s;
   uint64_t pos = 8192;
@@ -135,6 +136,22 @@ TEST_F(LocalShardFileTest, ASequentialReaderOfAShrunkFileGetsDataLossPastWhatItR
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), path)) << s;
   EXPECT_LE(pos, 8192u + (256u << 10) + 4096u);  // at most one read-ahead block later
+}
+
+TEST_F(LocalShardFileTest, OneContinuationReadsNoBlockAhead) {
+  // A shuffled reader reads a document at a random place, then the rest of it (a packed
+  // row split it): the continuation is read exactly, no 256 KiB block. Seen through a
+  // shrink: with nothing read ahead, the next read finds the file's new end at once.
+  const std::string path = dir_ + "/shuffled.bin";
+  WriteBytes(path, 1 << 20);
+  auto file = OpenLocalShardFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::string out(4096, '\0');
+  ASSERT_TRUE((*file)->ReadAt(500000, 4096, out.data()).ok());  // a document
+  ASSERT_TRUE((*file)->ReadAt(504096, 4096, out.data()).ok());  // its continuation
+  Shrink(path, 504096 + 4096);
+  const absl::Status s = (*file)->ReadAt(504096 + 4096, 4096, out.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;  // not served from a block
 }
 
 TEST_F(LocalShardFileTest, NonRegularFilesFailWithoutBlocking) {
