@@ -11,8 +11,8 @@ the clock starts before the Pipeline is built and stops when the first batch is 
 * ``auto-start``: no daemon on the node. The first attach starts zephond (as every
   pipeline does when nothing answers at its socket), waits for it and attaches.
 * ``attach``: a zephond already runs (the node's daemon survived the trainer's fault);
-  the rank attaches, the daemon creates the instance, fills the shuffle buffer
-  (``shuffle(8192)`` before ``pack_flat``: 8192 documents read) and packs the first batch.
+  the rank attaches, the daemon creates the instance, orders the shuffle buffer
+  (``shuffle(8192)`` before ``pack_flat``: 8192 sample ids) and packs the first batch.
   The pipeline is built 0.5 s after ``import zephon``, standing for the trainer's own
   start-up (process group, model), during which the client's one-time gRPC and protobuf
   setup runs on a thread of its own (``zephon_warm_up``, ~5 ms on 2 cores).
