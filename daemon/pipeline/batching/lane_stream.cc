@@ -352,6 +352,26 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
   return s;
 }
 
+absl::StatusOr<std::optional<uint64_t>> LaneStream::GroupRecords(
+    std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
+    uint64_t group_chunk) {
+  ASSIGN_OR_RETURN(std::unique_ptr<LaneStream> s,
+                   Create(std::move(source), options, lane, LanePosition{group_chunk, 0}));
+  if (!s->LoadGroup()) return std::optional<uint64_t>();
+  // Records mode: one record per sample left after the reordering operators.
+  if (options.records) return std::optional<uint64_t>(s->group_samples_.size());
+  uint64_t records = 0;
+  if (!s->group_flushed_) {  // else the row shuffle packed the group whole already
+    while (s->sample_cursor_ < s->group_samples_.size()) {
+      s->FeedSample(s->group_samples_[s->sample_cursor_++]);
+      records += s->ready_.size();
+      s->ready_.clear();
+    }
+    s->packer_->Flush(&s->ready_);
+  }
+  return std::optional<uint64_t>(records + s->ready_.size());
+}
+
 bool LaneStream::LoadGroup() {
   group_samples_.clear();
   group_chunks_.clear();

@@ -166,6 +166,15 @@ class LaneStream {
       std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
       LanePosition start = {}, uint64_t first_batch_index = 0);
 
+  // The records of lane `lane`'s flush group that starts at lane chunk `group_chunk`
+  // (a multiple of flush_every_k_chunks), what a position's records_into_group counts,
+  // or nullopt when that group has no chunks (the lane ended before it). Counted from
+  // sample lengths alone (no token reads): the group's ordering operators and packer run,
+  // the records are counted and dropped. Errors: Create's.
+  static absl::StatusOr<std::optional<uint64_t>> GroupRecords(
+      std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
+      uint64_t group_chunk);
+
   // The next batch, or nullopt once the lane is exhausted (and forever after).
   // Errors: those of Materialize.
   absl::StatusOr<std::optional<Batch>> Next();

@@ -1,0 +1,90 @@
+// StepLocator: which samples the engine puts into a given lane batch or global step,
+// computed from the spec and the datasets' sample lengths alone: no run, no daemon, no
+// token read. The engine is a pure function of both (lane_stream.h, group_stream.h).
+//
+// Global step N of B batches (B = k * C, C = canonical_replicas = the lane count) holds
+// lane batches [N*k, (N+1)*k) of every lane: a DP group serves its owned lanes round
+// robin in ascending lane order (group_stream.h), so every C batches in total take one
+// batch from each lane, whatever dp_degree. DP group d of D owns L_d =
+// OwnedLanes(C, D, d); its t-th batch (from 0) is lane L_d[t mod |L_d|]'s batch
+// t / |L_d|, and its batches of step N are t in [N*k*|L_d|, (N+1)*k*|L_d|). A resume
+// restores every lane at the same batch index (a checkpoint is taken between steps), so
+// this holds across resumes on any dp_degree. It holds while every lane has batches:
+// once a lane has ended the round robin skips it, and Step() says which lane ended.
+//
+// Lane batch b starts at the lane's record b*M (M = microbatch_size): batches are
+// consecutive records, across flush groups. The locator counts each flush group's
+// records (LaneStream::GroupRecords: sample lengths only) up to that record, keeps the
+// running totals per lane for later queries, and replays one flush group from there
+// (LaneStream::Create at {group, record - records before it}). Cost: the first query
+// at lane batch b counts the lane's flush groups up to b, on `threads` threads; a
+// query at or below a counted position costs O(log groups) plus one group's replay.
+//
+// Thread-safety: not thread-safe (single owner); it starts and joins its own threads.
+#ifndef ZEPHON_DAEMON_PIPELINE_PROVENANCE_STEP_LOCATOR_H_
+#define ZEPHON_DAEMON_PIPELINE_PROVENANCE_STEP_LOCATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/pipeline/batching/batch.h"
+#include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/ordering/work_source.h"
+#include "daemon/pipeline/spec.h"
+
+namespace zephon::pipeline {
+
+class StepLocator {
+ public:
+  // REQUIRES: `datasets` came from OpenDatasets of `resolved.spec`. `threads` >= 1
+  // count flush groups at once. Errors: WorkSource::Create's.
+  static absl::StatusOr<std::unique_ptr<StepLocator>> Create(
+      ResolvedPipeline resolved, std::vector<std::shared_ptr<const Dataset>> datasets,
+      int threads = 1);
+
+  uint32_t num_lanes() const { return resolved_.lanes.num_lanes; }
+  const ResolvedPipeline& resolved() const { return resolved_; }
+  const std::shared_ptr<const WorkSource>& source() const { return source_; }
+
+  // Lane `lane`'s batch `b` as the daemon plans it (its segments: sample ids and token
+  // ranges, row by row), or nullopt past the lane's end.
+  // Errors: INVALID_ARGUMENT for lane >= num_lanes().
+  absl::StatusOr<std::optional<BatchPlan>> LaneBatch(uint32_t lane, uint64_t b);
+
+  struct StepBatch {
+    uint32_t dp_group = 0;
+    uint32_t batch_in_step = 0;  // the DP group's micro-batch of the step, from 0
+    BatchPlan plan;              // plan.lane, plan.lane_batch_index: where it came from
+  };
+  // Every batch of global step `step` of `global_batches` batches (0: C), by DP group
+  // (`dp_degree` of them) and then in the order the group's ranks receive them.
+  // Errors: INVALID_ARGUMENT when global_batches is not a multiple of C or dp_degree
+  // is not in [1, C]; OUT_OF_RANGE naming the lane and its last batch when a lane has
+  // ended by that step.
+  absl::StatusOr<std::vector<StepBatch>> Step(uint64_t step, uint64_t global_batches,
+                                              uint32_t dp_degree);
+
+ private:
+  // before[i]: records in the lane's flush groups [0, i); ended: the group after the
+  // last counted one has no chunks (before.back() is the lane's record count).
+  struct LaneTotals {
+    std::vector<uint64_t> before{0};
+    bool ended = false;
+  };
+
+  StepLocator(ResolvedPipeline resolved, std::shared_ptr<const WorkSource> source, int threads);
+  // Counts flush groups of `lane` until they hold record `record` or the lane ends.
+  absl::Status CountUpTo(uint32_t lane, uint64_t record);
+
+  const ResolvedPipeline resolved_;
+  const std::shared_ptr<const WorkSource> source_;
+  const int threads_;
+  std::vector<LaneTotals> totals_;  // one per lane
+};
+
+}  // namespace zephon::pipeline
+
+#endif  // ZEPHON_DAEMON_PIPELINE_PROVENANCE_STEP_LOCATOR_H_

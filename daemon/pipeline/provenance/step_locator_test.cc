@@ -1,0 +1,175 @@
+#include "daemon/pipeline/provenance/step_locator.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "daemon/pipeline/batching/group_stream.h"
+#include "daemon/pipeline/formats/testing_corpus.h"
+#include "daemon/pipeline/ordering/lanes.h"
+#include "daemon/pipeline/spec.h"
+#include "daemon/pipeline/spec_string_form.h"
+
+namespace zephon::pipeline {
+namespace {
+
+using testing::MakeSyntheticDataset;
+
+std::vector<std::shared_ptr<const Dataset>> Corpus() {
+  return {MakeSyntheticDataset("web", 1, 3, 37, 13), MakeSyntheticDataset("code", 2, 2, 23, 29)};
+}
+
+// Four lanes over two datasets, two passes, a shuffle before packing; `chain` adds the
+// packing and batch operators.
+proto::PipelineSpec Spec(const std::function<void(proto::PipelineSpec*)>& chain,
+                         const std::string& mapping = "contiguous") {
+  proto::PipelineSpec spec = testing::SpecOverDatasets({"web", "code"});
+  auto* ws = spec.mutable_work_source();
+  ws->add_weights(0.6);
+  ws->add_weights(0.4);
+  ws->set_seed(1234);
+  ws->set_chunk_size(5);
+  ws->set_shuffle_shards(true);
+  ws->set_shuffle_within_shard(true);
+  ws->set_exhausted_policy(proto::WorkSourceSpec::STOP_AFTER_PASSES);
+  ws->set_stop_after_passes(2);
+  auto* shuffle = spec.add_operators()->mutable_shuffle();
+  shuffle->set_buffer_size(4);
+  shuffle->set_seed(77);
+  chain(&spec);
+  spec.set_canonical_replicas(4);
+  spec.set_mapping_strategy(ParseMappingStrategy(mapping).value());
+  spec.set_flush_every_k_chunks(2);
+  return ResolveSpec(spec, 1).value();
+}
+
+void Wrap(proto::PipelineSpec* spec) {
+  spec->add_operators()->mutable_pack_flat()->set_max_length(9);
+  spec->add_operators()->mutable_batch()->set_microbatch_size(2);
+}
+
+void FirstFitThenRowShuffle(proto::PipelineSpec* spec) {
+  auto* pack = spec->add_operators()->mutable_pack_flat();
+  pack->set_max_length(16);
+  pack->set_algorithm("first_fit");
+  pack->set_pad_token_id(0);
+  pack->set_num_bins(3);
+  auto* rows = spec->add_operators()->mutable_shuffle();
+  rows->set_buffer_size(3);
+  rows->set_seed(5);
+  spec->add_operators()->mutable_batch()->set_microbatch_size(3);
+}
+
+void Records(proto::PipelineSpec* spec) {
+  auto* batch = spec->add_operators()->mutable_batch();
+  batch->set_microbatch_size(3);
+  batch->set_drop_last(true);
+}
+
+// Each DP group's plans, in the order its ranks receive them, until the first group ends.
+std::vector<std::vector<BatchPlan>> Delivered(const proto::PipelineSpec& spec, uint32_t d_of) {
+  std::vector<std::vector<BatchPlan>> out;
+  for (uint32_t d = 0; d < d_of; ++d) {
+    auto lanes = OwnedLanes(spec.canonical_replicas(), d_of, d, spec.mapping_strategy());
+    auto g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), lanes.value());
+    EXPECT_TRUE(g.ok()) << g.status();
+    out.emplace_back();
+    while (true) {
+      auto plan = (*g)->NextPlan();
+      EXPECT_TRUE(plan.ok()) << plan.status();
+      if (!plan.ok() || !plan->has_value()) break;
+      out.back().push_back(**plan);
+    }
+  }
+  return out;
+}
+
+void ExpectSamePlan(const BatchPlan& want, const BatchPlan& got, const std::string& where) {
+  EXPECT_EQ(got.lane, want.lane) << where;
+  EXPECT_EQ(got.lane_batch_index, want.lane_batch_index) << where;
+  EXPECT_EQ(got.rows, want.rows) << where;
+  EXPECT_EQ(got.segments, want.segments) << where;
+  EXPECT_EQ(got.sample_ids, want.sample_ids) << where;
+}
+
+// Every step the groups deliver while all lanes produce, asked in a scrambled order
+// (late steps first, so counting and lookups below the counted range both run).
+void ExpectStepsMatchTheGroups(const proto::PipelineSpec& spec, uint32_t dp_degree,
+                               uint64_t global_batches, int threads) {
+  const uint32_t c = spec.canonical_replicas();
+  const std::vector<std::vector<BatchPlan>> groups = Delivered(spec, dp_degree);
+  auto locator = StepLocator::Create(ResolvePipeline(spec, 1).value(), Corpus(), threads);
+  ASSERT_TRUE(locator.ok()) << locator.status();
+  // Full steps: each group has (global_batches / c) * |L_d| batches per step.
+  uint64_t steps = UINT64_MAX;
+  for (uint32_t d = 0; d < dp_degree; ++d) {
+    const uint64_t lanes = OwnedLanes(c, dp_degree, d, spec.mapping_strategy())->size();
+    steps = std::min<uint64_t>(steps, groups[d].size() / (global_batches / c * lanes));
+  }
+  ASSERT_GE(steps, 3u) << "the corpus should give a few steps";
+  // Stop before the first step where some lane has ended (the round robin skips it).
+  std::vector<uint64_t> order;
+  for (uint64_t n = steps; n-- > 0;) order.push_back((n * 7) % steps);
+  uint64_t checked = 0;
+  for (uint64_t n : order) {
+    auto step = (*locator)->Step(n, global_batches, dp_degree);
+    if (!step.ok()) {
+      EXPECT_EQ(step.status().code(), absl::StatusCode::kOutOfRange) << step.status();
+      continue;
+    }
+    std::vector<uint64_t> seen(dp_degree, 0);
+    for (const StepLocator::StepBatch& b : *step) {
+      const uint64_t lanes = OwnedLanes(c, dp_degree, b.dp_group, spec.mapping_strategy())->size();
+      const uint64_t t = n * (global_batches / c * lanes) + b.batch_in_step;
+      ASSERT_LT(t, groups[b.dp_group].size());
+      ExpectSamePlan(groups[b.dp_group][t], b.plan,
+                     "step " + std::to_string(n) + " group " + std::to_string(b.dp_group) +
+                         " batch " + std::to_string(b.batch_in_step));
+      EXPECT_EQ(b.batch_in_step, seen[b.dp_group]++);
+    }
+    EXPECT_EQ(step->size(), global_batches);
+    ++checked;
+  }
+  EXPECT_GE(checked, 3u);
+}
+
+TEST(StepLocatorTest, StepsAreWhatEachDpGroupDeliversWithWrap) {
+  for (uint32_t d : {1u, 2u, 4u}) ExpectStepsMatchTheGroups(Spec(Wrap), d, 4, 1);
+}
+
+TEST(StepLocatorTest, StepsOfSeveralBatchesPerLaneInterleavedMappingAndThreads) {
+  for (uint32_t d : {1u, 2u}) ExpectStepsMatchTheGroups(Spec(Wrap, "interleaved"), d, 8, 3);
+}
+
+TEST(StepLocatorTest, StepsMatchWithFirstFitPaddingAndAShuffleOfRows) {
+  for (uint32_t d : {1u, 4u}) ExpectStepsMatchTheGroups(Spec(FirstFitThenRowShuffle), d, 4, 2);
+}
+
+TEST(StepLocatorTest, StepsMatchForRecordBatches) {
+  for (uint32_t d : {1u, 2u}) ExpectStepsMatchTheGroups(Spec(Records), d, 4, 1);
+}
+
+TEST(StepLocatorTest, PastALanesEndIsNulloptAndAStepThereIsOutOfRange) {
+  auto locator = StepLocator::Create(ResolvePipeline(Spec(Wrap), 1).value(), Corpus());
+  ASSERT_TRUE(locator.ok()) << locator.status();
+  auto far = (*locator)->LaneBatch(0, 1'000'000);
+  ASSERT_TRUE(far.ok()) << far.status();
+  EXPECT_FALSE(far->has_value());
+  auto step = (*locator)->Step(1'000'000, 4, 2);
+  EXPECT_EQ(step.status().code(), absl::StatusCode::kOutOfRange) << step.status();
+  EXPECT_NE(step.status().message().find("past the end of lane"), std::string::npos)
+      << step.status();
+}
+
+TEST(StepLocatorTest, BadStepShapesAreRefused) {
+  auto locator = StepLocator::Create(ResolvePipeline(Spec(Wrap), 1).value(), Corpus());
+  ASSERT_TRUE(locator.ok()) << locator.status();
+  EXPECT_EQ((*locator)->Step(0, 6, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*locator)->Step(0, 4, 5).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*locator)->LaneBatch(4, 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace zephon::pipeline
