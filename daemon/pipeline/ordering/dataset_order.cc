@@ -1,6 +1,7 @@
 #include "daemon/pipeline/ordering/dataset_order.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/mix.h"
 #include "daemon/pipeline/ordering/block_shuffle.h"
@@ -66,6 +67,35 @@ SampleId DatasetOrder::Draw(uint64_t j) const {
     index = Permutation(dataset_->ShardSamples(shard), Combine(pass_seed, shard)).Permute(offset);
   }
   return SampleId{dataset_index_, shard, index};
+}
+
+void DatasetOrder::AppendDraws(uint64_t first, uint64_t count,
+                               std::vector<SampleId>* out) const {
+  const uint64_t n = dataset_->NumSamples();
+  std::shared_ptr<const Pass> pass;
+  std::optional<Permutation> within;  // of (pass e, shard) below
+  uint64_t within_pass = 0;
+  uint32_t within_shard = 0;
+  for (uint64_t j = first; j < first + count; ++j) {
+    // As Draw(j).
+    const uint64_t e = reshuffle_on_repeat_ ? j / n : 0;
+    uint64_t p = j % n;
+    if (block_size_ > 0) p = BlockShufflePosition(p, n, block_size_, Combine(dataset_seed_, e));
+    if (pass == nullptr || pass->pass != e) pass = GetPass(e);
+    const size_t i = std::upper_bound(pass->end.begin(), pass->end.end(), p) - pass->end.begin();
+    const uint32_t shard = pass->shard_at[i];
+    const uint64_t offset = p - (i == 0 ? 0 : pass->end[i - 1]);
+    uint64_t index = offset;
+    if (shuffle_within_shard_) {
+      if (!within.has_value() || within_pass != e || within_shard != shard) {
+        within.emplace(dataset_->ShardSamples(shard), Combine(Combine(dataset_seed_, e), shard));
+        within_pass = e;
+        within_shard = shard;
+      }
+      index = within->Permute(offset);
+    }
+    out->push_back(SampleId{dataset_index_, shard, index});
+  }
 }
 
 }  // namespace zephon::pipeline

@@ -43,6 +43,10 @@ class DatasetOrder {
 
   // The sample of draw j (any j: passes repeat forever).
   SampleId Draw(uint64_t j) const;
+  // Appends the samples of draws [first, first + count) to *out: Draw of each, with the
+  // pass looked up (and the cache locked) once per pass and the within-shard
+  // permutation built once per run of draws in one shard, instead of once per draw.
+  void AppendDraws(uint64_t first, uint64_t count, std::vector<SampleId>* out) const;
 
  private:
   struct Pass {

@@ -33,6 +33,30 @@ TEST(DatasetOrderTest, EveryPassVisitsEachSampleOnceAndLaterPassesReshuffle) {
 
 // Concurrent draws over more passes than the cache holds (so threads evict each other's
 // passes) give what a single thread gets from a fresh order.
+TEST(DatasetOrderTest, AppendDrawsIsDrawOfEachAcrossPassesShardsAndBlocks) {
+  auto dataset = MakeSyntheticDataset("d", 1, /*num_shards=*/4, /*per_shard=*/9, 4);
+  for (bool within : {false, true}) {
+    for (bool reshuffle : {false, true}) {
+      for (uint64_t block : {0u, 5u}) {
+        const DatasetOrder order(dataset.get(), 2, 99, /*shuffle_shards=*/true, within, block,
+                                 reshuffle);
+        // Ranges starting and ending mid-pass, spanning several passes (36 samples each).
+        for (auto [first, count] : std::vector<std::pair<uint64_t, uint64_t>>{
+                 {0, 36}, {7, 1}, {30, 50}, {100, 150}, {5, 0}}) {
+          std::vector<SampleId> got = {SampleId{7, 7, 7}};  // appended to, not replaced
+          order.AppendDraws(first, count, &got);
+          ASSERT_EQ(got.size(), count + 1);
+          for (uint64_t j = 0; j < count; ++j) {
+            EXPECT_EQ(got[j + 1], order.Draw(first + j))
+                << "draw " << first + j << " within " << within << " reshuffle " << reshuffle
+                << " block " << block;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(DatasetOrderTest, ConcurrentDrawsAcrossEvictedPassesMatchASingleThread) {
   auto dataset = MakeSyntheticDataset("d", 1, /*num_shards=*/6, /*per_shard=*/5, 4);
   const uint64_t n = dataset->NumSamples();

@@ -163,6 +163,10 @@ void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {
   }
   out->clear();
   out->reserve(chunk_total);
+  // Each dataset's draws of the chunk at once (AppendDraws: one pass lookup per pass,
+  // not per draw), then interleaved.
+  std::vector<std::vector<SampleId>> draws(num);
+  for (size_t k = 0; k < num; ++k) orders_[k]->AppendDraws(base[k], quota[k], &draws[k]);
   std::vector<int64_t> score(num, 0);
   std::vector<uint64_t> used(num, 0);
   // chunk_size for a static mixture; a schedule's chunk may differ by < K (phase_schedule.h).
@@ -175,7 +179,7 @@ void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {
       if (best == num || score[k] > score[best]) best = k;
     }
     score[best] -= total;
-    out->push_back(orders_[best]->Draw(base[best] + used[best]));
+    out->push_back(draws[best][used[best]]);
     ++used[best];
   }
 }
