@@ -10,6 +10,7 @@
 //     (AGG_DIR and FILE may be s3:// URLs; --s3-endpoint/--s3-region/... or AWS_*)
 //   zephonctl shm ls [--prefix P] [--socket S] [--json]
 //   zephonctl shm gc [--prefix P] [--socket S]
+//   zephonctl which --spec FILE --step N [--global-batches B] [--dp-degree D] [--tokens] [--json]
 //
 // Exit codes (client/zephonctl/exit_codes.h): 0 ok, 1 operation failed (e.g. verify
 // found a bad file, daemon error), 2 usage, 3 refused (a live daemon owns the segments),
@@ -26,10 +27,13 @@
 #include "client/zephonctl/daemon_commands.h"
 #include "client/zephonctl/exit_codes.h"
 #include "client/zephonctl/shm_commands.h"
+#include "client/zephonctl/which_command.h"
 
 int main(int argc, char** argv) {
   using namespace zephon::ctl;
-  CLI::App app{"zephonctl: inspect a node's zephond, its shared memory and checkpoint files"};
+  CLI::App app{
+      "zephonctl: inspect a node's zephond, its shared memory, checkpoint files and what a "
+      "run's steps hold"};
   app.footer(kExitCodesHelp);
   app.require_subcommand(1);
   int exit_code = kExitOk;
@@ -37,6 +41,7 @@ int main(int argc, char** argv) {
     AddDaemonCommands(app, &exit_code);
     AddCheckpointCommands(app, &exit_code);
     AddShmCommands(app, &exit_code);
+    AddWhichCommand(app, &exit_code);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help, or the error with a hint

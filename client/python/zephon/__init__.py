@@ -21,6 +21,7 @@ from .errors import (DaemonUnavailableError, InvalidOptionError, NotFoundError, 
                      PipelineError, ResourceExhaustedError, SpecMismatchError, ZephonError,
                      ZephonTimeoutError)
 from .pipeline import Pipeline, daemon_status
+from .provenance import which
 from .sources import (Dataset, MixtureSpec, ScheduledMixtureWorkSource, StaticMixtureWorkSource,
                       TokenEstimation)
 from .tokenizer import Tokenizer
@@ -31,5 +32,6 @@ __all__ = [
     "PeerLostError", "Pipeline", "PipelineError", "ResourceExhaustedError", "SampleId",
     "ScheduledMixtureWorkSource", "SpecMismatchError", "StaticMixtureWorkSource",
     "TokenEstimation", "Tokenizer",
-    "ZephonError", "ZephonTimeoutError", "daemon_status", "inspect_checkpoint", "write_megatron_dataset",
+    "ZephonError", "ZephonTimeoutError", "daemon_status", "inspect_checkpoint", "which",
+    "write_megatron_dataset",
 ]

@@ -355,10 +355,39 @@ absl::StatusOr<std::unique_ptr<LaneStream>> LaneStream::Create(
 absl::StatusOr<std::optional<uint64_t>> LaneStream::GroupRecords(
     std::shared_ptr<const WorkSource> source, const LaneOptions& options, uint32_t lane,
     uint64_t group_chunk) {
+  if (lane >= options.num_lanes || group_chunk % options.flush_every_k_chunks != 0) {
+    return Create(std::move(source), options, lane, LanePosition{group_chunk, 0}).status();
+  }
+  // Without ensure_mixture (the one operator that drops samples), the reordering
+  // operators only permute the group, which changes neither its sample count (records
+  // mode: one record each) nor its token total (wrap: the records are that total cut
+  // into max_length pieces, the tail dropped). Those count from the chunks directly.
+  if (!options.mixture.enabled &&
+      (options.records || options.pack.algorithm == PackAlgorithm::kWrap)) {
+    const std::optional<uint64_t> num_chunks = source->NumChunks();
+    std::vector<SampleId> chunk;
+    uint64_t samples = 0;
+    uint64_t tokens = 0;
+    for (uint64_t c = group_chunk; c < group_chunk + options.flush_every_k_chunks; ++c) {
+      const uint64_t g =
+          GlobalChunkOfLane(lane, c, options.num_lanes, options.routing, options.routing_seed);
+      if (num_chunks && g >= *num_chunks) break;  // later lane chunks are later still
+      if (options.records) {
+        samples += source->chunk_size();
+        continue;
+      }
+      source->Chunk(g, &chunk);
+      samples += chunk.size();
+      for (const SampleId& id : chunk) {
+        tokens += source->datasets()[id.dataset]->SampleLength(id.shard, id.index);
+      }
+    }
+    if (samples == 0) return std::optional<uint64_t>();
+    return std::optional<uint64_t>(options.records ? samples : tokens / options.max_length);
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<LaneStream> s,
                    Create(std::move(source), options, lane, LanePosition{group_chunk, 0}));
   if (!s->LoadGroup()) return std::optional<uint64_t>();
-  // Records mode: one record per sample left after the reordering operators.
   if (options.records) return std::optional<uint64_t>(s->group_samples_.size());
   uint64_t records = 0;
   if (!s->group_flushed_) {  // else the row shuffle packed the group whole already

@@ -31,13 +31,37 @@ StepLocator::StepLocator(ResolvedPipeline resolved, std::shared_ptr<const WorkSo
     : resolved_(std::move(resolved)), source_(std::move(source)), threads_(threads),
       totals_(resolved_.lanes.num_lanes) {}
 
+absl::Status StepLocator::Anchor(const std::vector<proto::LaneProgress>& lanes) {
+  const uint64_t k = resolved_.lanes.flush_every_k_chunks;
+  const uint64_t m = resolved_.lanes.microbatch_size;
+  for (const proto::LaneProgress& p : lanes) {
+    if (p.lane() >= num_lanes() || p.flush_group_chunk() % k != 0 ||
+        p.records_into_group() > p.next_batch_index() * m) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "lane ", p.lane(), " position {batch ", p.next_batch_index(), ", chunk ",
+          p.flush_group_chunk(), ", records into group ", p.records_into_group(),
+          "} is not one of this spec (", num_lanes(), " lanes, flush_every_k_chunks ", k,
+          ", microbatch_size ", m, ")"));
+    }
+    // The lane's record at its position is batch index x microbatch_size.
+    LaneTotals& t = totals_[p.lane()];
+    t = LaneTotals{};
+    t.first_group = p.flush_group_chunk() / k;
+    t.before = {p.next_batch_index() * m - p.records_into_group()};
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StepLocator::CountUpTo(uint32_t lane, uint64_t record) {
   LaneTotals& t = totals_[lane];
+  if (record < t.before.front()) t = LaneTotals{};  // before an anchor: count from the start
   const uint64_t k = resolved_.lanes.flush_every_k_chunks;
+  uint64_t round = 1;  // groups per thread, doubling: a near query counts few groups
   while (!t.ended && t.before.back() <= record) {
     // The next groups, counted at once: each is a pure function of its position.
-    const uint64_t first = t.before.size() - 1;
-    const uint64_t n = kGroupsPerThreadRound * static_cast<uint64_t>(threads_);
+    const uint64_t first = t.first_group + t.before.size() - 1;
+    const uint64_t n = round * static_cast<uint64_t>(threads_);
+    round = std::min(round * 2, kGroupsPerThreadRound);
     std::vector<absl::StatusOr<std::optional<uint64_t>>> counts(
         n, absl::UnknownError("not counted"));
     auto count = [&](uint64_t from) {
@@ -69,14 +93,14 @@ absl::StatusOr<std::optional<BatchPlan>> StepLocator::LaneBatch(uint32_t lane, u
   }
   const uint64_t record = b * resolved_.lanes.microbatch_size;
   RETURN_IF_ERROR(CountUpTo(lane, record));
-  const std::vector<uint64_t>& before = totals_[lane].before;
-  if (before.back() <= record) return std::optional<BatchPlan>();  // past the lane's end
+  const LaneTotals& t = totals_[lane];
+  if (t.before.back() <= record) return std::optional<BatchPlan>();  // past the lane's end
   // The group holding `record`: the last one that starts at or before it.
-  const uint64_t group =
-      static_cast<uint64_t>(std::upper_bound(before.begin(), before.end(), record) -
-                            before.begin()) - 1;
-  const LanePosition start{group * resolved_.lanes.flush_every_k_chunks,
-                           record - before[group]};
+  const uint64_t i = static_cast<uint64_t>(std::upper_bound(t.before.begin(), t.before.end(),
+                                                             record) -
+                                            t.before.begin()) - 1;
+  const LanePosition start{(t.first_group + i) * resolved_.lanes.flush_every_k_chunks,
+                           record - t.before[i]};
   ASSIGN_OR_RETURN(std::unique_ptr<LaneStream> stream,
                    LaneStream::Create(source_, resolved_.lanes, lane, start, b));
   return stream->NextPlan();

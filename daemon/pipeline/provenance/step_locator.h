@@ -17,8 +17,11 @@
 // records (LaneStream::GroupRecords: sample lengths only) up to that record, keeps the
 // running totals per lane for later queries, and replays one flush group from there
 // (LaneStream::Create at {group, record - records before it}). Cost: the first query
-// at lane batch b counts the lane's flush groups up to b, on `threads` threads; a
-// query at or below a counted position costs O(log groups) plus one group's replay.
+// at lane batch b counts the lane's flush groups up to b, on `threads` threads (without
+// ensure_mixture, a wrap or record pipeline's group is counted from its sample lengths
+// alone; other packers replay the packing); a query at or below a counted position
+// costs O(log groups) plus one group's replay. A checkpoint's lane positions are exact
+// anchors (Anchor()): counting then starts at the checkpoint's flush groups.
 //
 // Thread-safety: not thread-safe (single owner); it starts and joins its own threads.
 #ifndef ZEPHON_DAEMON_PIPELINE_PROVENANCE_STEP_LOCATOR_H_
@@ -34,6 +37,7 @@
 #include "daemon/pipeline/formats/dataset.h"
 #include "daemon/pipeline/ordering/work_source.h"
 #include "daemon/pipeline/spec.h"
+#include "proto/checkpoint.pb.h"
 
 namespace zephon::pipeline {
 
@@ -48,6 +52,13 @@ class StepLocator {
   uint32_t num_lanes() const { return resolved_.lanes.num_lanes; }
   const ResolvedPipeline& resolved() const { return resolved_; }
   const std::shared_ptr<const WorkSource>& source() const { return source_; }
+
+  // Seeds the counts with the lane positions of a checkpoint of this spec (each lane's
+  // next_batch_index and position): queries at or after them count from there instead
+  // of from each lane's start. Errors: INVALID_ARGUMENT for a position that cannot be
+  // one of this spec (a lane >= C, a chunk off a flush-group start, more records into
+  // the group than the batches before it hold).
+  absl::Status Anchor(const std::vector<proto::LaneProgress>& lanes);
 
   // Lane `lane`'s batch `b` as the daemon plans it (its segments: sample ids and token
   // ranges, row by row), or nullopt past the lane's end.
@@ -68,9 +79,11 @@ class StepLocator {
                                               uint32_t dp_degree);
 
  private:
-  // before[i]: records in the lane's flush groups [0, i); ended: the group after the
-  // last counted one has no chunks (before.back() is the lane's record count).
+  // before[i]: records in the lane's flush groups before group first_group + i (group
+  // = lane chunk / flush_every_k_chunks); ended: the group after the last counted one
+  // has no chunks (before.back() is the lane's record count).
   struct LaneTotals {
+    uint64_t first_group = 0;
     std::vector<uint64_t> before{0};
     bool ended = false;
   };

@@ -151,6 +151,37 @@ TEST(StepLocatorTest, StepsMatchForRecordBatches) {
   for (uint32_t d : {1u, 2u}) ExpectStepsMatchTheGroups(Spec(Records), d, 4, 1);
 }
 
+TEST(StepLocatorTest, ACheckpointsPositionsAnchorTheCountsExactly) {
+  for (auto chain : {Wrap, FirstFitThenRowShuffle}) {
+    const proto::PipelineSpec spec = Spec(chain);
+    const std::vector<std::vector<BatchPlan>> delivered = Delivered(spec, 1);
+    ASSERT_GE(delivered[0].size(), 36u);  // steps 0-8
+    // A checkpoint after 5 steps of 4 batches: each lane's progress then.
+    auto g = GroupStream::Create(ResolvePipeline(spec, 1).value(), Corpus(), {0, 1, 2, 3});
+    ASSERT_TRUE(g.ok()) << g.status();
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE((*g)->NextPlan().ok());
+    const std::vector<proto::LaneProgress> progress = (*g)->Progress();
+    auto locator = StepLocator::Create(ResolvePipeline(spec, 1).value(), Corpus());
+    ASSERT_TRUE(locator.ok()) << locator.status();
+    ASSERT_TRUE((*locator)->Anchor(progress).ok());
+    // At and after the anchor, then before it (counted from the start again).
+    for (uint64_t n : {5u, 7u, 6u, 2u, 0u, 8u}) {
+      if ((n + 1) * 4 > delivered[0].size()) continue;
+      auto step = (*locator)->Step(n, 4, 1);
+      ASSERT_TRUE(step.ok()) << step.status();
+      for (const StepLocator::StepBatch& b : *step) {
+        ExpectSamePlan(delivered[0][n * 4 + b.batch_in_step], b.plan,
+                       "anchored step " + std::to_string(n));
+      }
+    }
+    // A position no run of this spec has: more records into its group than the lane's
+    // batches before it hold.
+    std::vector<proto::LaneProgress> bad = progress;
+    bad[0].set_records_into_group(bad[0].next_batch_index() * 100 + 1);
+    EXPECT_EQ((*locator)->Anchor(bad).code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(StepLocatorTest, PastALanesEndIsNulloptAndAStepThereIsOutOfRange) {
   auto locator = StepLocator::Create(ResolvePipeline(Spec(Wrap), 1).value(), Corpus());
   ASSERT_TRUE(locator.ok()) << locator.status();

@@ -1,0 +1,110 @@
+"""zephon.which / `zephonctl which`: the samples of a global step, computed from the
+spec (or a checkpoint) alone, are the ones the daemon delivered in that step: the same
+lanes, lane batches and documents, and token for token the same rows."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+import zephon
+from conftest import pipeline
+from zephond_process import zephonctl_path
+
+
+def _rows_from(answer_batch: dict, cols: int, pad: int = 0) -> np.ndarray:
+    """A batch's token rows rebuilt from which's segments (--tokens)."""
+    rows = np.full((answer_batch["rows"], cols), pad, dtype=np.int64)
+    filled = [0] * answer_batch["rows"]
+    for seg in answer_batch["segments"]:
+        r = seg["row"]
+        if "padding" in seg:
+            filled[r] += seg["padding"]
+            continue
+        toks = seg["tokens"]
+        rows[r, filled[r]:filled[r] + len(toks)] = toks
+        filled[r] += len(toks)
+    assert filled == [cols] * answer_batch["rows"]
+    return rows
+
+
+def test_which_names_what_each_step_delivered(corpus, daemon):
+    # Two lanes, steps of four micro-batches (two from each lane), one rank: the rank's
+    # batches 4N..4N+3 are step N.
+    ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+    ws = zephon.StaticMixtureWorkSource([ds], seed=5, chunk_size=32)
+    p = (zephon.Pipeline(ws).shuffle(64, seed=3).pack_flat(max_length=65).batch(2)
+         .options(daemon=daemon.socket, canonical_replicas=2))
+    delivered = []
+    for i, batch in enumerate(p):
+        delivered.append((batch.lane, batch.lane_batch_index, [tuple(x) for x in batch.ids],
+                          np.array(batch["tokens"], dtype=np.int64)))
+        batch.close()
+        if i == 4 * 6 - 1:
+            break
+    for step in (0, 3, 5):
+        answer = zephon.which(p, step, global_batches=4, tokens=True)
+        assert answer["step"] == step and answer["global_batches"] == 4
+        assert len(answer["batches"]) == 4
+        for b in answer["batches"]:
+            lane, lane_batch, ids, tokens = delivered[4 * step + b["batch_in_step"]]
+            assert (b["lane"], b["lane_batch"]) == (lane, lane_batch)
+            named = []
+            for seg in b["segments"]:
+                key = (seg["dataset_index"], seg["shard"], seg["doc"])
+                if "padding" not in seg and key not in named:
+                    named.append(key)
+            assert named == ids
+            assert np.array_equal(_rows_from(b, tokens.shape[1]), tokens)
+            assert all(s["file"].startswith("shard-") for s in b["segments"])
+            assert all(s["dataset"] == "web" for s in b["segments"])
+    p.close()
+
+
+def test_which_from_a_checkpoint_and_across_dp_degrees(corpus, daemon, tmp_path):
+    p = pipeline(corpus, daemon.socket, canonical_replicas=4, microbatch=2, max_length=65)
+    taken = []
+    it = iter(p)
+    for _ in range(8):  # two steps of 4
+        b = next(it)
+        taken.append((b.lane, b.lane_batch_index))
+        b.close()
+    state = p.checkpoint()
+    later = []
+    for _ in range(8):  # steps 2 and 3
+        b = next(it)
+        later.append((b.lane, b.lane_batch_index, [tuple(x) for x in b.ids]))
+        b.close()
+    it.close()
+    p.close()
+    # From the checkpoint (its spec; counting anchored at its lane positions).
+    for step in (2, 3):
+        answer = zephon.which(state, step)
+        got = [(b["lane"], b["lane_batch"]) for b in answer["batches"]]
+        assert got == [x[:2] for x in later[4 * (step - 2):4 * (step - 1)]]
+    # The same step attributed to 2 DP groups: each group's two batches, its own lanes.
+    two = zephon.which(state, 3, dp_degree=2)
+    assert [(b["dp_group"], b["batch_in_step"], b["lane"]) for b in two["batches"]] == [
+        (0, 0, 0), (0, 1, 1), (1, 0, 2), (1, 1, 3)]
+    assert {b["lane_batch"] for b in two["batches"]} == {3}
+    # The text form, from the file, as an operator runs it.
+    ckpt = tmp_path / "ckpt.bin"
+    ckpt.write_bytes(state)
+    out = subprocess.run([zephonctl_path(), "which", "--spec", str(ckpt), "--step", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("step 2: 4 micro-batches (1 from each of 4 lanes)")
+    assert "DP_GROUP" in out.stdout and "shard-" in out.stdout
+
+
+def test_which_refuses_what_it_cannot_answer(corpus, daemon, tmp_path):
+    p = pipeline(corpus, daemon.socket, canonical_replicas=2)
+    with pytest.raises(zephon.InvalidOptionError, match="multiple of canonical_replicas 2"):
+        zephon.which(p, 0, global_batches=3)
+    with pytest.raises(zephon.InvalidOptionError, match="past the end of lane"):
+        zephon.which(p, 10**9)
+    bad = tmp_path / "junk.json"
+    bad.write_text("{not json")
+    with pytest.raises(zephon.InvalidOptionError, match="neither a checkpoint"):
+        zephon.which(str(bad), 0)
