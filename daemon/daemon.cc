@@ -148,6 +148,7 @@ absl::Status Daemon::StartServers() {
   options.shm_prefix = f.shm_prefix;
   options.max_ring_bytes = f.max_ring_bytes;
   options.cache_dir = f.cache_dir;
+  options.audit_dir = f.audit_dir;
   options.max_jsonl_line_bytes = f.max_jsonl_line_bytes;
   options.counters = counters_;
   options.env = env_;

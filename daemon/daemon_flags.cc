@@ -83,6 +83,11 @@ void AddDaemonFlags(CLI::App& app, DaemonFlags* flags) {
                  "Directory for converted dataset shards (JSONL token caches) and, under "
                  "objects/, the shard cache of s3:// datasets; default "
                  "$XDG_CACHE_HOME/zephon or ~/.cache/zephon");
+  app.add_option("--audit-dir", flags->audit_dir,
+                 "Append a record of every batch each instance publishes (lane, lane "
+                 "batch, SHA-256 of its tokens, sample ids) to an audit log under "
+                 "DIR/<run>/, for `zephonctl audit diff/verify`; default: only runs whose "
+                 "ranks set audit=True, under <aggregate_dir>/<run>/audit");
   app.add_option("--max-jsonl-line-bytes", flags->max_jsonl_line_bytes,
                  "Longest line (decompressed bytes) of a JSONL dataset file; a longer line "
                  "fails that dataset naming the file and line instead of being buffered "

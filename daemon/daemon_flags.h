@@ -42,6 +42,9 @@ struct DaemonFlags {
   bool peer_insecure = false;
   // Datasets.
   std::string cache_dir;
+  // Audit every instance's batches into <audit_dir>/<run>/ (empty = only instances
+  // whose ranks ask, audit=True, into <aggregate_dir>/<run>/audit).
+  std::string audit_dir;
   uint64_t max_jsonl_line_bytes = 0;  // default: pipeline::kDefaultMaxLineBytes
   uint64_t token_cache_bytes = uint64_t{64} << 30;
   uint64_t shard_cache_bytes = uint64_t{16} << 30;

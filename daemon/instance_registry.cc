@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
@@ -29,6 +30,27 @@
 
 namespace zephon::daemon {
 namespace {
+
+// Where an instance of run `run_key` appends its audit log: under zephond --audit-dir
+// when set, else under <aggregate_dir>/<run>/audit when its ranks asked (audit=True);
+// "" = no audit. INVALID_ARGUMENT when asked with no local place to write.
+absl::StatusOr<std::string> AuditDirOf(const std::string& daemon_audit_dir, bool asked,
+                                       const std::string& aggregate_dir,
+                                       const std::string& run_key) {
+  if (!daemon_audit_dir.empty()) return absl::StrCat(daemon_audit_dir, "/", run_key);
+  if (!asked) return std::string();
+  if (aggregate_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "audit=True needs aggregate_dir (the log goes to <aggregate_dir>/<run_id>/audit), "
+        "or a zephond started with --audit-dir");
+  }
+  if (absl::StartsWith(aggregate_dir, "s3://")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "audit=True writes a local log, but aggregate_dir is ", aggregate_dir,
+        ": start zephond with --audit-dir on a local or shared file system"));
+  }
+  return absl::StrCat(aggregate_dir, "/", run_key, "/audit");
+}
 
 // Longest an attach waits on the store for the leader file (retries included): a store
 // that hangs fails the attach with its error instead of stalling it for minutes.
@@ -525,6 +547,9 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   if (request.execution().join_timeout_s() > 0) {
     config.join_timeout = absl::Seconds(request.execution().join_timeout_s());
   }
+  ASSIGN_OR_RETURN(config.audit_dir,
+                   AuditDirOf(options_.audit_dir, request.execution().audit(),
+                              attach.identity.aggregate_dir, run_key));
   config.reserved_readers = reserve;
   config.restore_key = resume != nullptr ? resume->key : "";
   config.run_key = run_key;

@@ -53,6 +53,10 @@ struct RegistryOptions {
   std::string shm_prefix = "zephon";
   uint32_t default_prefetch_batches = 8;
   uint32_t reader_capacity = 32;
+  // zephond --audit-dir: every instance appends its audit log under <audit_dir>/<run>/;
+  // empty = only instances whose ranks set ExecutionOptions.audit, under
+  // <aggregate_dir>/<run>/audit.
+  std::string audit_dir;
   // Where converted dataset shards (JSONL -> token cache) live; empty = the default
   // ($XDG_CACHE_HOME/zephon or ~/.cache/zephon).
   std::string cache_dir;

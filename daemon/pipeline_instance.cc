@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/digest.h"
 #include "common/status_macros.h"
 #include "common/logging.h"
 #include "daemon/metrics/counters.h"
@@ -30,10 +31,18 @@ constexpr absl::Duration kRateWindow = absl::Seconds(10);
 // How long one Loan waits before re-checking for shutdown.
 constexpr absl::Duration kLoanPoll = absl::Milliseconds(100);
 
+// The audit log's digest of a batch's int32 token cells (little-endian, as in memory
+// on every platform zephond builds for).
+std::string TokenSha256(const int32_t* tokens, uint64_t count) {
+  return Sha256(absl::string_view(reinterpret_cast<const char*>(tokens), count * sizeof(int32_t)));
+}
+
 // Copies an already materialized batch (parallel path) into `slot`; adds its loss mask
 // to `masks` when it has one.
 absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
-                        shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
+                        shm::SlotWriter* slot, pipeline::LossMaskTally* masks,
+                        std::string* token_sha256) {
+  if (token_sha256 != nullptr) *token_sha256 = TokenSha256(batch.tokens.data(), batch.tokens.size());
   if (batch.records) {
     const pipeline::RecordSizes sizes{batch.tokens.size(), batch.payload.size()};
     ASSIGN_OR_RETURN(pipeline::RecordCells dst,
@@ -79,7 +88,8 @@ absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
 // loss mask to `masks` when it has one.
 absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schema,
                        const std::vector<std::shared_ptr<const pipeline::Dataset>>& datasets,
-                       shm::SlotWriter* slot, pipeline::LossMaskTally* masks) {
+                       shm::SlotWriter* slot, pipeline::LossMaskTally* masks,
+                       std::string* token_sha256) {
   if (plan.records) {
     const pipeline::RecordSizes sizes = pipeline::RecordSizesOf(plan, datasets);
     const std::vector<int64_t> chunk_ids(plan.chunk_ids.begin(), plan.chunk_ids.end());
@@ -87,6 +97,7 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schem
                      AddRecordTensors(schema, plan.rows, sizes, plan.sample_ids, chunk_ids,
                                       slot));
     RETURN_IF_ERROR(pipeline::MaterializeRecordsInto(plan, datasets, dst));
+    if (token_sha256 != nullptr) *token_sha256 = TokenSha256(dst.tokens, sizes.tokens);
     if (dst.loss_mask != nullptr) masks->Add(plan.lane, dst.loss_mask, sizes.tokens, 0);
     slot->set_lane(plan.lane);
     slot->set_lane_batch_index(plan.lane_batch_index);
@@ -99,6 +110,9 @@ absl::Status WritePlan(const pipeline::BatchPlan& plan, const BatchSchema& schem
   RETURN_IF_ERROR(
       pipeline::MaterializeInto(plan, datasets, dst.tokens, dst.positions, dst.valid_tokens,
                                 dst.loss_mask));
+  if (token_sha256 != nullptr) {
+    *token_sha256 = TokenSha256(dst.tokens, uint64_t{plan.rows} * plan.cols);
+  }
   if (dst.loss_mask != nullptr) {
     masks->Add(plan.lane, dst.loss_mask, uint64_t{plan.rows} * plan.cols,
                pipeline::PaddingCells(plan));
@@ -145,9 +159,24 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
   ASSIGN_OR_RETURN(auto writer,
                    shm::RingWriter::Create(config.shm_name, config.geometry,
                                            config.instance_id, config.env));
+  std::unique_ptr<audit::AuditLog> audit;
+  if (!config.audit_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<audit::AuditLog>> opened =
+        audit::AuditLog::Open(config.audit_dir, config.instance_id);
+    if (!opened.ok()) {
+      return absl::Status(opened.status().code(),
+                          absl::StrCat("audit=True: ", opened.status().message()));
+    }
+    audit = *std::move(opened);
+  }
   std::unique_ptr<PipelineInstance> instance(
       new PipelineInstance(std::move(config), std::move(batches), std::move(writer),
                            std::move(counters)));
+  instance->audit_ = std::move(audit);
+  if (instance->audit_ != nullptr) {
+    Log()->info("instance {}: auditing every batch into {}", instance->config_.instance_id,
+                instance->audit_->path());
+  }
   {
     absl::MutexLock lock(&instance->mu_);
     for (uint32_t i = 0; i < instance->config_.reserved_readers; ++i) {
@@ -253,9 +282,12 @@ void PipelineInstance::ProduceLoop() {
       }
       return;
     }
+    std::string token_sha256;
+    std::string* digest = audit_ != nullptr ? &token_sha256 : nullptr;
     absl::Status written =
-        plan ? WritePlan(*plan, config_.schema, batches_->datasets(), &*slot, &loss_masks_)
-             : WriteBatch(*batch, config_.schema, &*slot, &loss_masks_);
+        plan ? WritePlan(*plan, config_.schema, batches_->datasets(), &*slot, &loss_masks_,
+                         digest)
+             : WriteBatch(*batch, config_.schema, &*slot, &loss_masks_, digest);
     if (!written.ok()) {
       RingLog()->error("{}: batch write failed: {}", Where(), written.ToString());
       counters_->CountError(metrics::ErrorKind::kRing);
@@ -282,7 +314,44 @@ void PipelineInstance::ProduceLoop() {
       }
       return;
     }
+    if (audit_ != nullptr) {
+      Audit(seq, plan ? plan->lane : batch->lane,
+            plan ? plan->lane_batch_index : batch->lane_batch_index,
+            plan ? plan->rows : batch->rows, plan ? plan->sample_ids : batch->sample_ids,
+            std::move(token_sha256));
+    }
     produced_.fetch_add(1);
+  }
+}
+
+void PipelineInstance::Audit(uint64_t seq, uint32_t lane, uint64_t lane_batch_index,
+                             uint32_t rows, const std::vector<pipeline::SampleId>& samples,
+                             std::string token_sha256) {
+  proto::AuditRecord record;
+  record.set_run_id(config_.run_key);
+  record.set_instance_id(config_.instance_id);
+  record.set_spec_hash(config_.spec_hash);
+  record.set_canonical_replicas(config_.spec.canonical_replicas());
+  record.set_dp_degree(config_.identity.dp_degree);
+  record.set_dp_group_id(config_.identity.dp_group_id);
+  record.set_seq(seq);
+  record.set_lane(lane);
+  record.set_lane_batch_index(lane_batch_index);
+  record.set_rows(rows);
+  record.set_token_sha256(std::move(token_sha256));
+  for (const pipeline::SampleId& id : samples) {
+    record.add_sample_ids(id.dataset);
+    record.add_sample_ids(id.shard);
+    record.add_sample_ids(id.index);
+  }
+  record.set_unix_ms(absl::ToUnixMillis(config_.env->Now()));
+  if (absl::Status appended = audit_->Append(record); !appended.ok()) {
+    // The run goes on; its audit has a gap from here, which `zephonctl audit diff`
+    // shows as steps missing from this run.
+    Log()->error("{}: audit log {} stopped after {} batches: {}", Where(), audit_->path(), seq,
+                 appended.ToString());
+    counters_->CountError(metrics::ErrorKind::kPipeline);
+    audit_.reset();
   }
 }
 

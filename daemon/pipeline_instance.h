@@ -35,6 +35,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/env.h"
+#include "daemon/audit/audit_log.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/parallel_batches.h"
@@ -79,6 +80,9 @@ struct InstanceConfig {
   // The runs this one continues (CheckpointState.lineage), carried into its checkpoints.
   std::vector<proto::RunLineage> lineage;
   std::string explain_stream;  // the engine's own description
+  // Where the instance appends an audit record per batch it publishes
+  // (daemon/audit/audit_log.h); empty = no audit.
+  std::string audit_dir;
   // Requested materialize parallelism and reorder window (capped by the pool).
   exec::OrderedStageOptions materialize;
   // The ring's memfds come from it (RingWriter::Create); its clock dates the creation
@@ -153,6 +157,10 @@ class PipelineInstance final : public checkpoint::ProgressSource {
                    std::unique_ptr<shm::RingWriter> writer,
                    std::shared_ptr<metrics::DaemonCounters> counters);
   void ProduceLoop();
+  // Appends the audit record of the batch just published (stops auditing, loudly, if
+  // the log cannot be written). Producer thread only.
+  void Audit(uint64_t seq, uint32_t lane, uint64_t lane_batch_index, uint32_t rows,
+             const std::vector<pipeline::SampleId>& samples, std::string token_sha256);
   // Batches every attached reader released (min released cursor); `published` when
   // no reader is attached.
   uint64_t Released() const;
@@ -183,6 +191,8 @@ class PipelineInstance final : public checkpoint::ProgressSource {
 
   // Written by the producer thread, read by status.
   std::atomic<uint64_t> produced_{0};
+  // Null without an audit (or after it failed); written by the producer thread only.
+  std::unique_ptr<audit::AuditLog> audit_;
   std::atomic<bool> stop_{false};
   std::thread producer_;
 };

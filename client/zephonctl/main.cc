@@ -11,6 +11,8 @@
 //   zephonctl shm ls [--prefix P] [--socket S] [--json]
 //   zephonctl shm gc [--prefix P] [--socket S]
 //   zephonctl which --spec FILE --step N [--global-batches B] [--dp-degree D] [--tokens] [--json]
+//   zephonctl audit diff RUN_A RUN_B [--steps A:B] [--global-batches B] [--json]
+//   zephonctl audit verify RUN --spec FILE [--json]
 //
 // Exit codes (client/zephonctl/exit_codes.h): 0 ok, 1 operation failed (e.g. verify
 // found a bad file, daemon error), 2 usage, 3 refused (a live daemon owns the segments),
@@ -23,6 +25,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "client/zephonctl/audit_commands.h"
 #include "client/zephonctl/checkpoint_commands.h"
 #include "client/zephonctl/daemon_commands.h"
 #include "client/zephonctl/exit_codes.h"
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
     AddCheckpointCommands(app, &exit_code);
     AddShmCommands(app, &exit_code);
     AddWhichCommand(app, &exit_code);
+    AddAuditCommands(app, &exit_code);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help, or the error with a hint

@@ -6,21 +6,15 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "client/request_paths.h"
 #include "client/zephonctl/exit_codes.h"
+#include "client/zephonctl/spec_source.h"
 #include "client/zephonctl/output.h"
-#include "common/file_io.h"
 #include "common/status_macros.h"
-#include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/pipeline/provenance/step_locator.h"
-#include "daemon/pipeline/spec.h"
-#include "google/protobuf/util/json_util.h"
-#include "proto/zephon.pb.h"
 
 namespace zephon::ctl {
 namespace {
@@ -34,41 +28,6 @@ struct WhichArgs {
   bool json = false;
   int threads = 0;  // 0: the machine's cores
 };
-
-// What --spec named: a pipeline spec, and the checkpoint it came from (if it did).
-struct SpecSource {
-  proto::PipelineSpec spec;
-  std::optional<proto::CheckpointState> checkpoint;
-};
-
-absl::StatusOr<SpecSource> LoadSpec(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  SpecSource out;
-  absl::StatusOr<proto::CheckpointState> state = checkpoint::DecodeCheckpoint(bytes);
-  if (state.ok()) {
-    out.spec = state->spec();
-    out.checkpoint = *std::move(state);
-    return out;
-  }
-  // JSON: an attach request (zephon.Pipeline's) or a bare PipelineSpec. Local paths in
-  // it are taken relative to the current directory, as the client does.
-  proto::AttachRequest request;
-  const auto as_request = google::protobuf::util::JsonStringToMessage(bytes, &request);
-  if (!as_request.ok() || !request.has_spec()) {
-    request.Clear();
-    const auto as_spec =
-        google::protobuf::util::JsonStringToMessage(bytes, request.mutable_spec());
-    if (!as_spec.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, " is neither a checkpoint (", state.status().message(),
-          ") nor a pipeline spec as JSON (", as_spec.message().as_string(),
-          "); pass a checkpoint file, or the JSON of a PipelineSpec or of an attach request"));
-    }
-  }
-  RETURN_IF_ERROR(client::AbsolutizeLocalPaths(&request));
-  out.spec = request.spec();
-  return out;
-}
 
 std::string DatasetName(const pipeline::StepLocator& locator, uint32_t dataset) {
   return locator.source()->datasets()[dataset]->name();
@@ -176,39 +135,12 @@ absl::Status PrintText(const pipeline::StepLocator& locator, const WhichArgs& ar
 }
 
 absl::Status RunWhich(const WhichArgs& args, std::ostream& out) {
-  ASSIGN_OR_RETURN(SpecSource source, LoadSpec(args.spec_file));
-  for (const proto::OperatorSpec& op : source.spec.operators()) {
-    if (op.has_tokenize()) {
-      return absl::UnimplementedError(
-          "which does not take pipelines with a tokenize operator yet: their documents' "
-          "lengths come from tokenizing the text (zephond's token cache)");
-    }
-  }
-  uint32_t dp_degree = args.dp_degree;
-  if (dp_degree == 0) dp_degree = source.checkpoint ? source.checkpoint->dp_degree() : 1;
-  if (dp_degree == 0) dp_degree = 1;
-  ASSIGN_OR_RETURN(pipeline::ResolvedPipeline resolved,
-                   pipeline::ResolvePipeline(source.spec, dp_degree));
-  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
-                   pipeline::OpenDatasets(resolved.spec));
-  const std::string hash = pipeline::SpecHash(resolved.spec, datasets);
-  if (source.checkpoint && !source.checkpoint->spec_hash().empty() &&
-      source.checkpoint->spec_hash() != hash) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the datasets of ", args.spec_file, " changed since the checkpoint was taken (spec hash ",
-        hash, ", the checkpoint's ", source.checkpoint->spec_hash(),
-        "): which would describe other data than the run read"));
-  }
-  const int threads =
-      args.threads > 0 ? args.threads : std::max(1u, std::thread::hardware_concurrency());
-  ASSIGN_OR_RETURN(std::unique_ptr<pipeline::StepLocator> locator,
-                   pipeline::StepLocator::Create(std::move(resolved), std::move(datasets),
-                                                 threads));
-  if (source.checkpoint) {
-    // Its lane positions are exact: steps after it count from there, not from the start.
-    RETURN_IF_ERROR(locator->Anchor({source.checkpoint->lanes().begin(),
-                                     source.checkpoint->lanes().end()}));
-  }
+  ASSIGN_OR_RETURN(SpecSource source, LoadSpecSource(args.spec_file));
+  ASSIGN_OR_RETURN(OpenedSpec opened, OpenLocator(source, args.spec_file, args.dp_degree,
+                                                  args.threads));
+  pipeline::StepLocator* const locator = opened.locator.get();
+  const uint32_t dp_degree = opened.dp_degree;
+  const std::string& hash = opened.spec_hash;
   const uint64_t global_batches =
       args.global_batches == 0 ? locator->num_lanes() : args.global_batches;
   ASSIGN_OR_RETURN(std::vector<pipeline::StepLocator::StepBatch> batches,

@@ -35,7 +35,7 @@ _RANK_OPTIONS = {"world_size", "global_rank", "dp_degree", "dp_group_id", "run_i
 _SPEC_OPTIONS = {"canonical_replicas", "mapping_strategy", "lane_routing",
                  "flush_every_k_chunks"}
 _EXEC_OPTIONS = {"prefetch_batches", "read_timeout_s", "join_timeout_s", "num_threads",
-                 "daemon_timeout_s"}
+                 "daemon_timeout_s", "audit"}
 _CLIENT_OPTIONS = {"daemon", "attach_timeout_s", "max_open_batches"}
 _ALL_OPTIONS = _RANK_OPTIONS | _SPEC_OPTIONS | _EXEC_OPTIONS | _CLIENT_OPTIONS
 # Upstream's (the Python Zephon's RuntimeOptions) execution knobs that have no meaning
@@ -684,6 +684,10 @@ class Pipeline:
         A relative ``aggregate_dir`` is made absolute against the current directory now.
         ``canonical_replicas`` left unset (None) is the initial dp_degree; an explicit 0 is
         refused. Bounds: world_size <= 131072, canonical_replicas <= 65536.
+
+        ``audit=True`` makes zephond append a record of every batch it publishes (lane,
+        lane batch, SHA-256 of the tokens, sample ids) to ``aggregate_dir/<run_id>/audit``
+        for ``zephonctl audit diff/verify`` (docs/provenance.md).
 
         Upstream's execution knobs are accepted: ``max_workers`` sets ``num_threads``
         (zephond's worker threads for this pipeline, at most 1024) unless that is given;

@@ -1,0 +1,84 @@
+#include "client/zephonctl/spec_source.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/request_paths.h"
+#include "common/file_io.h"
+#include "common/status_macros.h"
+#include "daemon/checkpoint/checkpoint_file.h"
+#include "daemon/pipeline/spec.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/zephon.pb.h"
+
+namespace zephon::ctl {
+
+absl::StatusOr<SpecSource> LoadSpecSource(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  SpecSource out;
+  absl::StatusOr<proto::CheckpointState> state = checkpoint::DecodeCheckpoint(bytes);
+  if (state.ok()) {
+    out.spec = state->spec();
+    out.checkpoint = *std::move(state);
+    return out;
+  }
+  // JSON: an attach request (zephon.Pipeline's) or a bare PipelineSpec. Local paths in
+  // it are taken relative to the current directory, as the client does.
+  proto::AttachRequest request;
+  const auto as_request = google::protobuf::util::JsonStringToMessage(bytes, &request);
+  if (!as_request.ok() || !request.has_spec()) {
+    request.Clear();
+    const auto as_spec =
+        google::protobuf::util::JsonStringToMessage(bytes, request.mutable_spec());
+    if (!as_spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is neither a checkpoint (", state.status().message(),
+          ") nor a pipeline spec as JSON (", as_spec.message().as_string(),
+          "); pass a checkpoint file, or the JSON of a PipelineSpec or of an attach request"));
+    }
+  }
+  RETURN_IF_ERROR(client::AbsolutizeLocalPaths(&request));
+  out.spec = request.spec();
+  return out;
+}
+
+absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::string& path,
+                                       uint32_t dp_degree, int threads) {
+  for (const proto::OperatorSpec& op : source.spec.operators()) {
+    if (op.has_tokenize()) {
+      return absl::UnimplementedError(
+          "pipelines with a tokenize operator are not supported here yet: their documents' "
+          "lengths come from tokenizing the text (zephond's token cache)");
+    }
+  }
+  OpenedSpec out;
+  out.dp_degree = dp_degree;
+  if (out.dp_degree == 0) out.dp_degree = source.checkpoint ? source.checkpoint->dp_degree() : 1;
+  if (out.dp_degree == 0) out.dp_degree = 1;
+  ASSIGN_OR_RETURN(pipeline::ResolvedPipeline resolved,
+                   pipeline::ResolvePipeline(source.spec, out.dp_degree));
+  ASSIGN_OR_RETURN(std::vector<std::shared_ptr<const pipeline::Dataset>> datasets,
+                   pipeline::OpenDatasets(resolved.spec));
+  out.spec_hash = pipeline::SpecHash(resolved.spec, datasets);
+  if (source.checkpoint && !source.checkpoint->spec_hash().empty() &&
+      source.checkpoint->spec_hash() != out.spec_hash) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the datasets of ", path, " changed since the checkpoint was taken (spec hash ",
+        out.spec_hash, ", the checkpoint's ", source.checkpoint->spec_hash(),
+        "): the answer would describe other data than the run read"));
+  }
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ASSIGN_OR_RETURN(out.locator, pipeline::StepLocator::Create(std::move(resolved),
+                                                              std::move(datasets), threads));
+  if (source.checkpoint) {
+    // Its lane positions are exact: steps after it count from there, not from the start.
+    RETURN_IF_ERROR(out.locator->Anchor(
+        {source.checkpoint->lanes().begin(), source.checkpoint->lanes().end()}));
+  }
+  return out;
+}
+
+}  // namespace zephon::ctl
