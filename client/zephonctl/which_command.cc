@@ -9,11 +9,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/zephonctl/exit_codes.h"
 #include "client/zephonctl/spec_source.h"
 #include "client/zephonctl/output.h"
 #include "common/status_macros.h"
+#include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/provenance/step_locator.h"
 
 namespace zephon::ctl {
@@ -21,7 +24,9 @@ namespace {
 
 struct WhichArgs {
   std::string spec_file;
-  uint64_t step = 0;
+  std::optional<uint64_t> step;
+  std::string sample;       // DATASET/SHARD/DOC: the inverse question
+  uint64_t passes = 0;      // 0: every pass of a finite stream, 10 of an endless one
   uint64_t global_batches = 0;  // 0: C
   uint32_t dp_degree = 0;       // 0: the checkpoint's, else 1
   bool tokens = false;
@@ -65,7 +70,7 @@ absl::Status PrintJson(const pipeline::StepLocator& locator, const WhichArgs& ar
                        uint64_t global_batches, uint32_t dp_degree, const std::string& hash,
                        const std::vector<pipeline::StepLocator::StepBatch>& batches,
                        std::ostream& out) {
-  out << "{\"step\": " << args.step << ", \"global_batches\": " << global_batches
+  out << "{\"step\": " << *args.step << ", \"global_batches\": " << global_batches
       << ", \"dp_degree\": " << dp_degree << ", \"canonical_replicas\": "
       << locator.num_lanes() << ", \"spec_hash\": " << JsonQuote(hash) << ", \"batches\": [";
   for (size_t b = 0; b < batches.size(); ++b) {
@@ -103,7 +108,7 @@ absl::Status PrintText(const pipeline::StepLocator& locator, const WhichArgs& ar
                        uint64_t global_batches, uint32_t dp_degree, const std::string& hash,
                        const std::vector<pipeline::StepLocator::StepBatch>& batches,
                        std::ostream& out) {
-  out << "step " << args.step << ": " << global_batches << " micro-batches ("
+  out << "step " << *args.step << ": " << global_batches << " micro-batches ("
       << global_batches / locator.num_lanes() << " from each of " << locator.num_lanes()
       << " lanes), dp_degree " << dp_degree << ", spec " << hash << "\n";
   Table table({"DP_GROUP", "BATCH", "LANE", "LANE_BATCH", "ROW", "DATASET", "FILE", "DOC",
@@ -134,6 +139,112 @@ absl::Status PrintText(const pipeline::StepLocator& locator, const WhichArgs& ar
   return absl::OkStatus();
 }
 
+// DATASET/SHARD/DOC, each by number or (dataset, shard) by name.
+absl::StatusOr<pipeline::SampleId> ParseSample(const pipeline::StepLocator& locator,
+                                               const std::string& text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, '/');
+  const auto& datasets = locator.source()->datasets();
+  pipeline::SampleId id;
+  bool ok = parts.size() == 3;
+  if (ok && !absl::SimpleAtoi(parts[0], &id.dataset)) {
+    ok = false;
+    for (uint32_t d = 0; d < datasets.size(); ++d) {
+      if (datasets[d]->name() == parts[0]) id.dataset = d, ok = true;
+    }
+  }
+  if (ok && id.dataset < datasets.size() && !absl::SimpleAtoi(parts[1], &id.shard)) {
+    ok = false;
+    for (uint32_t s = 0; s < datasets[id.dataset]->NumShards(); ++s) {
+      if (datasets[id.dataset]->shard(s).FileName() == parts[1]) id.shard = s, ok = true;
+    }
+  }
+  if (!ok || !absl::SimpleAtoi(parts[2], &id.index)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sample ", text, " is not DATASET/SHARD/DOC (the dataset by name or number, the "
+        "shard by file name or number, the document's index in it: web/part-00.bin/123)"));
+  }
+  return id;
+}
+
+absl::Status RunSample(const WhichArgs& args, pipeline::StepLocator& locator,
+                       uint32_t dp_degree, std::ostream& out) {
+  ASSIGN_OR_RETURN(pipeline::SampleId id, ParseSample(locator, args.sample));
+  const bool endless = !locator.source()->NumChunks().has_value();
+  const uint64_t passes = args.passes > 0 ? args.passes : (endless ? 10 : 1u << 20);
+  ASSIGN_OR_RETURN(std::vector<pipeline::StepLocator::Occurrence> found,
+                   locator.Occurrences(id, passes));
+  const uint32_t c = locator.num_lanes();
+  const uint64_t global_batches = args.global_batches == 0 ? c : args.global_batches;
+  if (global_batches % c != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_batches ", global_batches, " must be a multiple of canonical_replicas ", c));
+  }
+  RETURN_IF_ERROR(pipeline::CheckDpDegreeFitsLanes(dp_degree, c));
+  const uint64_t per_lane = global_batches / c;
+  // Each lane's DP group under dp_degree, and its place in that group's round robin.
+  std::vector<uint32_t> group_of(c), place(c), owned(c);
+  for (uint32_t d = 0; d < dp_degree; ++d) {
+    ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
+                     pipeline::OwnedLanes(c, dp_degree, d,
+                                          locator.resolved().spec.mapping_strategy()));
+    for (uint32_t i = 0; i < lanes.size(); ++i) {
+      group_of[lanes[i]] = d;
+      place[lanes[i]] = i;
+      owned[lanes[i]] = static_cast<uint32_t>(lanes.size());
+    }
+  }
+  const auto& datasets = locator.source()->datasets();
+  const std::string name = absl::StrCat(datasets[id.dataset]->name(), "/",
+                                        datasets[id.dataset]->shard(id.shard).FileName(), "/",
+                                        id.index);
+  std::ostringstream text;
+  if (args.json) {
+    text << "{\"sample\": " << JsonQuote(name) << ", \"dataset_index\": " << id.dataset
+         << ", \"shard\": " << id.shard << ", \"doc\": " << id.index
+         << ", \"global_batches\": " << global_batches << ", \"dp_degree\": " << dp_degree
+         << ", \"occurrences\": [";
+  } else {
+    text << name << ": " << found.size() << " batch(es) in "
+         << (endless && args.passes == 0 ? "the first 10 passes (an endless stream; --passes "
+                                           "for more)"
+                                         : "the stream")
+         << "; steps of " << global_batches << " micro-batches, dp_degree " << dp_degree << "\n";
+  }
+  Table table({"PASS", "STEP", "DP_GROUP", "BATCH", "LANE", "LANE_BATCH", "ROW", "TOKENS"});
+  for (size_t n = 0; n < found.size(); ++n) {
+    const pipeline::StepLocator::Occurrence& o = found[n];
+    const uint64_t step = o.lane_batch / per_lane;
+    const uint64_t t = o.lane_batch * owned[o.lane] + place[o.lane];
+    const uint64_t batch_in_step = t - step * per_lane * owned[o.lane];
+    if (args.json) {
+      text << (n ? ", " : "") << "{\"pass\": " << o.pass << ", \"chunk\": " << o.chunk
+           << ", \"step\": " << step << ", \"dp_group\": " << group_of[o.lane]
+           << ", \"batch_in_step\": " << batch_in_step << ", \"lane\": " << o.lane
+           << ", \"lane_batch\": " << o.lane_batch << ", \"pieces\": [";
+      for (size_t p = 0; p < o.pieces.size(); ++p) {
+        text << (p ? ", " : "") << "{\"row\": " << o.pieces[p].first << ", \"token_start\": "
+             << o.pieces[p].second.offset << ", \"token_end\": "
+             << o.pieces[p].second.offset + o.pieces[p].second.count << "}";
+      }
+      text << "]}";
+      continue;
+    }
+    for (const auto& [row, seg] : o.pieces) {
+      table.AddRow({absl::StrCat(o.pass), absl::StrCat(step), absl::StrCat(group_of[o.lane]),
+                    absl::StrCat(batch_in_step), absl::StrCat(o.lane),
+                    absl::StrCat(o.lane_batch), absl::StrCat(row),
+                    absl::StrCat("[", seg.offset, ", ", seg.offset + seg.count, ")")});
+    }
+  }
+  if (args.json) {
+    text << "]}\n";
+  } else {
+    table.Print(text);
+  }
+  out << text.str();
+  return absl::OkStatus();
+}
+
 absl::Status RunWhich(const WhichArgs& args, std::ostream& out) {
   ASSIGN_OR_RETURN(SpecSource source, LoadSpecSource(args.spec_file));
   ASSIGN_OR_RETURN(OpenedSpec opened, OpenLocator(source, args.spec_file, args.dp_degree,
@@ -141,10 +252,11 @@ absl::Status RunWhich(const WhichArgs& args, std::ostream& out) {
   pipeline::StepLocator* const locator = opened.locator.get();
   const uint32_t dp_degree = opened.dp_degree;
   const std::string& hash = opened.spec_hash;
+  if (!args.sample.empty()) return RunSample(args, *locator, dp_degree, out);
   const uint64_t global_batches =
       args.global_batches == 0 ? locator->num_lanes() : args.global_batches;
   ASSIGN_OR_RETURN(std::vector<pipeline::StepLocator::StepBatch> batches,
-                   locator->Step(args.step, global_batches, dp_degree));
+                   locator->Step(*args.step, global_batches, dp_degree));
   std::ostringstream text;  // nothing printed unless all of it was found
   if (args.json) {
     RETURN_IF_ERROR(PrintJson(*locator, args, global_batches, dp_degree, hash, batches, text));
@@ -165,7 +277,15 @@ void AddWhichCommand(CLI::App& app, int* exit_code) {
                     "A checkpoint file, or a PipelineSpec (or attach request) as JSON")
       ->required()
       ->check(CLI::ExistingFile);
-  which->add_option("--step", args->step, "The global step (from 0)")->required();
+  CLI::Option* step = which->add_option("--step", args->step, "The global step (from 0)");
+  CLI::Option* sample = which->add_option(
+      "--sample", args->sample,
+      "The inverse: every step that holds document DATASET/SHARD/DOC (names or numbers)");
+  step->excludes(sample);
+  which->add_option("--passes", args->passes,
+                    "--sample: passes of its dataset to follow (default: all of a finite "
+                    "stream, 10 of an endless one)")
+      ->needs(sample);
   which->add_option("--global-batches", args->global_batches,
                     "Micro-batches per global step, a multiple of canonical_replicas "
                     "(default: canonical_replicas)");
@@ -178,6 +298,12 @@ void AddWhichCommand(CLI::App& app, int* exit_code) {
                     "Threads counting flush groups (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));
   which->callback([args, exit_code] {
+    if (!args->step.has_value() && args->sample.empty()) {
+      std::cerr << "zephonctl which: give --step N (what step N holds) or --sample "
+                   "DATASET/SHARD/DOC (where a document went)\n";
+      *exit_code = kExitUsage;
+      return;
+    }
     const absl::Status status = RunWhich(*args, std::cout);
     if (!status.ok()) {
       std::cerr << "zephonctl which: " << status.message() << "\n";

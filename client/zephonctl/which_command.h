@@ -5,6 +5,8 @@
 //
 //   zephonctl which --spec FILE --step N [--global-batches B] [--dp-degree D]
 //                   [--tokens] [--json] [--threads T]
+//   zephonctl which --spec FILE --sample DATASET/SHARD/DOC [--passes P] [...]
+//     the inverse: every pass, step, DP group, lane batch and row that holds the document
 //
 // FILE is a checkpoint (its spec, and its dp_degree unless --dp-degree), a
 // PipelineSpec as JSON, or an attach request's JSON holding one under "spec" (what

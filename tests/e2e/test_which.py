@@ -59,6 +59,16 @@ def test_which_names_what_each_step_delivered(corpus, daemon):
             assert np.array_equal(_rows_from(b, tokens.shape[1]), tokens)
             assert all(s["file"].startswith("shard-") for s in b["segments"])
             assert all(s["dataset"] == "web" for s in b["segments"])
+    # The inverse: a document of step 3 is found there, in the rows which named.
+    b = answer["batches"][0]
+    seg = next(s for s in b["segments"] if "padding" not in s)
+    found = zephon.which(p, sample=(seg["dataset_index"], seg["shard"], seg["doc"]),
+                         global_batches=4)
+    hits = [(o["step"], o["lane"], o["lane_batch"], piece["row"], piece["token_start"])
+            for o in found["occurrences"] for piece in o["pieces"]]
+    assert (5, b["lane"], b["lane_batch"], seg["row"], seg["token_start"]) in hits
+    by_name = zephon.which(p, sample=f"web/{seg['file']}/{seg['doc']}", global_batches=4)
+    assert by_name["occurrences"] == found["occurrences"]
     p.close()
 
 

@@ -24,8 +24,10 @@ def _zephonctl() -> str:
     return str(path)
 
 
-def which(spec_or_state: Any, step: int, *, global_batches: Optional[int] = None,
-          dp_degree: Optional[int] = None, tokens: bool = False,
+def which(spec_or_state: Any, step: Optional[int] = None, *,
+          sample: Union[str, tuple[Any, Any, int], None] = None,
+          global_batches: Optional[int] = None, dp_degree: Optional[int] = None,
+          tokens: bool = False, passes: Optional[int] = None,
           timeout_s: float = 600.0) -> dict[str, Any]:
     """The samples of global step ``step`` (from 0): for each of its micro-batches the DP
     group that received it (``dp_group``, ``batch_in_step``), the ``lane`` and
@@ -37,8 +39,17 @@ def which(spec_or_state: Any, step: int, *, global_batches: Optional[int] = None
     :meth:`~zephon.Pipeline.checkpoint`), or the path of a checkpoint file or spec JSON.
     ``global_batches`` (micro-batches per step, a multiple of canonical_replicas) defaults
     to canonical_replicas; ``dp_degree`` to the checkpoint's, else 1.
-    Raises InvalidOptionError for a bad step shape or a step past the stream's end."""
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+    Raises InvalidOptionError for a bad step shape or a step past the stream's end.
+
+    With ``sample=`` instead of ``step`` it answers the inverse question: every delivery
+    of that document (``"web/part-00.bin/123"`` or a ``(dataset, shard, doc)`` tuple of
+    names or numbers, e.g. a :class:`~zephon.SampleId`) as ``occurrences``: ``pass``,
+    ``step``, ``dp_group``, ``batch_in_step``, ``lane``, ``lane_batch`` and its
+    ``pieces`` (row, token range); ``passes`` bounds the passes followed (default: all of
+    a finite stream, 10 of an endless one)."""
+    if (step is None) == (sample is None):
+        raise TypeError("which() takes step= or sample=, one of them")
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise errors.InvalidOptionError(f"step={step!r} is invalid: expected an int >= 0",
                                         errors.INVALID_ARGUMENT)
     with tempfile.TemporaryDirectory(prefix="zephon-which-") as tmp:
@@ -54,7 +65,14 @@ def which(spec_or_state: Any, step: int, *, global_batches: Optional[int] = None
         else:
             raise TypeError("which() takes a Pipeline, checkpoint bytes or a file path, not "
                             f"{type(spec_or_state).__name__}")
-        argv = [_zephonctl(), "which", "--spec", os.fspath(path), "--step", str(step), "--json"]
+        argv = [_zephonctl(), "which", "--spec", os.fspath(path), "--json"]
+        if step is not None:
+            argv += ["--step", str(step)]
+        elif sample is not None:
+            text = sample if isinstance(sample, str) else "/".join(str(x) for x in sample)
+            argv += ["--sample", text]
+            if passes is not None:
+                argv += ["--passes", str(passes)]
         if global_batches is not None:
             argv += ["--global-batches", str(global_batches)]
         if dp_degree is not None:

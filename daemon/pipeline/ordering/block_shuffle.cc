@@ -60,4 +60,12 @@ uint64_t BlockShufflePosition(uint64_t p, uint64_t pass_size, uint64_t block_siz
   return start + Permutation(len, Combine(pass_seed ^ kBlockShuffleSalt, b)).Permute(p - start);
 }
 
+uint64_t BlockShuffleInverse(uint64_t q, uint64_t pass_size, uint64_t block_size,
+                             uint64_t pass_seed) {
+  const uint64_t b = q / block_size;  // a block maps onto itself
+  const uint64_t start = b * block_size;
+  const uint64_t len = std::min(block_size, pass_size - start);
+  return start + Permutation(len, Combine(pass_seed ^ kBlockShuffleSalt, b)).Inverse(q - start);
+}
+
 }  // namespace zephon::pipeline

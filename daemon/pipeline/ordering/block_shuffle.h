@@ -45,6 +45,9 @@ absl::StatusOr<std::vector<uint64_t>> ResolveBlockSizes(
 // REQUIRES: block_size >= 1, p < pass_size.
 uint64_t BlockShufflePosition(uint64_t p, uint64_t pass_size, uint64_t block_size,
                               uint64_t pass_seed);
+// The position p with BlockShufflePosition(p, ...) == q. REQUIRES: as above, q < pass_size.
+uint64_t BlockShuffleInverse(uint64_t q, uint64_t pass_size, uint64_t block_size,
+                             uint64_t pass_seed);
 
 }  // namespace zephon::pipeline
 

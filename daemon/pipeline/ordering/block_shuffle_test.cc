@@ -123,5 +123,15 @@ TEST(BlockShuffleTest, WorkSourcePermutesEachBlockOfTheShuffledOrder) {
   EXPECT_NE(ws.status().message().find("shuffle_block_size 'sixteen'"), std::string::npos);
 }
 
+TEST(BlockShuffleTest, InverseUndoesThePositionWithAShortLastBlock) {
+  for (uint64_t block : {1u, 4u, 7u, 100u}) {
+    const uint64_t n = 45;
+    for (uint64_t p = 0; p < n; ++p) {
+      const uint64_t q = BlockShufflePosition(p, n, block, 1234);
+      ASSERT_EQ(BlockShuffleInverse(q, n, block, 1234), p) << "block " << block;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

@@ -98,4 +98,21 @@ void DatasetOrder::AppendDraws(uint64_t first, uint64_t count,
   }
 }
 
+uint64_t DatasetOrder::DrawOf(uint32_t shard, uint64_t index, uint64_t pass) const {
+  const uint64_t n = dataset_->NumSamples();
+  const uint64_t e = reshuffle_on_repeat_ ? pass : 0;  // the order the pass takes
+  const uint64_t pass_seed = Combine(dataset_seed_, e);
+  // Draw's steps 3, 2, 1, 0 undone.
+  const uint64_t offset =
+      shuffle_within_shard_
+          ? Permutation(dataset_->ShardSamples(shard), Combine(pass_seed, shard)).Inverse(index)
+          : index;
+  const auto order = GetPass(e);
+  const size_t i = static_cast<size_t>(
+      std::find(order->shard_at.begin(), order->shard_at.end(), shard) - order->shard_at.begin());
+  uint64_t p = (i == 0 ? 0 : order->end[i - 1]) + offset;
+  if (block_size_ > 0) p = BlockShuffleInverse(p, n, block_size_, pass_seed);
+  return pass * n + p;
+}
+
 }  // namespace zephon::pipeline

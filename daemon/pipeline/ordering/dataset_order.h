@@ -47,6 +47,10 @@ class DatasetOrder {
   // pass looked up (and the cache locked) once per pass and the within-shard
   // permutation built once per run of draws in one shard, instead of once per draw.
   void AppendDraws(uint64_t first, uint64_t count, std::vector<SampleId>* out) const;
+  // The draw of pass `pass` that is sample (shard, index): the j with Draw(j) ==
+  // {dataset_index, shard, index} and j / N == pass. REQUIRES: shard < NumShards(),
+  // index < ShardSamples(shard).
+  uint64_t DrawOf(uint32_t shard, uint64_t index, uint64_t pass) const;
 
  private:
   struct Pass {

@@ -83,5 +83,21 @@ TEST(DatasetOrderTest, ConcurrentDrawsAcrossEvictedPassesMatchASingleThread) {
   for (size_t t = 0; t < strides.size(); ++t) EXPECT_EQ(got[t], expected) << "thread " << t;
 }
 
+TEST(DatasetOrderTest, DrawOfFindsEachSamplesDrawInEveryPass) {
+  auto dataset = MakeSyntheticDataset("d", 1, /*num_shards=*/4, /*per_shard=*/9, 4);
+  for (bool within : {false, true}) {
+    for (bool reshuffle : {false, true}) {
+      for (uint64_t block : {0u, 5u}) {
+        const DatasetOrder order(dataset.get(), 2, 99, true, within, block, reshuffle);
+        for (uint64_t j = 0; j < 36 * 3; ++j) {
+          const SampleId id = order.Draw(j);
+          ASSERT_EQ(order.DrawOf(id.shard, id.index, j / 36), j)
+              << "within " << within << " reshuffle " << reshuffle << " block " << block;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

@@ -22,6 +22,26 @@ uint64_t Permutation::Encrypt(uint64_t x) const {
   return (left << half_bits_) | right;
 }
 
+uint64_t Permutation::Decrypt(uint64_t x) const {
+  uint64_t left = (x >> half_bits_) & half_mask_;
+  uint64_t right = x & half_mask_;
+  for (int r = 3; r >= 0; --r) {  // Encrypt's rounds undone: (L, R) was (R0, L0 ^ F(R0))
+    const uint64_t prev_left = right ^ (Combine(keys_[r], left) & half_mask_);
+    right = left;
+    left = prev_left;
+  }
+  return (left << half_bits_) | right;
+}
+
+uint64_t Permutation::Inverse(uint64_t y) const {
+  if (n_ <= 1) return 0;
+  uint64_t x = y;
+  do {
+    x = Decrypt(x);
+  } while (x >= n_);
+  return x;
+}
+
 uint64_t Permutation::Permute(uint64_t i) const {
   if (n_ <= 1) return 0;
   uint64_t x = i;

@@ -22,9 +22,13 @@ class Permutation {
   uint64_t size() const { return n_; }
   // The image of i. REQUIRES: i < size().
   uint64_t Permute(uint64_t i) const;
+  // The i with Permute(i) == y (the Feistel rounds run backwards, cycle walking the
+  // same way). REQUIRES: y < size().
+  uint64_t Inverse(uint64_t y) const;
 
  private:
   uint64_t Encrypt(uint64_t x) const;
+  uint64_t Decrypt(uint64_t x) const;
 
   uint64_t n_;
   uint32_t half_bits_;

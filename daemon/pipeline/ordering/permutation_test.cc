@@ -51,5 +51,16 @@ TEST(PermutationTest, HugeDomainsStayInRange) {
   for (uint64_t i = 0; i < 1000; ++i) EXPECT_LT(p.Permute(n - 1 - i), n);
 }
 
+TEST(PermutationTest, InverseUndoesPermuteForEverySizeAndSeed) {
+  for (uint64_t n : {1u, 2u, 3u, 7u, 16u, 17u, 1000u, 4097u}) {
+    for (uint64_t seed : {0u, 1u, 99u}) {
+      const Permutation p(n, seed);
+      for (uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(p.Inverse(p.Permute(i)), i) << "n " << n << " seed " << seed;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zephon::pipeline

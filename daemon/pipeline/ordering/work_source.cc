@@ -184,6 +184,13 @@ void WorkSource::Chunk(uint64_t g, std::vector<SampleId>* out) const {
   }
 }
 
+std::optional<uint64_t> WorkSource::ChunkOfDraw(size_t k, uint64_t j) const {
+  // The largest n with A_k(n) <= j is the chunk whose draws include j.
+  const std::optional<uint64_t> g = schedule_->LastChunk(k, j);
+  if (!g.has_value() || (num_chunks_ && *g >= *num_chunks_)) return std::nullopt;
+  return g;
+}
+
 std::string WorkSource::DescribeProgress(uint64_t g) const {
   std::vector<uint64_t> draws;
   schedule_->Cumulative(g, &draws);

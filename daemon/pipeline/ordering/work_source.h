@@ -84,6 +84,15 @@ class WorkSource {
   void Chunk(uint64_t g, std::vector<SampleId>* out) const;
   // Each dataset's effective repetition (policy, passes, max_repeats, reshuffle).
   const std::vector<Repetition>& repetition() const { return repetition_; }
+  // The draw of dataset `id.dataset`'s pass `pass` that is sample `id` (DatasetOrder::
+  // DrawOf). REQUIRES: id names a sample of the datasets.
+  uint64_t DrawOfSample(const SampleId& id, uint64_t pass) const {
+    return orders_[id.dataset]->DrawOf(id.shard, id.index, pass);
+  }
+  // The global chunk holding draw j of dataset k (A_k(g) <= j < A_k(g + 1)), or nullopt
+  // when no chunk does (the dataset's weight is 0 from some chunk on) or the stream ends
+  // before it.
+  std::optional<uint64_t> ChunkOfDraw(size_t k, uint64_t j) const;
   // Draws of each dataset in global chunks [0, n): A_k(n).
   void DrawsBefore(uint64_t n, std::vector<uint64_t>* out) const {
     schedule_->Cumulative(n, out);

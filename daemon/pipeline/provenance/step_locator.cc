@@ -1,6 +1,7 @@
 #include "daemon/pipeline/provenance/step_locator.h"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -53,11 +54,23 @@ absl::Status StepLocator::Anchor(const std::vector<proto::LaneProgress>& lanes) 
 }
 
 absl::Status StepLocator::CountUpTo(uint32_t lane, uint64_t record) {
+  if (record < totals_[lane].before.front()) totals_[lane] = LaneTotals{};  // before an anchor
+  return Count(lane, [record](const LaneTotals& t) { return t.before.back() <= record; });
+}
+
+absl::Status StepLocator::CountGroupsThrough(uint32_t lane, uint64_t group) {
+  if (group < totals_[lane].first_group) totals_[lane] = LaneTotals{};
+  return Count(lane, [group](const LaneTotals& t) {
+    return t.first_group + t.before.size() - 1 <= group;  // group's end not counted yet
+  });
+}
+
+absl::Status StepLocator::Count(uint32_t lane,
+                                const std::function<bool(const LaneTotals&)>& more) {
   LaneTotals& t = totals_[lane];
-  if (record < t.before.front()) t = LaneTotals{};  // before an anchor: count from the start
   const uint64_t k = resolved_.lanes.flush_every_k_chunks;
   uint64_t round = 1;  // groups per thread, doubling: a near query counts few groups
-  while (!t.ended && t.before.back() <= record) {
+  while (!t.ended && more(t)) {
     // The next groups, counted at once: each is a pure function of its position.
     const uint64_t first = t.first_group + t.before.size() - 1;
     const uint64_t n = round * static_cast<uint64_t>(threads_);
@@ -86,24 +99,76 @@ absl::Status StepLocator::CountUpTo(uint32_t lane, uint64_t record) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<BatchPlan>> StepLocator::LaneBatch(uint32_t lane, uint64_t b) {
-  if (lane >= num_lanes()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lane ", lane, " must be < canonical_replicas ", num_lanes()));
-  }
+absl::StatusOr<std::unique_ptr<LaneStream>> StepLocator::StreamAt(uint32_t lane, uint64_t b) {
   const uint64_t record = b * resolved_.lanes.microbatch_size;
   RETURN_IF_ERROR(CountUpTo(lane, record));
   const LaneTotals& t = totals_[lane];
-  if (t.before.back() <= record) return std::optional<BatchPlan>();  // past the lane's end
+  if (t.before.back() <= record) return std::unique_ptr<LaneStream>();  // past the end
   // The group holding `record`: the last one that starts at or before it.
   const uint64_t i = static_cast<uint64_t>(std::upper_bound(t.before.begin(), t.before.end(),
                                                              record) -
                                             t.before.begin()) - 1;
   const LanePosition start{(t.first_group + i) * resolved_.lanes.flush_every_k_chunks,
                            record - t.before[i]};
-  ASSIGN_OR_RETURN(std::unique_ptr<LaneStream> stream,
-                   LaneStream::Create(source_, resolved_.lanes, lane, start, b));
+  return LaneStream::Create(source_, resolved_.lanes, lane, start, b);
+}
+
+absl::StatusOr<std::optional<BatchPlan>> StepLocator::LaneBatch(uint32_t lane, uint64_t b) {
+  if (lane >= num_lanes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lane ", lane, " must be < canonical_replicas ", num_lanes()));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<LaneStream> stream, StreamAt(lane, b));
+  if (stream == nullptr) return std::optional<BatchPlan>();
   return stream->NextPlan();
+}
+
+absl::StatusOr<std::vector<StepLocator::Occurrence>> StepLocator::Occurrences(
+    const SampleId& id, uint64_t passes) {
+  const auto& datasets = source_->datasets();
+  if (id.dataset >= datasets.size() || id.shard >= datasets[id.dataset]->NumShards() ||
+      id.index >= datasets[id.dataset]->ShardSamples(id.shard)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample ", id.dataset, "/", id.shard, "/", id.index, " is not one of the datasets (",
+        datasets.size(), " datasets; check the dataset, shard and document numbers)"));
+  }
+  const LaneOptions& o = resolved_.lanes;
+  std::vector<Occurrence> out;
+  // A group replayed once: two passes' draws of the sample in one group (a group across
+  // a pass boundary) are both found by the first replay.
+  std::set<std::pair<uint32_t, uint64_t>> replayed;
+  for (uint64_t pass = 0; pass < passes; ++pass) {
+    const uint64_t draw = source_->DrawOfSample(id, pass);
+    const std::optional<uint64_t> chunk = source_->ChunkOfDraw(id.dataset, draw);
+    if (!chunk.has_value()) break;  // the stream ends before this pass draws it
+    const uint32_t lane = LaneOfChunk(*chunk, o.num_lanes, o.routing, o.routing_seed);
+    // Every block of C global chunks gives each lane one: the lane's chunk index.
+    const uint64_t group = (*chunk / o.num_lanes) / o.flush_every_k_chunks;
+    if (!replayed.insert({lane, group}).second) continue;
+    RETURN_IF_ERROR(CountGroupsThrough(lane, group));
+    const LaneTotals& t = totals_[lane];
+    const uint64_t i = group - t.first_group;
+    if (i + 1 >= t.before.size()) continue;  // not counted: the lane ended before it
+    const uint64_t first = t.before[i], end = t.before[i + 1];
+    if (first == end) continue;  // a group without records (a wrap tail dropped whole)
+    const uint64_t m = o.microbatch_size;
+    ASSIGN_OR_RETURN(std::unique_ptr<LaneStream> stream, StreamAt(lane, first / m));
+    for (uint64_t b = first / m; stream != nullptr && b <= (end - 1) / m; ++b) {
+      ASSIGN_OR_RETURN(std::optional<BatchPlan> plan, stream->NextPlan());
+      if (!plan.has_value()) break;
+      Occurrence found{pass, *chunk, lane, plan->lane_batch_index, {}};
+      uint64_t filled = 0;
+      for (size_t s = 0; s < plan->segments.size(); ++s) {
+        const Segment& seg = plan->segments[s];
+        const uint32_t row = plan->cols == 0 ? static_cast<uint32_t>(s)
+                                             : static_cast<uint32_t>(filled / plan->cols);
+        filled += seg.count;
+        if (!seg.padding && seg.id == id) found.pieces.emplace_back(row, seg);
+      }
+      if (!found.pieces.empty()) out.push_back(std::move(found));
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<StepLocator::StepBatch>> StepLocator::Step(uint64_t step,

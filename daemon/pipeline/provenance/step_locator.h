@@ -28,12 +28,14 @@
 #define ZEPHON_DAEMON_PIPELINE_PROVENANCE_STEP_LOCATOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/batching/batch.h"
+#include "daemon/pipeline/batching/lane_stream.h"
 #include "daemon/pipeline/formats/dataset.h"
 #include "daemon/pipeline/ordering/work_source.h"
 #include "daemon/pipeline/spec.h"
@@ -65,6 +67,27 @@ class StepLocator {
   // Errors: INVALID_ARGUMENT for lane >= num_lanes().
   absl::StatusOr<std::optional<BatchPlan>> LaneBatch(uint32_t lane, uint64_t b);
 
+  // One delivery of a sample: in its dataset's pass `pass`, the sample is drawn into
+  // global chunk `chunk`, routed to `lane`, and its tokens land in lane batch
+  // `lane_batch` as `pieces` (row, and the segment: token range) — several when a
+  // packer split it, in more than one batch then (one Occurrence per batch).
+  struct Occurrence {
+    uint64_t pass = 0;
+    uint64_t chunk = 0;
+    uint32_t lane = 0;
+    uint64_t lane_batch = 0;
+    std::vector<std::pair<uint32_t, Segment>> pieces;
+  };
+  // Where sample `id` is delivered in its dataset's passes [0, passes), stopping at the
+  // stream's end: per pass its draw is found by inverting the dataset order (shard
+  // order, within-shard and block shuffles), its chunk by the mixture's apportionment,
+  // its lane by the routing; then its flush group is replayed. A draw that
+  // ensure_mixture or an oversized-sample drop left out has no Occurrence. Two passes'
+  // draws in one flush group (one across a pass boundary) are both reported with the
+  // first of the two passes.
+  // Errors: INVALID_ARGUMENT naming the id when it is not a sample of the datasets.
+  absl::StatusOr<std::vector<Occurrence>> Occurrences(const SampleId& id, uint64_t passes);
+
   struct StepBatch {
     uint32_t dp_group = 0;
     uint32_t batch_in_step = 0;  // the DP group's micro-batch of the step, from 0
@@ -91,6 +114,12 @@ class StepLocator {
   StepLocator(ResolvedPipeline resolved, std::shared_ptr<const WorkSource> source, int threads);
   // Counts flush groups of `lane` until they hold record `record` or the lane ends.
   absl::Status CountUpTo(uint32_t lane, uint64_t record);
+  // Counts flush groups of `lane` until group `group` is counted or the lane ends.
+  absl::Status CountGroupsThrough(uint32_t lane, uint64_t group);
+  // Counts the next groups of `lane` while `more(totals)` and the lane has groups.
+  absl::Status Count(uint32_t lane, const std::function<bool(const LaneTotals&)>& more);
+  // A stream of lane `lane` positioned at its batch b (nullopt: past the lane's end).
+  absl::StatusOr<std::unique_ptr<LaneStream>> StreamAt(uint32_t lane, uint64_t b);
 
   const ResolvedPipeline resolved_;
   const std::shared_ptr<const WorkSource> source_;

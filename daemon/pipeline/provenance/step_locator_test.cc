@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -180,6 +183,66 @@ TEST(StepLocatorTest, ACheckpointsPositionsAnchorTheCountsExactly) {
     bad[0].set_records_into_group(bad[0].next_batch_index() * 100 + 1);
     EXPECT_EQ((*locator)->Anchor(bad).code(), absl::StatusCode::kInvalidArgument);
   }
+}
+
+// Every sample's deliveries, found by inverting the engine, are the ones the stream
+// made: the same lane batches, rows and token ranges.
+void ExpectOccurrencesMatchTheStream(const proto::PipelineSpec& spec) {
+  const std::vector<BatchPlan> plans = Delivered(spec, 1)[0];
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>,
+           std::vector<std::tuple<uint32_t, uint64_t, uint32_t, uint64_t, uint64_t>>>
+      truth;
+  for (const BatchPlan& plan : plans) {
+    uint64_t filled = 0;
+    for (size_t s = 0; s < plan.segments.size(); ++s) {
+      const Segment& seg = plan.segments[s];
+      const uint32_t row = plan.cols == 0 ? static_cast<uint32_t>(s)
+                                          : static_cast<uint32_t>(filled / plan.cols);
+      filled += seg.count;
+      if (seg.padding) continue;
+      truth[{seg.id.dataset, seg.id.shard, seg.id.index}].emplace_back(
+          plan.lane, plan.lane_batch_index, row, seg.offset, seg.count);
+    }
+  }
+  auto locator = StepLocator::Create(ResolvePipeline(spec, 1).value(), Corpus(), 2);
+  ASSERT_TRUE(locator.ok()) << locator.status();
+  const std::vector<std::shared_ptr<const Dataset>> corpus = Corpus();
+  uint64_t checked = 0;
+  for (uint32_t d = 0; d < corpus.size(); ++d) {
+    for (uint32_t sh = 0; sh < corpus[d]->NumShards(); ++sh) {
+      for (uint64_t i = 0; i < corpus[d]->ShardSamples(sh); ++i) {
+        auto found = (*locator)->Occurrences(SampleId{d, sh, i}, 10);
+        ASSERT_TRUE(found.ok()) << found.status();
+        std::vector<std::tuple<uint32_t, uint64_t, uint32_t, uint64_t, uint64_t>> got;
+        for (const StepLocator::Occurrence& o : *found) {
+          for (const auto& [row, seg] : o.pieces) {
+            got.emplace_back(o.lane, o.lane_batch, row, seg.offset, seg.count);
+          }
+        }
+        std::sort(got.begin(), got.end());
+        auto want = truth[{d, sh, i}];
+        std::sort(want.begin(), want.end());
+        EXPECT_EQ(got, want) << "sample " << d << "/" << sh << "/" << i;
+        checked += want.size();
+      }
+    }
+  }
+  EXPECT_GT(checked, 50u);
+}
+
+TEST(StepLocatorTest, EverySamplesDeliveriesAreFoundByInvertingTheEngine) {
+  ExpectOccurrencesMatchTheStream(Spec(Wrap));
+  ExpectOccurrencesMatchTheStream(Spec(FirstFitThenRowShuffle, "interleaved"));
+  ExpectOccurrencesMatchTheStream(Spec(Records));
+}
+
+TEST(StepLocatorTest, AnUnknownSampleIsRefused) {
+  auto locator = StepLocator::Create(ResolvePipeline(Spec(Wrap), 1).value(), Corpus());
+  ASSERT_TRUE(locator.ok());
+  EXPECT_EQ((*locator)->Occurrences(SampleId{0, 0, 999}, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*locator)->Occurrences(SampleId{5, 0, 0}, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(StepLocatorTest, PastALanesEndIsNulloptAndAStepThereIsOutOfRange) {
