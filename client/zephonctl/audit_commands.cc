@@ -4,7 +4,9 @@
 
 #include <iostream>
 #include <memory>
+#include <algorithm>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -102,12 +104,14 @@ absl::StatusOr<bool> RunDiff(const DiffArgs& args, std::ostream& out) {
   if (r.first_step) out << " (steps " << *r.first_step << "-" << *r.last_step << ")";
   out << "\n";
   if (!r.only_a.empty()) {
-    out << "  only " << args.a << " holds step(s) " << absl::StrJoin(r.only_a, ", ")
-        << (r.only_a.size() >= 20 ? ", ..." : "") << "\n";
+    out << "  only " << args.a << " published step(s) " << absl::StrJoin(r.only_a, ", ")
+        << (r.only_a.size() >= 20 ? ", ..." : "")
+        << " (a longer run, or batches prefetched past where the other stopped)\n";
   }
   if (!r.only_b.empty()) {
-    out << "  only " << args.b << " holds step(s) " << absl::StrJoin(r.only_b, ", ")
-        << (r.only_b.size() >= 20 ? ", ..." : "") << "\n";
+    out << "  only " << args.b << " published step(s) " << absl::StrJoin(r.only_b, ", ")
+        << (r.only_b.size() >= 20 ? ", ..." : "")
+        << " (a longer run, or batches prefetched past where the other stopped)\n";
   }
   if (!r.first_difference) {
     out << "no difference: every step both runs hold has the same batches\n";
@@ -141,7 +145,14 @@ absl::StatusOr<bool> RunVerify(const VerifyArgs& args, std::ostream& out) {
   }
   uint64_t verified = 0;
   std::string failure;
-  for (const auto& [key, record] : run.batches) {
+  // In step order (lane batch, then lane): the failure reported is the run's earliest.
+  std::vector<std::pair<uint32_t, uint64_t>> keys;
+  for (const auto& [key, record] : run.batches) keys.push_back(key);
+  std::sort(keys.begin(), keys.end(), [](const auto& x, const auto& y) {
+    return std::tie(x.second, x.first) < std::tie(y.second, y.first);
+  });
+  for (const auto& key : keys) {
+    const proto::AuditRecord& record = run.batches.at(key);
     ASSIGN_OR_RETURN(std::optional<pipeline::BatchPlan> plan,
                      opened.locator->LaneBatch(key.first, key.second));
     if (!plan) {

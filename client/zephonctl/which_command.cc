@@ -205,9 +205,10 @@ absl::Status RunSample(const WhichArgs& args, pipeline::StepLocator& locator,
          << ", \"occurrences\": [";
   } else {
     text << name << ": " << found.size() << " batch(es) in "
-         << (endless && args.passes == 0 ? "the first 10 passes (an endless stream; --passes "
-                                           "for more)"
-                                         : "the stream")
+         << (args.passes > 0 ? absl::StrCat("the first ", args.passes, " pass(es)")
+             : endless       ? std::string("the first 10 passes (an endless stream; --passes "
+                                           "for more)")
+                             : std::string("the stream"))
          << "; steps of " << global_batches << " micro-batches, dp_degree " << dp_degree << "\n";
   }
   Table table({"PASS", "STEP", "DP_GROUP", "BATCH", "LANE", "LANE_BATCH", "ROW", "TOKENS"});

@@ -72,6 +72,7 @@ SampleId DatasetOrder::Draw(uint64_t j) const {
 void DatasetOrder::AppendDraws(uint64_t first, uint64_t count,
                                std::vector<SampleId>* out) const {
   const uint64_t n = dataset_->NumSamples();
+  out->reserve(out->size() + count);
   std::shared_ptr<const Pass> pass;
   std::optional<Permutation> within;  // of (pass e, shard) below
   uint64_t within_pass = 0;
