@@ -140,6 +140,12 @@ bench-loader: build
 # attaching to a running one with and without shuffle(8192); beside Megatron-LM's own
 # GPTDataset + DataLoader on the same corpus with BENCH_ARGS="--megatron-lm DIR" (a
 # checkout: none is vendored, tests/bench/megatron_baseline.py runs it). ~15 s alone.
+# The audit log's cost in batches/s and `zephonctl which` times for far steps
+# (docs/provenance.md). ~1 min.
+.PHONY: bench-provenance
+bench-provenance: build
+	PYTHONPATH=client/python $(PY) tests/bench/provenance_bench.py $(BENCH_ARGS)
+
 .PHONY: bench-first-batch
 bench-first-batch: build
 	PYTHONPATH=client/python $(PY) tests/bench/first_batch_bench.py $(BENCH_ARGS)

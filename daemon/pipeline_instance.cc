@@ -307,18 +307,20 @@ void PipelineInstance::ProduceLoop() {
                                        recorded.message()));
       return;
     }
+    // Audited before publishing too: every batch a reader can take has its record (a
+    // batch audited and then not published, at shutdown, is published again the same).
+    if (audit_ != nullptr) {
+      Audit(seq, plan ? plan->lane : batch->lane,
+            plan ? plan->lane_batch_index : batch->lane_batch_index,
+            plan ? plan->rows : batch->rows, plan ? plan->sample_ids : batch->sample_ids,
+            std::move(token_sha256));
+    }
     if (absl::Status published = writer_->Publish(std::move(*slot)); !published.ok()) {
       if (!absl::IsCancelled(published)) {
         RingLog()->error("{}: publish failed: {}", Where(), published.ToString());
         counters_->CountError(metrics::ErrorKind::kRing);
       }
       return;
-    }
-    if (audit_ != nullptr) {
-      Audit(seq, plan ? plan->lane : batch->lane,
-            plan ? plan->lane_batch_index : batch->lane_batch_index,
-            plan ? plan->rows : batch->rows, plan ? plan->sample_ids : batch->sample_ids,
-            std::move(token_sha256));
     }
     produced_.fetch_add(1);
   }

@@ -157,7 +157,7 @@ class PipelineInstance final : public checkpoint::ProgressSource {
                    std::unique_ptr<shm::RingWriter> writer,
                    std::shared_ptr<metrics::DaemonCounters> counters);
   void ProduceLoop();
-  // Appends the audit record of the batch just published (stops auditing, loudly, if
+  // Appends the audit record of the batch about to be published (stops auditing, loudly, if
   // the log cannot be written). Producer thread only.
   void Audit(uint64_t seq, uint32_t lane, uint64_t lane_batch_index, uint32_t rows,
              const std::vector<pipeline::SampleId>& samples, std::string token_sha256);
