@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -185,6 +187,29 @@ absl::Status Daemon::StartServers() {
     checkpoint::RoundAggregatorOptions aggregator_options;
     aggregator_options.s3 = *s3;
     aggregator_options.env = env_;
+    // The leader merges an audited run's logs into per-lane-round records at each
+    // completed round, on the merger's thread (daemon/audit/step_merge.h).
+    step_merger_ = std::make_unique<audit::StepMerger>();
+    aggregator_options.on_complete = [merger = step_merger_.get(), audit_dir = f.audit_dir](
+                                         const proto::CheckpointState& state,
+                                         const std::string& aggregate_dir) {
+      if (state.lanes().empty()) return;
+      uint64_t through = UINT64_MAX;
+      for (const proto::LaneProgress& lane : state.lanes()) {
+        through = std::min<uint64_t>(through, lane.next_batch_index());
+      }
+      for (const std::string& dir :
+           {aggregate_dir.empty() || absl::StartsWith(aggregate_dir, "s3://")
+                ? std::string()
+                : absl::StrCat(aggregate_dir, "/", state.run_id(), "/audit"),
+            audit_dir.empty() ? std::string() : absl::StrCat(audit_dir, "/", state.run_id())}) {
+        struct stat st;
+        if (!dir.empty() && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+          merger->Enqueue(dir, through);
+          return;
+        }
+      }
+    };
     aggregator_ = std::make_unique<checkpoint::RoundAggregator>(aggregator_options);
     options.forget_finished_rounds = [aggregator = aggregator_.get()](const std::string& run) {
       return aggregator->ForgetRun(run);

@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/env.h"
+#include "daemon/audit/step_merge.h"
 #include "daemon/checkpoint/checkpoint_router.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/checkpoint/peer_service.h"
@@ -106,6 +107,9 @@ class Daemon {
       std::make_shared<metrics::DaemonCounters>();
   metrics::Health health_;
   std::shared_ptr<exec::WorkerPool> worker_pool_;
+  // Merges audited runs' logs per lane round at each completed checkpoint round; its
+  // aggregator callback holds it, so it is declared (and outlives) before the aggregator.
+  std::unique_ptr<audit::StepMerger> step_merger_;
   // Created once the --s3-* flags are parsed (an s3:// aggregate_dir connects with them).
   std::unique_ptr<checkpoint::RoundAggregator> aggregator_;
   // The registry remote reports are held against; set once it exists (it needs the

@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -23,6 +24,7 @@
 #include "common/status_macros.h"
 #include "daemon/audit/audit_diff.h"
 #include "daemon/audit/audit_log.h"
+#include "daemon/audit/step_merge.h"
 #include "daemon/pipeline/batching/lane_stream.h"
 
 namespace zephon::ctl {
@@ -63,6 +65,29 @@ struct DiffArgs {
   bool json = false;
 };
 
+// The leader's per-lane-round records of both runs (step_merge.h), compared where both
+// have them: "" when neither run has any.
+struct MergedComparison {
+  uint64_t a = 0, b = 0;                  // lane rounds merged
+  std::optional<uint64_t> first_differing;  // lane round
+  bool any() const { return a > 0 || b > 0; }
+};
+
+absl::StatusOr<MergedComparison> CompareMerged(const std::string& a, const std::string& b) {
+  ASSIGN_OR_RETURN(std::vector<audit::MergedRound> ma, audit::ReadMergedSteps(AuditDir(a)));
+  ASSIGN_OR_RETURN(std::vector<audit::MergedRound> mb, audit::ReadMergedSteps(AuditDir(b)));
+  MergedComparison out;
+  out.a = ma.size();
+  out.b = mb.size();
+  for (size_t j = 0; j < std::min(ma.size(), mb.size()); ++j) {
+    if (ma[j].sha256 != mb[j].sha256) {
+      out.first_differing = j;
+      break;
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<bool> RunDiff(const DiffArgs& args, std::ostream& out) {
   uint64_t from = 0, to = UINT64_MAX;
   if (!args.steps.empty()) {
@@ -77,6 +102,7 @@ absl::StatusOr<bool> RunDiff(const DiffArgs& args, std::ostream& out) {
   ASSIGN_OR_RETURN(audit::RunIndex a, LoadRun(args.a));
   ASSIGN_OR_RETURN(audit::RunIndex b, LoadRun(args.b));
   ASSIGN_OR_RETURN(audit::DiffReport r, audit::DiffRuns(a, b, args.global_batches, from, to));
+  ASSIGN_OR_RETURN(MergedComparison merged, CompareMerged(args.a, args.b));
   const uint64_t global_batches = r.batches_per_lane * a.canonical_replicas;
   if (args.json) {
     out << "{\"global_batches\": " << global_batches << ", \"steps_compared\": "
@@ -85,7 +111,10 @@ absl::StatusOr<bool> RunDiff(const DiffArgs& args, std::ostream& out) {
         << (r.last_step ? absl::StrCat(*r.last_step) : "null")
         << ", \"differing_steps\": " << r.differing_steps << ", \"only_a\": ["
         << absl::StrJoin(r.only_a, ", ") << "], \"only_b\": [" << absl::StrJoin(r.only_b, ", ")
-        << "], \"first_difference\": ";
+        << "], \"merged_lane_rounds\": [" << merged.a << ", " << merged.b
+        << "], \"merged_first_differing_lane_round\": "
+        << (merged.first_differing ? absl::StrCat(*merged.first_differing) : "null")
+        << ", \"first_difference\": ";
     if (r.first_difference) {
       const audit::StepDifference& d = *r.first_difference;
       out << "{\"step\": " << d.step << ", \"lane\": " << d.lane << ", \"lane_batch\": "
@@ -112,6 +141,15 @@ absl::StatusOr<bool> RunDiff(const DiffArgs& args, std::ostream& out) {
     out << "  only " << args.b << " published step(s) " << absl::StrJoin(r.only_b, ", ")
         << (r.only_b.size() >= 20 ? ", ..." : "")
         << " (a longer run, or batches prefetched past where the other stopped)\n";
+  }
+  if (merged.any()) {
+    out << "  the leaders' merged records (one per lane round, at checkpoints): " << merged.a
+        << " and " << merged.b << " lane rounds; "
+        << (merged.first_differing
+                ? absl::StrCat("they first differ at lane round ", *merged.first_differing,
+                               " (step ", *merged.first_differing / r.batches_per_lane, ")")
+                : std::string("the common ones agree"))
+        << "\n";
   }
   if (!r.first_difference) {
     out << "no difference: every step both runs hold has the same batches\n";

@@ -155,6 +155,11 @@ void RoundAggregator::Complete(Round* round) {
                     : absl::StatusOr<std::string>(agg.status());
     mu_.Lock();
   }
+  if (path.ok() && options_.on_complete) {
+    mu_.Unlock();
+    options_.on_complete(state, dir);
+    mu_.Lock();
+  }
   if (!path.ok()) {
     // The store being unreachable fails the round; it must not read as UNAVAILABLE, which
     // followers take to mean "the leader itself is unreachable, look for another one".

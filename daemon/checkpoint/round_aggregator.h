@@ -69,6 +69,12 @@ struct RoundAggregatorOptions {
   storage::S3Options s3;
   // Clock and files (the merged checkpoint's write); must outlive the aggregator.
   Env* env = Env::Default();
+  // Called with each completed round's merged state and its aggregate_dir after the
+  // checkpoint was written, before the submitters are answered, without the
+  // aggregator's lock (zephond queues the audit logs' step merge: it must return
+  // quickly). Null = nothing.
+  std::function<void(const proto::CheckpointState& state, const std::string& aggregate_dir)>
+      on_complete;
 };
 
 class RoundAggregator {

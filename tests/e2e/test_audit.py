@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -60,6 +61,18 @@ def ctl(*args) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+def wait_merged(run_dir: Path, lane_rounds: int) -> Path:
+    """The leader's per-lane-round file of a run once it holds `lane_rounds` entries (the
+    merge runs on a thread of its own after the checkpoint round)."""
+    steps_file = run_dir / "audit" / "steps.zsteps"
+    deadline = time.monotonic() + 30
+    while not (steps_file.exists() and steps_file.stat().st_size >= 12 + lane_rounds * 40):
+        assert time.monotonic() < deadline, f"the leader did not merge {run_dir}'s audit logs"
+        time.sleep(0.05)
+    assert steps_file.stat().st_size == 12 + lane_rounds * 40
+    return steps_file
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("audit-corpus")
@@ -74,6 +87,10 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_changed_file_is_caught
     first = [make_pipe(corpus, daemon.socket, agg, "a", dp=2, group=g) for g in range(2)]
     read_steps(first, 3)
     state = checkpoint_all(first)
+    # The leader merges the run's logs per lane round at the round (on a thread of its
+    # own): lane rounds 0-2, the three steps before the checkpoint.
+    steps_file = wait_merged(agg / "a", 3)
+    assert steps_file.read_bytes()[:8] == b"ZSTEPS01"
     for p in first:
         p.close()
     resumed = [make_pipe(corpus, daemon.socket, agg, "a", dp=4, group=g, restore=state)
@@ -84,13 +101,17 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_changed_file_is_caught
     # Run B: the same 6 steps in one go on one rank.
     ref = make_pipe(corpus, daemon.socket, agg, "b")
     b_steps = read_steps([ref], 6)
+    ref.checkpoint()
     ref.close()
 
     out = ctl("diff", agg / "a", agg / "b")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "no difference" in out.stdout
+    wait_merged(agg / "b", 6)
     report = json.loads(ctl("diff", agg / "a", agg / "b", "--json").stdout)
     assert report["steps_compared"] >= 6 and report["first_difference"] is None
+    assert report["merged_lane_rounds"] == [3, 6]
+    assert report["merged_first_differing_lane_round"] is None
     assert report["first_step"] == 0
 
     # Run C: the corpus with one document's tokens changed (same length, so the order,
@@ -108,7 +129,9 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_changed_file_is_caught
     zephon.write_megatron_dataset(changed / "a", docs)
     other = make_pipe(changed, daemon.socket, agg, "c")
     read_steps([other], 6)
+    other.checkpoint()
     other.close()
+    wait_merged(agg / "c", 6)
 
     out = ctl("diff", agg / "b", agg / "c")
     assert out.returncode == 1, out.stdout + out.stderr
@@ -119,6 +142,7 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_changed_file_is_caught
     assert diff["a_sha256"] != diff["b_sha256"]
     # The samples are the same (same lengths); only the tokens of the changed one differ.
     assert diff["only_in_a"] == [] and diff["only_in_b"] == []
+    assert report["merged_first_differing_lane_round"] == 3  # one batch per lane a step
     # --steps before the change: nothing differs.
     assert ctl("diff", agg / "b", agg / "c", "--steps", "0:3").returncode == 0
 
