@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/file_io.h"
+#include "common/little_endian.h"
 #include "common/mix.h"
 
 namespace zephon::audit {
@@ -39,16 +40,6 @@ absl::Status Errno(const std::string& what, int err) {
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
   if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
-}
-
-void PutLe(uint64_t v, size_t bytes, std::string* out) {
-  for (size_t i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint64_t GetLe(const char* p, size_t bytes) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < bytes; ++i) v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
-  return v;
 }
 
 absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path) {
@@ -118,8 +109,8 @@ absl::Status AuditLog::Append(const proto::AuditRecord& record) {
   record.SerializeToString(&payload);
   std::string frame;
   frame.reserve(kFrameHeaderBytes + payload.size());
-  PutLe(payload.size(), 4, &frame);
-  PutLe(HashBytes(payload), 8, &frame);
+  AppendLittleEndian(payload.size(), 4, &frame);
+  AppendLittleEndian(HashBytes(payload), 8, &frame);
   frame += payload;
   if (absl::Status s = WriteAll(fd_, frame, path_); !s.ok()) return s;
   bytes_ += frame.size();
@@ -154,13 +145,13 @@ absl::StatusOr<std::vector<proto::AuditRecord>> ReadAuditFile(const std::string&
     bool bad = left < kFrameHeaderBytes;
     uint64_t length = 0;
     if (!bad) {
-      length = GetLe(b.data() + at, 4);
+      length = LoadLittleEndian(b.data() + at, 4);
       bad = length > kMaxRecordBytes || left - kFrameHeaderBytes < length;
     }
     proto::AuditRecord record;
     if (!bad) {
       const std::string_view payload(b.data() + at + kFrameHeaderBytes, length);
-      bad = HashBytes(payload) != GetLe(b.data() + at + 4, 8) ||
+      bad = HashBytes(payload) != LoadLittleEndian(b.data() + at + 4, 8) ||
             !record.ParseFromArray(payload.data(), static_cast<int>(payload.size()));
     }
     if (bad) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/digest.h"
 #include "common/file_io.h"
+#include "common/little_endian.h"
 #include "common/logging.h"
 #include "daemon/audit/audit_diff.h"
 #include "daemon/audit/audit_log.h"
@@ -24,23 +25,13 @@ constexpr char kStepsMagic[] = "ZSTEPS01";
 constexpr size_t kHeaderBytes = 12;  // magic + u32 C
 constexpr size_t kEntryBytes = 40;   // u64 lane round + 32-byte digest
 
-void PutLe(uint64_t v, size_t bytes, std::string* out) {
-  for (size_t i = 0; i < bytes; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint64_t GetLe(const char* p, size_t bytes) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < bytes; ++i) v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
-  return v;
-}
-
 // The digest of lane round j: every lane's batch j, in lane order.
 std::string RoundDigest(const RunIndex& run, uint64_t j) {
   std::string bytes;
   for (uint32_t lane = 0; lane < run.canonical_replicas; ++lane) {
     const proto::AuditRecord& r = run.batches.at({lane, j});
     bytes += r.token_sha256();
-    for (uint64_t id : r.sample_ids()) PutLe(id, 8, &bytes);
+    for (uint64_t id : r.sample_ids()) AppendLittleEndian(id, 8, &bytes);
   }
   return Sha256(bytes);
 }
@@ -58,11 +49,11 @@ absl::StatusOr<std::vector<MergedRound>> ReadMergedSteps(const std::string& dir,
                                             kStepsMagic, " header)"));
   }
   if (canonical_replicas != nullptr) {
-    *canonical_replicas = static_cast<uint32_t>(GetLe(bytes->data() + 8, 4));
+    *canonical_replicas = static_cast<uint32_t>(LoadLittleEndian(bytes->data() + 8, 4));
   }
   std::vector<MergedRound> out;
   for (size_t at = kHeaderBytes; at + kEntryBytes <= bytes->size(); at += kEntryBytes) {
-    out.push_back(MergedRound{GetLe(bytes->data() + at, 8), bytes->substr(at + 8, 32)});
+    out.push_back(MergedRound{LoadLittleEndian(bytes->data() + at, 8), bytes->substr(at + 8, 32)});
   }
   return out;  // a torn last entry (fewer than 40 bytes) is not one
 }
@@ -90,7 +81,7 @@ absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
   std::string out;
   if (next == 0) {
     out = std::string(kStepsMagic, 8);
-    PutLe(run->canonical_replicas, 4, &out);
+    AppendLittleEndian(run->canonical_replicas, 4, &out);
   }
   uint64_t j = next;
   for (; j < through; ++j) {
@@ -99,7 +90,7 @@ absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
       complete = run->batches.count({lane, j}) > 0;
     }
     if (!complete) break;
-    PutLe(j, 8, &out);
+    AppendLittleEndian(j, 8, &out);
     out += RoundDigest(*run, j);
   }
   const off_t at = static_cast<off_t>(next == 0 ? 0 : kHeaderBytes + next * kEntryBytes);

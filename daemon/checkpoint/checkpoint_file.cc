@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/little_endian.h"
 #include "daemon/pipeline/spec_string_form.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -25,22 +26,18 @@ uint32_t Crc32(std::string_view bytes) {
               bytes.size()));
 }
 
-void PutLe(std::string* out, size_t offset, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) (*out)[offset + i] = static_cast<char>(v >> (8 * i));
+void PutU32(std::string* out, size_t offset, uint32_t v) {
+  StoreLittleEndian(out->data() + offset, v, 4);
 }
-uint64_t GetLe(std::string_view in, size_t offset, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) {
-    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[offset + i])) << (8 * i);
-  }
-  return v;
+void PutU64(std::string* out, size_t offset, uint64_t v) {
+  StoreLittleEndian(out->data() + offset, v, 8);
 }
-void PutU32(std::string* out, size_t offset, uint32_t v) { PutLe(out, offset, v, 4); }
-void PutU64(std::string* out, size_t offset, uint64_t v) { PutLe(out, offset, v, 8); }
 uint32_t GetU32(std::string_view in, size_t offset) {
-  return static_cast<uint32_t>(GetLe(in, offset, 4));
+  return static_cast<uint32_t>(LoadLittleEndian(in.data() + offset, 4));
 }
-uint64_t GetU64(std::string_view in, size_t offset) { return GetLe(in, offset, 8); }
+uint64_t GetU64(std::string_view in, size_t offset) {
+  return LoadLittleEndian(in.data() + offset, 8);
+}
 
 absl::Status NewerVersionError(uint32_t version) {
   return absl::FailedPreconditionError(
