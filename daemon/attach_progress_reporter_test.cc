@@ -57,7 +57,9 @@ TEST(AttachProgressReporterTest, ReportsEveryIntervalWhileTheAttachWorks) {
   ASSERT_GE(messages.size(), 3u);
   for (size_t i = 0; i < messages.size(); ++i) {
     ASSERT_TRUE(messages[i].has_progress());
-    if (i > 0) EXPECT_GT(messages[i].progress().elapsed_s(), messages[i - 1].progress().elapsed_s());
+    if (i > 0) {
+      EXPECT_GT(messages[i].progress().elapsed_s(), messages[i - 1].progress().elapsed_s());
+    }
   }
   EXPECT_EQ(messages.back().progress().tokenized_bytes(), 1'000'000u);
   EXPECT_NE(messages.back().progress().activity().find("/d/a.jsonl"), std::string::npos);

@@ -42,7 +42,9 @@ std::string TokenSha256(const int32_t* tokens, uint64_t count) {
 absl::Status WriteBatch(const pipeline::Batch& batch, const BatchSchema& schema,
                         shm::SlotWriter* slot, pipeline::LossMaskTally* masks,
                         std::string* token_sha256) {
-  if (token_sha256 != nullptr) *token_sha256 = TokenSha256(batch.tokens.data(), batch.tokens.size());
+  if (token_sha256 != nullptr) {
+    *token_sha256 = TokenSha256(batch.tokens.data(), batch.tokens.size());
+  }
   if (batch.records) {
     const pipeline::RecordSizes sizes{batch.tokens.size(), batch.payload.size()};
     ASSIGN_OR_RETURN(pipeline::RecordCells dst,

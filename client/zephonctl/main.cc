@@ -10,7 +10,8 @@
 //     (AGG_DIR and FILE may be s3:// URLs; --s3-endpoint/--s3-region/... or AWS_*)
 //   zephonctl shm ls [--prefix P] [--socket S] [--json]
 //   zephonctl shm gc [--prefix P] [--socket S]
-//   zephonctl which --spec FILE --step N [--global-batches B] [--dp-degree D] [--tokens] [--json]
+//   zephonctl which --spec FILE (--step N | --sample D/S/I) [--global-batches B] [--dp-degree D]
+//                   [--tokens] [--text TOKENIZER] [--json]
 //   zephonctl audit diff RUN_A RUN_B [--steps A:B] [--global-batches B] [--json]
 //   zephonctl audit verify RUN --spec FILE [--json]
 //

@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/provenance/step_locator.h"
+#include "tokenizer/tokenizer.h"
 
 namespace zephon::ctl {
 namespace {
@@ -30,6 +31,7 @@ struct WhichArgs {
   uint64_t global_batches = 0;  // 0: C
   uint32_t dp_degree = 0;       // 0: the checkpoint's, else 1
   bool tokens = false;
+  std::string tokenizer;  // --text: decode each piece with it
   bool json = false;
   int threads = 0;  // 0: the machine's cores
 };
@@ -53,6 +55,34 @@ absl::StatusOr<std::string> TokenList(const pipeline::StepLocator& locator,
   return out + "]";
 }
 
+// The text of one segment, decoded with `tokenizer`; newlines and tabs shown as \n, \t.
+absl::StatusOr<std::string> SegmentText(const pipeline::StepLocator& locator,
+                                        const tokenizer::Tokenizer& tokenizer,
+                                        const pipeline::Segment& seg) {
+  std::vector<int32_t> tokens;
+  RETURN_IF_ERROR(locator.source()->datasets()[seg.id.dataset]->AppendTokens(
+      seg.id.shard, seg.id.index, seg.offset, seg.count, &tokens));
+  return tokenizer.Decode(tokens);
+}
+
+// For one line of the table: control characters escaped, at most 60 characters.
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= 60) return out + "...";
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // The row of each segment: segments fill rows of `cols` cells in order; a record batch
 // (cols 0) has one segment per row.
 std::vector<uint32_t> RowsOf(const pipeline::BatchPlan& plan) {
@@ -67,6 +97,7 @@ std::vector<uint32_t> RowsOf(const pipeline::BatchPlan& plan) {
 }
 
 absl::Status PrintJson(const pipeline::StepLocator& locator, const WhichArgs& args,
+                       const tokenizer::Tokenizer* tokenizer,
                        uint64_t global_batches, uint32_t dp_degree, const std::string& hash,
                        const std::vector<pipeline::StepLocator::StepBatch>& batches,
                        std::ostream& out) {
@@ -96,6 +127,10 @@ absl::Status PrintJson(const pipeline::StepLocator& locator, const WhichArgs& ar
         ASSIGN_OR_RETURN(std::string tokens, TokenList(locator, seg));
         out << ", \"tokens\": " << tokens;
       }
+      if (tokenizer != nullptr) {
+        ASSIGN_OR_RETURN(std::string text, SegmentText(locator, *tokenizer, seg));
+        out << ", \"text\": " << JsonQuote(text);
+      }
       out << "}";
     }
     out << "]}";
@@ -105,6 +140,7 @@ absl::Status PrintJson(const pipeline::StepLocator& locator, const WhichArgs& ar
 }
 
 absl::Status PrintText(const pipeline::StepLocator& locator, const WhichArgs& args,
+                       const tokenizer::Tokenizer* tokenizer,
                        uint64_t global_batches, uint32_t dp_degree, const std::string& hash,
                        const std::vector<pipeline::StepLocator::StepBatch>& batches,
                        std::ostream& out) {
@@ -128,6 +164,10 @@ absl::Status PrintText(const pipeline::StepLocator& locator, const WhichArgs& ar
         if (args.tokens) {
           ASSIGN_OR_RETURN(std::string tokens, TokenList(locator, seg));
           absl::StrAppend(&range, " ", tokens);
+        }
+        if (tokenizer != nullptr) {
+          ASSIGN_OR_RETURN(std::string text, SegmentText(locator, *tokenizer, seg));
+          absl::StrAppend(&range, " \"", OneLine(text), "\"");
         }
         row.insert(row.end(), {DatasetName(locator, seg.id.dataset), FileName(locator, seg.id),
                                absl::StrCat(seg.id.index), range});
@@ -258,11 +298,23 @@ absl::Status RunWhich(const WhichArgs& args, std::ostream& out) {
       args.global_batches == 0 ? locator->num_lanes() : args.global_batches;
   ASSIGN_OR_RETURN(std::vector<pipeline::StepLocator::StepBatch> batches,
                    locator->Step(*args.step, global_batches, dp_degree));
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (!args.tokenizer.empty()) {
+    absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> loaded =
+        tokenizer::Tokenizer::Load(args.tokenizer);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--text ", args.tokenizer, ": ", loaded.status().message()));
+    }
+    tok = *std::move(loaded);
+  }
   std::ostringstream text;  // nothing printed unless all of it was found
   if (args.json) {
-    RETURN_IF_ERROR(PrintJson(*locator, args, global_batches, dp_degree, hash, batches, text));
+    RETURN_IF_ERROR(
+        PrintJson(*locator, args, tok.get(), global_batches, dp_degree, hash, batches, text));
   } else {
-    RETURN_IF_ERROR(PrintText(*locator, args, global_batches, dp_degree, hash, batches, text));
+    RETURN_IF_ERROR(
+        PrintText(*locator, args, tok.get(), global_batches, dp_degree, hash, batches, text));
   }
   out << text.str();
   return absl::OkStatus();
@@ -294,6 +346,11 @@ void AddWhichCommand(CLI::App& app, int* exit_code) {
                     "DP groups to attribute batches to (default: the checkpoint's, else 1)")
       ->check(CLI::Range(1u, 1u << 20));
   which->add_flag("--tokens", args->tokens, "Also print each piece's token ids");
+  which->add_option("--text", args->tokenizer,
+                    "Also print each piece's text, decoded with this tokenizer (a "
+                    "tokenizer.json, its directory, or a SentencePiece .model)")
+      ->check(CLI::ExistingPath)
+      ->excludes(sample);
   which->add_flag("--json", args->json, "Print JSON");
   which->add_option("--threads", args->threads,
                     "Threads counting flush groups (default: the machine's cores)")

@@ -4,7 +4,7 @@
 // each piece of a document in it (dataset, file, document index, token range).
 //
 //   zephonctl which --spec FILE --step N [--global-batches B] [--dp-degree D]
-//                   [--tokens] [--json] [--threads T]
+//                   [--tokens] [--text TOKENIZER] [--json] [--threads T]
 //   zephonctl which --spec FILE --sample DATASET/SHARD/DOC [--passes P] [...]
 //     the inverse: every pass, step, DP group, lane batch and row that holds the document
 //

@@ -76,8 +76,8 @@ absl::StatusOr<DiffReport> DiffRuns(const RunIndex& a, const RunIndex& b,
   if (c == 0) return absl::InvalidArgumentError("the audit logs hold no records");
   if (global_batches == 0) global_batches = c;
   if (global_batches % c != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("global_batches ", global_batches,
-                                                   " must be a multiple of canonical_replicas ", c));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_batches ", global_batches, " must be a multiple of canonical_replicas ", c));
   }
   DiffReport report;
   report.batches_per_lane = global_batches / c;

@@ -105,7 +105,9 @@ absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
   ok = ok && fdatasync(fd) == 0;
   const int err = errno;
   close(fd);
-  if (!ok) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+  if (!ok) {
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+  }
   return j;
 }
 

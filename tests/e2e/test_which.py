@@ -3,6 +3,7 @@ spec (or a checkpoint) alone, are the ones the daemon delivered in that step: th
 lanes, lane batches and documents, and token for token the same rows."""
 from __future__ import annotations
 
+import json
 import subprocess
 
 import numpy as np
@@ -118,3 +119,33 @@ def test_which_refuses_what_it_cannot_answer(corpus, daemon, tmp_path):
     bad.write_text("{not json")
     with pytest.raises(zephon.InvalidOptionError, match="neither a checkpoint"):
         zephon.which(str(bad), 0)
+
+
+def test_which_text_decodes_each_piece_with_the_tokenizer(daemon, tmp_path):
+    # A Megatron corpus of tokenized sentences: --text shows each piece decoded.
+    from test_tokenize_pipeline import tiny_tokenizer_json
+
+    tok_path = tmp_path / "tokenizer.json"
+    tok_path.write_text(tiny_tokenizer_json(), encoding="utf-8")
+    tok = zephon.Tokenizer(str(tok_path))
+    # Words the tiny tokenizer knows ("a", "b"), in varying counts.
+    texts = [" ".join(["a"] * (i % 7 + 1) + ["b"] * (i % 5 + 1)) for i in range(200)]
+    docs = [np.array(tok.encode(t), dtype=np.int64) for t in texts]
+    (tmp_path / "c").mkdir()
+    zephon.write_megatron_dataset(tmp_path / "c" / "s", docs, dtype=np.uint16)
+    ds = zephon.Dataset.from_path("web", str(tmp_path / "c" / "s"), fmt="megatron")
+    p = (zephon.Pipeline(zephon.StaticMixtureWorkSource([ds], chunk_size=16))
+         .pack_flat(max_length=64).batch(2).options(daemon=daemon.socket))
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(p._request()))
+    out = subprocess.run([zephonctl_path(), "which", "--spec", str(spec), "--step", "1",
+                          "--text", str(tok_path), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    segments = [s for b in json.loads(out.stdout)["batches"] for s in b["segments"]]
+    assert len(segments) > 2
+    for s in segments:  # each piece is its document's ids [start, end), decoded
+        ids = docs[s["doc"]][s["token_start"]:s["token_end"]].tolist()
+        assert s["text"] == tok.decode(ids), s
+    assert any(s["text"] != segments[0]["text"] for s in segments)
+    p.close()

@@ -27,13 +27,15 @@ def _zephonctl() -> str:
 def which(spec_or_state: Any, step: Optional[int] = None, *,
           sample: Union[str, tuple[Any, Any, int], None] = None,
           global_batches: Optional[int] = None, dp_degree: Optional[int] = None,
-          tokens: bool = False, passes: Optional[int] = None,
+          tokens: bool = False, text: Union[str, os.PathLike[str], None] = None,
+          passes: Optional[int] = None,
           timeout_s: float = 600.0) -> dict[str, Any]:
     """The samples of global step ``step`` (from 0): for each of its micro-batches the DP
     group that received it (``dp_group``, ``batch_in_step``), the ``lane`` and
     ``lane_batch`` it came from, and its ``segments``: row, ``dataset`` (name),
     ``file``, ``doc`` (index in the file), ``token_start``/``token_end`` (and
-    ``tokens`` with ``tokens=True``); padding segments carry ``padding`` (cells).
+    ``tokens`` with ``tokens=True``, ``text`` with ``text=`` a tokenizer's path);
+    padding segments carry ``padding`` (cells).
 
     ``spec_or_state`` is a :class:`~zephon.Pipeline` (its spec), checkpoint bytes (from
     :meth:`~zephon.Pipeline.checkpoint`), or the path of a checkpoint file or spec JSON.
@@ -79,6 +81,8 @@ def which(spec_or_state: Any, step: Optional[int] = None, *,
             argv += ["--dp-degree", str(dp_degree)]
         if tokens:
             argv.append("--tokens")
+        if text is not None:
+            argv += ["--text", os.fspath(text)]
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     if out.returncode != 0:
         message = out.stderr.strip().removeprefix("zephonctl which: ")

@@ -53,12 +53,35 @@ absl::Status StepLocator::Anchor(const std::vector<proto::LaneProgress>& lanes) 
   return absl::OkStatus();
 }
 
+bool StepLocator::FullGroupsBefore(uint32_t lane, uint64_t group) {
+  const LaneOptions& o = resolved_.lanes;
+  // Records are samples, none dropped, and every chunk holds chunk_size of them (a
+  // schedule's chunks may differ by a few): group g starts at record g * k * chunk_size.
+  if (!o.records || o.mixture.enabled || source_->phase_schedule() != nullptr) return false;
+  const std::optional<uint64_t> chunks = source_->NumChunks();
+  const uint64_t first_chunk = group * o.flush_every_k_chunks;
+  if (chunks && GlobalChunkOfLane(lane, first_chunk, o.num_lanes, o.routing, o.routing_seed) >=
+                    *chunks) {
+    return false;  // the lane ends before it: count up to the end instead
+  }
+  LaneTotals& t = totals_[lane];
+  if (t.first_group <= group && group < t.first_group + t.before.size()) return true;
+  t = LaneTotals{};
+  t.first_group = group;
+  t.before = {first_chunk * source_->chunk_size()};
+  return true;
+}
+
 absl::Status StepLocator::CountUpTo(uint32_t lane, uint64_t record) {
+  const LaneOptions& o = resolved_.lanes;
+  // Record pipelines jump to the group holding the record: O(1), whatever the step.
+  FullGroupsBefore(lane, record / (o.flush_every_k_chunks * source_->chunk_size()));
   if (record < totals_[lane].before.front()) totals_[lane] = LaneTotals{};  // before an anchor
   return Count(lane, [record](const LaneTotals& t) { return t.before.back() <= record; });
 }
 
 absl::Status StepLocator::CountGroupsThrough(uint32_t lane, uint64_t group) {
+  FullGroupsBefore(lane, group);
   if (group < totals_[lane].first_group) totals_[lane] = LaneTotals{};
   return Count(lane, [group](const LaneTotals& t) {
     return t.first_group + t.before.size() - 1 <= group;  // group's end not counted yet
@@ -201,7 +224,8 @@ absl::StatusOr<std::vector<StepLocator::StepBatch>> StepLocator::Step(uint64_t s
         return absl::OutOfRangeError(absl::StrCat(
             "step ", step, " is past the end of lane ", lane, ": it has ", batches,
             " batches, so its last full step of ", global_batches, " batches is step ",
-            batches / per_lane == 0 ? std::string("(none)") : absl::StrCat(batches / per_lane - 1)));
+            batches / per_lane == 0 ? std::string("(none)")
+                                    : absl::StrCat(batches / per_lane - 1)));
       }
       out.push_back(StepBatch{d, static_cast<uint32_t>(i), *std::move(plan)});
     }

@@ -16,7 +16,8 @@
 // consecutive records, across flush groups. The locator counts each flush group's
 // records (LaneStream::GroupRecords: sample lengths only) up to that record, keeps the
 // running totals per lane for later queries, and replays one flush group from there
-// (LaneStream::Create at {group, record - records before it}). Cost: the first query
+// (LaneStream::Create at {group, record - records before it}); a record pipeline without
+// ensure_mixture jumps there in O(1) (every group is k * chunk_size records). Cost: the first query
 // at lane batch b counts the lane's flush groups up to b, on `threads` threads (without
 // ensure_mixture, a wrap or record pipeline's group is counted from its sample lengths
 // alone; other packers replay the packing); a query at or below a counted position
@@ -112,6 +113,11 @@ class StepLocator {
   };
 
   StepLocator(ResolvedPipeline resolved, std::shared_ptr<const WorkSource> source, int threads);
+  // For a record pipeline (no packer, no ensure_mixture, a static mixture), whose group
+  // g starts at record g * k * chunk_size: makes the totals of `lane` start at `group`
+  // unless they already cover it. False (nothing changed) for other pipelines, or when
+  // the lane ends before `group`.
+  bool FullGroupsBefore(uint32_t lane, uint64_t group);
   // Counts flush groups of `lane` until they hold record `record` or the lane ends.
   absl::Status CountUpTo(uint32_t lane, uint64_t record);
   // Counts flush groups of `lane` until group `group` is counted or the lane ends.
