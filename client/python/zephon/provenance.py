@@ -71,8 +71,8 @@ def which(spec_or_state: Any, step: Optional[int] = None, *,
         if step is not None:
             argv += ["--step", str(step)]
         elif sample is not None:
-            text = sample if isinstance(sample, str) else "/".join(str(x) for x in sample)
-            argv += ["--sample", text]
+            named = sample if isinstance(sample, str) else "/".join(str(x) for x in sample)
+            argv += ["--sample", named]
             if passes is not None:
                 argv += ["--passes", str(passes)]
         if global_batches is not None:
