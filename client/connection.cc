@@ -173,9 +173,25 @@ std::string LastLogLine(const std::string& log) {
   return newline == std::string::npos ? tail : tail.substr(newline + 1);
 }
 
+// The pid written in "<socket>.lock" by the zephond holding it, when that process is
+// alive; 0 otherwise.
+pid_t LiveLockHolder(const std::string& socket) {
+  const std::string path = socket + ".lock";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return 0;
+  char text[32] = {};
+  const ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  const long pid = n > 0 ? std::strtol(text, nullptr, 10) : 0;
+  return pid > 1 && !Exited(static_cast<pid_t>(pid)) ? static_cast<pid_t>(pid) : 0;
+}
+
 // How long a client keeps polling after the daemon it started exited: another rank's
-// daemon may have won the socket's lock and be about to listen.
+// daemon may have won the socket's lock and be about to listen. With a live lock
+// holder that does not listen (its socket file was deleted under it) the wait ends
+// after kLockHolderGrace, which a daemon that is starting never takes.
 constexpr absl::Duration kLostRaceGrace = absl::Seconds(1);
+constexpr absl::Duration kLockHolderGrace = absl::Seconds(10);
 
 }  // namespace
 
@@ -243,12 +259,22 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectOrStart(const ConnectOptio
     if (*daemon != 0 && exited_at == absl::InfiniteFuture() && Exited(*daemon)) {
       exited_at = absl::Now();
     }
-    if (absl::Now() - exited_at > kLostRaceGrace) {
+    const absl::Duration since_exit = absl::Now() - exited_at;
+    if (since_exit > kLostRaceGrace) {
+      const pid_t holder = LiveLockHolder(socket);
+      if (holder != 0 && since_exit <= kLockHolderGrace) {
+        SleepAndBackOff(&poll);
+        continue;  // the winner of the lock may still be starting
+      }
       const std::string last = LastLogLine(socket + ".log");
       return absl::UnavailableError(absl::StrCat(
           "started zephond (pid ", *daemon, ") for ", socket, " but it exited without listening",
-          last.empty() ? "" : absl::StrCat(": \"", last, "\""), "; see its log at ", socket,
-          ".log"));
+          last.empty() ? "" : absl::StrCat(": \"", last, "\""),
+          holder == 0 ? ""
+                      : absl::StrCat("; zephond pid ", holder, " holds ", socket,
+                                     ".lock but does not listen there (was the socket file "
+                                     "deleted? stop it: kill ", holder, ")"),
+          "; see its log at ", socket, ".log"));
     }
     SleepAndBackOff(&poll);
   }

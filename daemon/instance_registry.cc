@@ -12,6 +12,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_format.h"
 #include "common/mix.h"
 #include "common/status_macros.h"
@@ -36,8 +37,14 @@ namespace {
 // "" = no audit. INVALID_ARGUMENT when asked with no local place to write.
 absl::StatusOr<std::string> AuditDirOf(const std::string& daemon_audit_dir, bool asked,
                                        const std::string& aggregate_dir,
+                                       const std::string& run_id,
                                        const std::string& run_key) {
-  if (!daemon_audit_dir.empty()) return absl::StrCat(daemon_audit_dir, "/", run_key);
+  // An unnamed run's key ("local-N") starts again at 1 in every daemon: its directory
+  // also carries the daemon's pid and the time, so two such runs never share one.
+  const std::string run =
+      run_id.empty() ? absl::StrCat(run_key, "-", getpid(), "-", absl::ToUnixMillis(absl::Now()))
+                     : run_key;
+  if (!daemon_audit_dir.empty()) return absl::StrCat(daemon_audit_dir, "/", run);
   if (!asked) return std::string();
   if (aggregate_dir.empty()) {
     return absl::InvalidArgumentError(
@@ -49,7 +56,7 @@ absl::StatusOr<std::string> AuditDirOf(const std::string& daemon_audit_dir, bool
         "audit=True writes a local log, but aggregate_dir is ", aggregate_dir,
         ": start zephond with --audit-dir on a local or shared file system"));
   }
-  return absl::StrCat(aggregate_dir, "/", run_key, "/audit");
+  return absl::StrCat(aggregate_dir, "/", run, "/audit");
 }
 
 // Longest an attach waits on the store for the leader file (retries included): a store
@@ -549,7 +556,7 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   }
   ASSIGN_OR_RETURN(config.audit_dir,
                    AuditDirOf(options_.audit_dir, request.execution().audit(),
-                              attach.identity.aggregate_dir, run_key));
+                              attach.identity.aggregate_dir, attach.identity.run_id, run_key));
   config.reserved_readers = reserve;
   config.restore_key = resume != nullptr ? resume->key : "";
   config.run_key = run_key;

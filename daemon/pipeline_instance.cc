@@ -167,7 +167,7 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
         audit::AuditLog::Open(config.audit_dir, config.instance_id);
     if (!opened.ok()) {
       return absl::Status(opened.status().code(),
-                          absl::StrCat("audit=True: ", opened.status().message()));
+                          absl::StrCat("the audit log: ", opened.status().message()));
     }
     audit = *std::move(opened);
   }

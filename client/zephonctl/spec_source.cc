@@ -42,6 +42,7 @@ absl::StatusOr<SpecSource> LoadSpecSource(const std::string& path) {
   }
   RETURN_IF_ERROR(client::AbsolutizeLocalPaths(&request));
   out.spec = request.spec();
+  out.dp_degree = static_cast<uint32_t>(request.rank().dp_degree());
   return out;
 }
 
@@ -56,7 +57,9 @@ absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::stri
   }
   OpenedSpec out;
   out.dp_degree = dp_degree;
-  if (out.dp_degree == 0) out.dp_degree = source.checkpoint ? source.checkpoint->dp_degree() : 1;
+  if (out.dp_degree == 0) {
+    out.dp_degree = source.checkpoint ? source.checkpoint->dp_degree() : source.dp_degree;
+  }
   if (out.dp_degree == 0) out.dp_degree = 1;
   ASSIGN_OR_RETURN(pipeline::ResolvedPipeline resolved,
                    pipeline::ResolvePipeline(source.spec, out.dp_degree));

@@ -20,6 +20,7 @@ namespace zephon::ctl {
 struct SpecSource {
   proto::PipelineSpec spec;
   std::optional<proto::CheckpointState> checkpoint;
+  uint32_t dp_degree = 0;  // an attach request's rank.dp_degree (0: none given)
 };
 
 // `path` is a checkpoint file, a PipelineSpec as JSON, or an attach request's JSON with
@@ -33,7 +34,8 @@ struct OpenedSpec {
   uint32_t dp_degree = 1;
 };
 
-// Resolves the spec for `dp_degree` (0: the checkpoint's, else 1), opens its datasets
+// Resolves the spec for `dp_degree` (0: the checkpoint's, else the attach request's,
+// else 1), opens its datasets
 // and builds a StepLocator on `threads` threads (0: the machine's cores), anchored at
 // the checkpoint's lane positions when there is one. Errors: UNIMPLEMENTED for a
 // tokenize operator (its lengths come from tokenizing the text); FAILED_PRECONDITION

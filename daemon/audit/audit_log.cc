@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -170,7 +171,8 @@ absl::StatusOr<std::vector<proto::AuditRecord>> ReadAuditFile(const std::string&
   return out;
 }
 
-absl::StatusOr<std::vector<proto::AuditRecord>> ReadAuditDir(const std::string& dir) {
+absl::Status ForEachAuditRecord(const std::string& dir,
+                                const std::function<void(proto::AuditRecord)>& visit) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return Errno(absl::StrCat("cannot list the audit directory ", dir), errno);
   std::vector<std::string> files;
@@ -189,12 +191,19 @@ absl::StatusOr<std::vector<proto::AuditRecord>> ReadAuditDir(const std::string& 
                                             "zephond --audit-dir?"));
   }
   std::sort(files.begin(), files.end());
-  std::vector<proto::AuditRecord> out;
   for (const std::string& f : files) {
     absl::StatusOr<std::vector<proto::AuditRecord>> records = ReadAuditFile(dir + "/" + f);
     if (!records.ok()) return records.status();
-    for (proto::AuditRecord& r : *records) out.push_back(std::move(r));
+    for (proto::AuditRecord& r : *records) visit(std::move(r));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<proto::AuditRecord>> ReadAuditDir(const std::string& dir) {
+  std::vector<proto::AuditRecord> out;
+  absl::Status read =
+      ForEachAuditRecord(dir, [&out](proto::AuditRecord r) { out.push_back(std::move(r)); });
+  if (!read.ok()) return read;
   return out;
 }
 

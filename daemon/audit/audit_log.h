@@ -16,6 +16,7 @@
 #define ZEPHON_DAEMON_AUDIT_AUDIT_LOG_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,9 @@ absl::StatusOr<std::vector<proto::AuditRecord>> ReadAuditFile(const std::string&
 // Every *.zaudit file directly in `dir` (sorted by name), concatenated. Errors: those
 // of ReadAuditFile; NOT_FOUND when `dir` does not exist or holds no audit file.
 absl::StatusOr<std::vector<proto::AuditRecord>> ReadAuditDir(const std::string& dir);
+// The same, one record at a time (memory: one file, at most its rotation size).
+absl::Status ForEachAuditRecord(const std::string& dir,
+                                const std::function<void(proto::AuditRecord)>& visit);
 
 }  // namespace zephon::audit
 

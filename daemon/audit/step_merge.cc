@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <map>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -15,7 +16,6 @@
 #include "common/file_io.h"
 #include "common/little_endian.h"
 #include "common/logging.h"
-#include "daemon/audit/audit_diff.h"
 #include "daemon/audit/audit_log.h"
 
 namespace zephon::audit {
@@ -25,15 +25,12 @@ constexpr char kStepsMagic[] = "ZSTEPS01";
 constexpr size_t kHeaderBytes = 12;  // magic + u32 C
 constexpr size_t kEntryBytes = 40;   // u64 lane round + 32-byte digest
 
-// The digest of lane round j: every lane's batch j, in lane order.
-std::string RoundDigest(const RunIndex& run, uint64_t j) {
-  std::string bytes;
-  for (uint32_t lane = 0; lane < run.canonical_replicas; ++lane) {
-    const proto::AuditRecord& r = run.batches.at({lane, j});
-    bytes += r.token_sha256();
-    for (uint64_t id : r.sample_ids()) AppendLittleEndian(id, 8, &bytes);
-  }
-  return Sha256(bytes);
+// What lane round j's digest covers of one lane's batch j: its token digest, then its
+// sample ids as u64 little-endian.
+std::string DigestInput(const proto::AuditRecord& r) {
+  std::string bytes = r.token_sha256();
+  for (uint64_t id : r.sample_ids()) AppendLittleEndian(id, 8, &bytes);
+  return bytes;
 }
 
 }  // namespace
@@ -44,6 +41,13 @@ absl::StatusOr<std::vector<MergedRound>> ReadMergedSteps(const std::string& dir,
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (absl::IsNotFound(bytes.status())) return std::vector<MergedRound>();
   if (!bytes.ok()) return bytes.status();
+  // A crash between creating the file and writing its header leaves fewer bytes: no
+  // entries yet (the next merge writes the header).
+  if (bytes->size() < kHeaderBytes &&
+      std::string(kStepsMagic).compare(0, std::min<size_t>(bytes->size(), 8), *bytes, 0,
+                                       std::min<size_t>(bytes->size(), 8)) == 0) {
+    return std::vector<MergedRound>();
+  }
   if (bytes->size() < kHeaderBytes || bytes->compare(0, 8, kStepsMagic) != 0) {
     return absl::DataLossError(absl::StrCat(path, " is not a merged steps file (no ",
                                             kStepsMagic, " header)"));
@@ -59,39 +63,47 @@ absl::StatusOr<std::vector<MergedRound>> ReadMergedSteps(const std::string& dir,
 }
 
 absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
-  absl::StatusOr<std::vector<proto::AuditRecord>> records = ReadAuditDir(dir);
-  if (!records.ok()) return records.status();
-  absl::StatusOr<RunIndex> run = IndexRun(*records);
-  if (!run.ok()) return run.status();
   uint32_t c = 0;
   absl::StatusOr<std::vector<MergedRound>> merged = ReadMergedSteps(dir, &c);
   if (!merged.ok()) return merged.status();
+  const uint64_t next = merged->size();
+  // Only the lane rounds to merge now are kept (memory: the window, not the run).
+  uint32_t lanes = 0;
+  std::map<std::pair<uint64_t, uint32_t>, std::string> window;  // (j, lane) -> input
+  absl::Status read = ForEachAuditRecord(dir, [&](proto::AuditRecord r) {
+    if (lanes == 0) lanes = r.canonical_replicas();
+    if (r.lane_batch_index() < next || r.lane_batch_index() >= through) return;
+    window.try_emplace({r.lane_batch_index(), r.lane()}, DigestInput(r));
+  });
+  if (!read.ok()) return read;
+  if (lanes == 0) return next;  // no record yet: nothing to merge
   const std::string path = absl::StrCat(dir, "/", kStepsFile);
-  if (!merged->empty() && c != run->canonical_replicas) {
+  if (next > 0 && c != lanes) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, " merges ", c, " lanes but the run's audit records have ",
-        run->canonical_replicas));
+        path, " merges ", c, " lanes but the run's audit records have ", lanes));
   }
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
   if (fd < 0) {
     return absl::InternalError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
   // Start right after the last whole entry: a torn tail is overwritten.
-  const uint64_t next = merged->size();
   std::string out;
   if (next == 0) {
     out = std::string(kStepsMagic, 8);
-    AppendLittleEndian(run->canonical_replicas, 4, &out);
+    AppendLittleEndian(lanes, 4, &out);
   }
   uint64_t j = next;
   for (; j < through; ++j) {
+    std::string round;
     bool complete = true;
-    for (uint32_t lane = 0; lane < run->canonical_replicas && complete; ++lane) {
-      complete = run->batches.count({lane, j}) > 0;
+    for (uint32_t lane = 0; lane < lanes && complete; ++lane) {
+      auto it = window.find({j, lane});
+      complete = it != window.end();
+      if (complete) round += it->second;
     }
     if (!complete) break;
     AppendLittleEndian(j, 8, &out);
-    out += RoundDigest(*run, j);
+    out += Sha256(round);
   }
   const off_t at = static_cast<off_t>(next == 0 ? 0 : kHeaderBytes + next * kEntryBytes);
   bool ok = ftruncate(fd, at) == 0;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -97,6 +98,29 @@ TEST(StepMergeTest, ATornLastEntryIsCutAndRewritten) {
   ASSERT_TRUE(MergeSteps(dir, 5).ok());
   EXPECT_EQ(std::filesystem::file_size(path), size);
   EXPECT_EQ(ReadMergedSteps(dir)->size(), 5u);
+}
+
+TEST(StepMergeTest, AFileCutBeforeItsHeaderHoldsNothingAndIsRewritten) {
+  const std::string dir = testing::MakeTempDir("steps-short");
+  Write(dir, 0, 3);
+  for (const char* content : {"", "ZSTE"}) {
+    {
+      std::FILE* f = std::fopen((dir + "/" + kStepsFile).c_str(), "wb");
+      std::fputs(content, f);
+      std::fclose(f);
+    }
+    auto rounds = ReadMergedSteps(dir);
+    ASSERT_TRUE(rounds.ok()) << rounds.status();
+    EXPECT_TRUE(rounds->empty());
+    ASSERT_TRUE(MergeSteps(dir, 3).ok());
+    EXPECT_EQ(ReadMergedSteps(dir)->size(), 3u);
+  }
+  {
+    std::FILE* f = std::fopen((dir + "/" + kStepsFile).c_str(), "wb");
+    std::fputs("NOTSTEPS-and-more", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(ReadMergedSteps(dir).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(StepMergeTest, TheMergerRunsQueuedMergesOnItsThread) {

@@ -92,7 +92,10 @@ def test_an_auto_started_daemon_that_exits_is_an_error_within_seconds(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("DaemonUnavailableError"), out.stdout
     seconds = float(out.stdout.split()[1])
-    assert seconds < 10, out.stdout  # the deadline was 60 s
+    # The deadline was 60 s; a live lock holder that does not listen gets 10 s.
+    assert seconds < 30, out.stdout
     assert "exited without listening" in out.stdout, out.stdout
     assert "another zephond holds" in out.stdout, out.stdout  # the daemon's own reason
+    assert f"zephond pid {first.pid} holds" in out.stdout, out.stdout
+    assert f"kill {first.pid}" in out.stdout, out.stdout
     assert f"{path}.log" in out.stdout, out.stdout

@@ -83,7 +83,13 @@ def which(spec_or_state: Any, step: Optional[int] = None, *,
             argv.append("--tokens")
         if text is not None:
             argv += ["--text", os.fspath(text)]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise errors.ZephonTimeoutError(
+                f"zephonctl which did not answer within {timeout_s} s (a far step of a large "
+                "run counts every document before it: ask from a checkpoint, or raise "
+                "timeout_s)", errors.DEADLINE_EXCEEDED) from None
     if out.returncode != 0:
         message = out.stderr.strip().removeprefix("zephonctl which: ")
         if out.returncode == 2:

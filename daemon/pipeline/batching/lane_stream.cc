@@ -362,6 +362,8 @@ absl::StatusOr<std::optional<uint64_t>> LaneStream::GroupRecords(
   // operators only permute the group, which changes neither its sample count (records
   // mode: one record each) nor its token total (wrap: the records are that total cut
   // into max_length pieces, the tail dropped). Those count from the chunks directly.
+  // (A schedule's chunks may differ from chunk_size by a few samples: records mode then
+  // counts them.)
   if (!options.mixture.enabled &&
       (options.records || options.pack.algorithm == PackAlgorithm::kWrap)) {
     const std::optional<uint64_t> num_chunks = source->NumChunks();
@@ -372,12 +374,13 @@ absl::StatusOr<std::optional<uint64_t>> LaneStream::GroupRecords(
       const uint64_t g =
           GlobalChunkOfLane(lane, c, options.num_lanes, options.routing, options.routing_seed);
       if (num_chunks && g >= *num_chunks) break;  // later lane chunks are later still
-      if (options.records) {
+      if (options.records && source->phase_schedule() == nullptr) {
         samples += source->chunk_size();
         continue;
       }
       source->Chunk(g, &chunk);
       samples += chunk.size();
+      if (options.records) continue;
       for (const SampleId& id : chunk) {
         tokens += source->datasets()[id.dataset]->SampleLength(id.shard, id.index);
       }

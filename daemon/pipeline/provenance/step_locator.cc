@@ -186,7 +186,12 @@ absl::StatusOr<std::vector<StepLocator::Occurrence>> StepLocator::Occurrences(
         const uint32_t row = plan->cols == 0 ? static_cast<uint32_t>(s)
                                              : static_cast<uint32_t>(filled / plan->cols);
         filled += seg.count;
-        if (!seg.padding && seg.id == id) found.pieces.emplace_back(row, seg);
+        // Only this group's records: a batch shared with a neighbouring group may hold
+        // the sample's draw of another pass there, found when that group is replayed.
+        const uint64_t record = plan->lane_batch_index * m + row;
+        if (!seg.padding && seg.id == id && record >= first && record < end) {
+          found.pieces.emplace_back(row, seg);
+        }
       }
       if (!found.pieces.empty()) out.push_back(std::move(found));
     }

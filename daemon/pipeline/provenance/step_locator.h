@@ -85,7 +85,8 @@ class StepLocator {
   // its lane by the routing; then its flush group is replayed. A draw that
   // ensure_mixture or an oversized-sample drop left out has no Occurrence. Two passes'
   // draws in one flush group (one across a pass boundary) are both reported with the
-  // first of the two passes.
+  // first of the two passes; a batch spanning two groups is reported once per group
+  // that holds the sample in it.
   // Errors: INVALID_ARGUMENT naming the id when it is not a sample of the datasets.
   absl::StatusOr<std::vector<Occurrence>> Occurrences(const SampleId& id, uint64_t passes);
 
