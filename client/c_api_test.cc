@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/time/clock.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 
 namespace {
@@ -44,6 +45,12 @@ TEST(CApiTest, WarmUpLeavesNoThreadBehind) {
   ASSERT_GT(before, 0);
   zephon_warm_up();
   zephon_warm_up();  // harmless again
+  // A thread gRPC detached at its shutdown may still be leaving /proc/self/task for a
+  // moment after the call returns (seen once in ~100 runs): gone within the deadline.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (ThreadCount() != before && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   EXPECT_EQ(ThreadCount(), before);
 }
 
