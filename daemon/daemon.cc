@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <filesystem>
 #include <thread>
 
@@ -189,11 +190,16 @@ absl::Status Daemon::StartServers() {
     aggregator_options.env = env_;
     // The leader merges an audited run's logs into per-lane-round records at each
     // completed round, on the merger's thread (daemon/audit/step_merge.h).
-    step_merger_ = std::make_unique<audit::StepMerger>();
+    try {
+      step_merger_ = std::make_unique<audit::StepMerger>();
+    } catch (const std::system_error& e) {  // its thread: audited runs go unmerged
+      spdlog::warn("no thread for merging audit logs at checkpoints ({}): they are not merged",
+                   e.what());
+    }
     aggregator_options.on_complete = [merger = step_merger_.get(), audit_dir = f.audit_dir](
                                          const proto::CheckpointState& state,
                                          const std::string& aggregate_dir) {
-      if (state.lanes().empty()) return;
+      if (merger == nullptr || state.lanes().empty()) return;
       uint64_t through = UINT64_MAX;
       for (const proto::LaneProgress& lane : state.lanes()) {
         through = std::min<uint64_t>(through, lane.next_batch_index());

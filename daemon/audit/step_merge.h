@@ -49,6 +49,7 @@ absl::StatusOr<std::vector<MergedRound>> ReadMergedSteps(const std::string& dir,
 
 class StepMerger {
  public:
+  // Starts the merging thread; throws std::system_error when none can be started.
   StepMerger();
   ~StepMerger();  // finishes the merge in progress, drops queued ones, joins
   StepMerger(const StepMerger&) = delete;
