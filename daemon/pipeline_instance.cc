@@ -314,8 +314,8 @@ void PipelineInstance::ProduceLoop() {
     if (audit_ != nullptr) {
       Audit(seq, plan ? plan->lane : batch->lane,
             plan ? plan->lane_batch_index : batch->lane_batch_index,
-            plan ? plan->rows : batch->rows, plan ? plan->sample_ids : batch->sample_ids,
-            std::move(token_sha256));
+            plan ? plan->start : batch->start, plan ? plan->rows : batch->rows,
+            plan ? plan->sample_ids : batch->sample_ids, std::move(token_sha256));
     }
     if (absl::Status published = writer_->Publish(std::move(*slot)); !published.ok()) {
       if (!absl::IsCancelled(published)) {
@@ -329,7 +329,8 @@ void PipelineInstance::ProduceLoop() {
 }
 
 void PipelineInstance::Audit(uint64_t seq, uint32_t lane, uint64_t lane_batch_index,
-                             uint32_t rows, const std::vector<pipeline::SampleId>& samples,
+                             const pipeline::LanePosition& start, uint32_t rows,
+                             const std::vector<pipeline::SampleId>& samples,
                              std::string token_sha256) {
   proto::AuditRecord record;
   record.set_run_id(config_.run_key);
@@ -342,6 +343,8 @@ void PipelineInstance::Audit(uint64_t seq, uint32_t lane, uint64_t lane_batch_in
   record.set_lane(lane);
   record.set_lane_batch_index(lane_batch_index);
   record.set_rows(rows);
+  record.set_flush_group_chunk(start.flush_group_chunk);
+  record.set_records_into_group(start.records_into_group);
   record.set_token_sha256(std::move(token_sha256));
   for (const pipeline::SampleId& id : samples) {
     record.add_sample_ids(id.dataset);

@@ -159,7 +159,8 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   void ProduceLoop();
   // Appends the audit record of the batch about to be published (stops auditing, loudly, if
   // the log cannot be written). Producer thread only.
-  void Audit(uint64_t seq, uint32_t lane, uint64_t lane_batch_index, uint32_t rows,
+  void Audit(uint64_t seq, uint32_t lane, uint64_t lane_batch_index,
+             const pipeline::LanePosition& start, uint32_t rows,
              const std::vector<pipeline::SampleId>& samples, std::string token_sha256);
   // Batches every attached reader released (min released cursor); `published` when
   // no reader is attached.

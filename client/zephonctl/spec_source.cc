@@ -1,5 +1,7 @@
 #include "client/zephonctl/spec_source.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <thread>
 #include <utility>
@@ -9,6 +11,8 @@
 #include "client/request_paths.h"
 #include "common/file_io.h"
 #include "common/status_macros.h"
+#include "daemon/audit/audit_log.h"
+#include "daemon/audit/step_merge.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/pipeline/spec.h"
 #include "google/protobuf/util/json_util.h"
@@ -47,7 +51,8 @@ absl::StatusOr<SpecSource> LoadSpecSource(const std::string& path) {
 }
 
 absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::string& path,
-                                       uint32_t dp_degree, int threads) {
+                                       uint32_t dp_degree, int threads,
+                                       bool anchor_at_checkpoint) {
   for (const proto::OperatorSpec& op : source.spec.operators()) {
     if (op.has_tokenize()) {
       return absl::UnimplementedError(
@@ -76,12 +81,54 @@ absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::stri
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ASSIGN_OR_RETURN(out.locator, pipeline::StepLocator::Create(std::move(resolved),
                                                               std::move(datasets), threads));
-  if (source.checkpoint) {
+  if (source.checkpoint && anchor_at_checkpoint) {
     // Its lane positions are exact: steps after it count from there, not from the start.
     RETURN_IF_ERROR(out.locator->Anchor(
         {source.checkpoint->lanes().begin(), source.checkpoint->lanes().end()}));
   }
   return out;
+}
+
+absl::StatusOr<uint64_t> AnchorFromAudit(const std::string& dir, OpenedSpec* opened,
+                                         uint64_t first, uint64_t end) {
+  struct stat st;
+  const std::string nested = dir + "/audit";
+  const std::string audit_dir =
+      stat(nested.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? nested : dir;
+  // The leader's merged lane rounds: one read per round.
+  std::vector<audit::MergedRound> rounds;
+  for (uint64_t j = first; j < end; ++j) {
+    std::string hash;
+    ASSIGN_OR_RETURN(std::optional<audit::MergedRound> round,
+                     audit::ReadMergedRound(audit_dir, j, &hash));
+    if (!round.has_value() || hash != opened->spec_hash ||
+        round->starts.size() != opened->locator->num_lanes()) {
+      rounds.clear();
+      break;
+    }
+    rounds.push_back(*std::move(round));
+  }
+  if (end > first && rounds.size() == end - first) {
+    for (const audit::MergedRound& r : rounds) {
+      for (uint32_t lane = 0; lane < r.starts.size(); ++lane) {
+        RETURN_IF_ERROR(opened->locator->AddAnchor(
+            lane, r.lane_round, pipeline::LanePosition{r.starts[lane].first,
+                                                       r.starts[lane].second}));
+      }
+    }
+    return rounds.size() * opened->locator->num_lanes();
+  }
+  uint64_t added = 0;
+  absl::Status failed;
+  RETURN_IF_ERROR(audit::ForEachAuditRecord(audit_dir, [&](proto::AuditRecord r) {
+    if (!failed.ok() || r.spec_hash() != opened->spec_hash) return;
+    failed = opened->locator->AddAnchor(
+        r.lane(), r.lane_batch_index(),
+        pipeline::LanePosition{r.flush_group_chunk(), r.records_into_group()});
+    ++added;
+  }));
+  RETURN_IF_ERROR(failed);
+  return added;
 }
 
 }  // namespace zephon::ctl

@@ -37,12 +37,23 @@ struct OpenedSpec {
 // Resolves the spec for `dp_degree` (0: the checkpoint's, else the attach request's,
 // else 1), opens its datasets
 // and builds a StepLocator on `threads` threads (0: the machine's cores), anchored at
-// the checkpoint's lane positions when there is one. Errors: UNIMPLEMENTED for a
+// the checkpoint's lane positions when there is one (and `anchor_at_checkpoint`). Errors: UNIMPLEMENTED for a
 // tokenize operator (its lengths come from tokenizing the text); FAILED_PRECONDITION
 // when the datasets changed since the checkpoint (spec hash); those of resolution and
 // of opening the datasets.
 absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::string& path,
-                                       uint32_t dp_degree, int threads);
+                                       uint32_t dp_degree, int threads,
+                                       bool anchor_at_checkpoint = true);
+
+// Anchors `opened`'s locator with an audited run of this spec: `dir` is its audit
+// directory (or the run's, holding audit/). Lane rounds [first, end) are read from the
+// leader's merged records when it holds them all (one read each: any step the run
+// checkpointed past is found without counting); otherwise every batch the logs record
+// (their lane, lane batch and start position) becomes an anchor. Records of another
+// spec hash are skipped. Returns the anchors added. Errors: those of reading the
+// directory; INVALID_ARGUMENT for a position that is not one of this spec.
+absl::StatusOr<uint64_t> AnchorFromAudit(const std::string& dir, OpenedSpec* opened,
+                                         uint64_t first = 0, uint64_t end = 0);
 
 }  // namespace zephon::ctl
 

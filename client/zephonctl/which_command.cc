@@ -32,6 +32,7 @@ struct WhichArgs {
   uint32_t dp_degree = 0;       // 0: the checkpoint's, else 1
   bool tokens = false;
   std::string tokenizer;  // --text: decode each piece with it
+  std::string audit;      // an audit directory of a run of this spec: exact anchors
   bool json = false;
   int threads = 0;  // 0: the machine's cores
 };
@@ -293,6 +294,21 @@ absl::Status RunWhich(const WhichArgs& args, std::ostream& out) {
   pipeline::StepLocator* const locator = opened.locator.get();
   const uint32_t dp_degree = opened.dp_degree;
   const std::string& hash = opened.spec_hash;
+  if (!args.audit.empty()) {
+    // The step's lane rounds, when the run's leader merged them; else the whole log.
+    const uint64_t per_lane =
+        std::max<uint64_t>(1, (args.global_batches == 0 ? locator->num_lanes()
+                                                        : args.global_batches) /
+                                  locator->num_lanes());
+    const uint64_t first = args.step ? *args.step * per_lane : 0;
+    const uint64_t end = args.step ? first + per_lane : 0;
+    ASSIGN_OR_RETURN(uint64_t anchors, AnchorFromAudit(args.audit, &opened, first, end));
+    if (anchors == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--audit ", args.audit, " holds no batch of spec ", hash,
+          " (another run's log, or the datasets changed since)"));
+    }
+  }
   if (!args.sample.empty()) return RunSample(args, *locator, dp_degree, out);
   const uint64_t global_batches =
       args.global_batches == 0 ? locator->num_lanes() : args.global_batches;
@@ -352,6 +368,10 @@ void AddWhichCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::ExistingPath)
       ->excludes(sample);
   which->add_flag("--json", args->json, "Print JSON");
+  which->add_option("--audit", args->audit,
+                    "An audit directory of a run of this spec: its batches' positions are "
+                    "exact anchors, so steps that run reached are found without counting")
+      ->check(CLI::ExistingDirectory);
   which->add_option("--threads", args->threads,
                     "Threads counting flush groups (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));

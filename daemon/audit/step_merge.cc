@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -21,9 +22,21 @@
 namespace zephon::audit {
 namespace {
 
-constexpr char kStepsMagic[] = "ZSTEPS01";
-constexpr size_t kHeaderBytes = 12;  // magic + u32 C
-constexpr size_t kEntryBytes = 40;   // u64 lane round + 32-byte digest
+constexpr char kStepsMagic[] = "ZSTEPS02";
+constexpr size_t kHeaderBytes = 28;  // magic, u32 C, the spec hash (16 characters)
+constexpr size_t kSpecHashBytes = 16;
+
+// u64 lane round, 32-byte digest, and a {u64, u64} start position per lane.
+size_t EntryBytes(uint32_t lanes) { return 40 + 16 * size_t{lanes}; }
+
+MergedRound ParseEntry(const char* p, uint32_t lanes) {
+  MergedRound r{LoadLittleEndian(p, 8), std::string(p + 8, 32), {}};
+  for (uint32_t l = 0; l < lanes; ++l) {
+    r.starts.emplace_back(LoadLittleEndian(p + 40 + 16 * l, 8),
+                          LoadLittleEndian(p + 48 + 16 * l, 8));
+  }
+  return r;
+}
 
 // What lane round j's digest covers of one lane's batch j: its token digest, then its
 // sample ids as u64 little-endian.
@@ -52,14 +65,44 @@ absl::StatusOr<std::vector<MergedRound>> ReadMergedSteps(const std::string& dir,
     return absl::DataLossError(absl::StrCat(path, " is not a merged steps file (no ",
                                             kStepsMagic, " header)"));
   }
-  if (canonical_replicas != nullptr) {
-    *canonical_replicas = static_cast<uint32_t>(LoadLittleEndian(bytes->data() + 8, 4));
-  }
+  const uint32_t lanes = static_cast<uint32_t>(LoadLittleEndian(bytes->data() + 8, 4));
+  if (canonical_replicas != nullptr) *canonical_replicas = lanes;
   std::vector<MergedRound> out;
-  for (size_t at = kHeaderBytes; at + kEntryBytes <= bytes->size(); at += kEntryBytes) {
-    out.push_back(MergedRound{LoadLittleEndian(bytes->data() + at, 8), bytes->substr(at + 8, 32)});
+  const size_t entry = EntryBytes(lanes);
+  for (size_t at = kHeaderBytes; at + entry <= bytes->size(); at += entry) {
+    out.push_back(ParseEntry(bytes->data() + at, lanes));
   }
-  return out;  // a torn last entry (fewer than 40 bytes) is not one
+  return out;  // a torn last entry (shorter than an entry) is not one
+}
+
+absl::StatusOr<std::optional<MergedRound>> ReadMergedRound(const std::string& dir, uint64_t j,
+                                                           std::string* spec_hash) {
+  const std::string path = absl::StrCat(dir, "/", kStepsFile);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return std::optional<MergedRound>();
+  char header[kHeaderBytes];
+  std::optional<MergedRound> out;
+  absl::Status status;
+  if (pread(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes)) {
+    if (std::string_view(header, 8) != std::string_view(kStepsMagic, 8)) {
+      status = absl::DataLossError(absl::StrCat(path, " is not a merged steps file"));
+    } else {
+      const uint32_t lanes = static_cast<uint32_t>(LoadLittleEndian(header + 8, 4));
+      if (spec_hash != nullptr) *spec_hash = std::string(header + 12, kSpecHashBytes);
+      std::string entry(EntryBytes(lanes), '\0');
+      const off_t at = static_cast<off_t>(kHeaderBytes + j * entry.size());
+      if (pread(fd, entry.data(), entry.size(), at) == static_cast<ssize_t>(entry.size())) {
+        out = ParseEntry(entry.data(), lanes);
+        if (out->lane_round != j) {
+          status = absl::DataLossError(absl::StrCat(path, " holds lane round ",
+                                                    out->lane_round, " where ", j, " belongs"));
+        }
+      }
+    }
+  }
+  close(fd);
+  if (!status.ok()) return status;
+  return out;
 }
 
 absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
@@ -69,11 +112,20 @@ absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
   const uint64_t next = merged->size();
   // Only the lane rounds to merge now are kept (memory: the window, not the run).
   uint32_t lanes = 0;
-  std::map<std::pair<uint64_t, uint32_t>, std::string> window;  // (j, lane) -> input
+  std::string hash;
+  struct Batch {
+    std::string digest_input;
+    uint64_t group_chunk = 0, records_into_group = 0;
+  };
+  std::map<std::pair<uint64_t, uint32_t>, Batch> window;  // (j, lane)
   absl::Status read = ForEachAuditRecord(dir, [&](proto::AuditRecord r) {
-    if (lanes == 0) lanes = r.canonical_replicas();
+    if (lanes == 0) {
+      lanes = r.canonical_replicas();
+      hash = r.spec_hash();
+    }
     if (r.lane_batch_index() < next || r.lane_batch_index() >= through) return;
-    window.try_emplace({r.lane_batch_index(), r.lane()}, DigestInput(r));
+    window.try_emplace({r.lane_batch_index(), r.lane()},
+                       Batch{DigestInput(r), r.flush_group_chunk(), r.records_into_group()});
   });
   if (!read.ok()) return read;
   if (lanes == 0) return next;  // no record yet: nothing to merge
@@ -91,21 +143,27 @@ absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
   if (next == 0) {
     out = std::string(kStepsMagic, 8);
     AppendLittleEndian(lanes, 4, &out);
+    hash.resize(kSpecHashBytes, ' ');
+    out += hash;
   }
   uint64_t j = next;
   for (; j < through; ++j) {
-    std::string round;
+    std::string round, starts;
     bool complete = true;
     for (uint32_t lane = 0; lane < lanes && complete; ++lane) {
       auto it = window.find({j, lane});
       complete = it != window.end();
-      if (complete) round += it->second;
+      if (!complete) break;
+      round += it->second.digest_input;
+      AppendLittleEndian(it->second.group_chunk, 8, &starts);
+      AppendLittleEndian(it->second.records_into_group, 8, &starts);
     }
     if (!complete) break;
     AppendLittleEndian(j, 8, &out);
     out += Sha256(round);
+    out += starts;
   }
-  const off_t at = static_cast<off_t>(next == 0 ? 0 : kHeaderBytes + next * kEntryBytes);
+  const off_t at = static_cast<off_t>(next == 0 ? 0 : kHeaderBytes + next * EntryBytes(lanes));
   bool ok = ftruncate(fd, at) == 0;
   size_t done = 0;
   while (ok && done < out.size()) {

@@ -3,9 +3,12 @@
 // global step of B batches is B / C consecutive lane rounds), and its record is
 //   u64 j (little-endian) | SHA-256 over lanes 0..C-1 of (token SHA-256 | sample ids,
 //                          each as u64 little-endian)
-// appended to "<dir>/steps.zsteps" after the 8-byte header "ZSTEPS01" and u32 C. The
-// file is append-only with fixed 40-byte entries: a torn last entry is cut off when the
-// file is next written or read. Records are added for lane rounds below the checkpoint's
+//   | per lane 0..C-1: u64 flush_group_chunk, u64 records_into_group (where the lane's
+//                      batch j started: an exact anchor for `zephonctl which`)
+// appended to "<dir>/steps.zsteps" after a 28-byte header: "ZSTEPS02", u32 C and the
+// run's spec hash (16 characters). The file is append-only with fixed entries of
+// 40 + 16 C bytes, entry j at byte 28 + j * (40 + 16 C), so any lane round is one read
+// (ReadMergedRound); a torn last entry is cut off when the file is next written or read. Records are added for lane rounds below the checkpoint's
 // lowest lane position whose every lane batch the logs hold, in order, from where the
 // file ends; a lane round the logs lack stops the merge (a later round continues it).
 //
@@ -19,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -36,6 +40,8 @@ inline constexpr char kStepsFile[] = "steps.zsteps";
 struct MergedRound {
   uint64_t lane_round = 0;
   std::string sha256;  // raw 32 bytes
+  // Per lane, where its batch lane_round started: {flush_group_chunk, records_into_group}.
+  std::vector<std::pair<uint64_t, uint64_t>> starts;
 };
 
 // Merges `dir`'s logs through lane round `through` (exclusive). Returns how many lane
@@ -46,6 +52,11 @@ absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through);
 // The merged records of `dir` (empty when there is no steps file).
 absl::StatusOr<std::vector<MergedRound>> ReadMergedSteps(const std::string& dir,
                                                          uint32_t* canonical_replicas = nullptr);
+// Lane round j's record, read with one pread (nullopt when the file does not hold it);
+// `spec_hash` (may be null) receives the run's spec hash from the header.
+// Errors: DATA_LOSS for a file that is not a steps file.
+absl::StatusOr<std::optional<MergedRound>> ReadMergedRound(const std::string& dir, uint64_t j,
+                                                           std::string* spec_hash = nullptr);
 
 class StepMerger {
  public:

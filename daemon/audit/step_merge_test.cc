@@ -17,8 +17,11 @@ namespace {
 proto::AuditRecord Batch(uint32_t lane, uint64_t j, uint64_t doc) {
   proto::AuditRecord r;
   r.set_canonical_replicas(2);
+  r.set_spec_hash("0123456789abcdef");
   r.set_lane(lane);
   r.set_lane_batch_index(j);
+  r.set_flush_group_chunk(2 * j);  // where the batch started, carried into the merge
+  r.set_records_into_group(lane);
   r.set_token_sha256(std::string(32, static_cast<char>(doc)));
   for (uint64_t v : {uint64_t{0}, uint64_t{0}, doc}) r.add_sample_ids(v);
   return r;
@@ -50,7 +53,23 @@ TEST(StepMergeTest, MergesCompleteLaneRoundsInOrderAndContinuesLater) {
   ASSERT_TRUE(rounds.ok()) << rounds.status();
   EXPECT_EQ(c, 2u);
   ASSERT_EQ(rounds->size(), 7u);
-  for (uint64_t j = 0; j < 7; ++j) EXPECT_EQ((*rounds)[j].lane_round, j);
+  for (uint64_t j = 0; j < 7; ++j) {
+    EXPECT_EQ((*rounds)[j].lane_round, j);
+    ASSERT_EQ((*rounds)[j].starts.size(), 2u);
+  }
+  // One lane round by itself: one read.
+  std::string hash;
+  auto round5 = ReadMergedRound(dir, 5, &hash);
+  ASSERT_TRUE(round5.ok()) << round5.status();
+  EXPECT_EQ(hash, "0123456789abcdef");
+  ASSERT_TRUE(round5->has_value());
+  EXPECT_EQ((*round5)->sha256, (*rounds)[5].sha256);
+  EXPECT_EQ((*round5)->starts, (*rounds)[5].starts);
+  EXPECT_EQ((*round5)->starts,
+            (std::vector<std::pair<uint64_t, uint64_t>>{{10, 0}, {10, 1}}));
+  auto beyond = ReadMergedRound(dir, 7);
+  ASSERT_TRUE(beyond.ok());
+  EXPECT_FALSE(beyond->has_value());
   // The missing batch arrives (another instance's file); a later checkpoint merges on,
   // only up to its bound.
   {

@@ -66,10 +66,11 @@ def wait_merged(run_dir: Path, lane_rounds: int) -> Path:
     merge runs on a thread of its own after the checkpoint round)."""
     steps_file = run_dir / "audit" / "steps.zsteps"
     deadline = time.monotonic() + 30
-    while not (steps_file.exists() and steps_file.stat().st_size >= 12 + lane_rounds * 40):
+    size = 28 + lane_rounds * (40 + 16 * C)  # header, then per lane round: j, digest, starts
+    while not (steps_file.exists() and steps_file.stat().st_size >= size):
         assert time.monotonic() < deadline, f"the leader did not merge {run_dir}'s audit logs"
         time.sleep(0.05)
-    assert steps_file.stat().st_size == 12 + lane_rounds * 40
+    assert steps_file.stat().st_size == size
     return steps_file
 
 
@@ -90,7 +91,7 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_changed_file_is_caught
     # The leader merges the run's logs per lane round at the round (on a thread of its
     # own): lane rounds 0-2, the three steps before the checkpoint.
     steps_file = wait_merged(agg / "a", 3)
-    assert steps_file.read_bytes()[:8] == b"ZSTEPS01"
+    assert steps_file.read_bytes()[:8] == b"ZSTEPS02"
     for p in first:
         p.close()
     resumed = [make_pipe(corpus, daemon.socket, agg, "a", dp=4, group=g, restore=state)
@@ -149,6 +150,21 @@ def test_a_resumed_run_matches_an_uninterrupted_one_and_a_changed_file_is_caught
     # verify: B is what its spec says; C's tokens are not the original corpus's.
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(make_pipe(corpus, daemon.socket, agg, "x")._request()))
+    # which --audit: the run's merged lane rounds (steps 0-5, one read each) or, past
+    # them, every batch its logs record, anchor the answer; it is the same answer.
+    for step in (4, 6):
+        plain = subprocess.run([zephonctl_path(), "which", "--spec", str(spec), "--step",
+                                str(step), "--json"], capture_output=True, text=True,
+                               timeout=60)
+        anchored = subprocess.run([zephonctl_path(), "which", "--spec", str(spec), "--step",
+                                   str(step), "--json", "--audit", str(agg / "b")],
+                                  capture_output=True, text=True, timeout=60)
+        assert plain.returncode == 0 and anchored.returncode == 0, anchored.stderr
+        assert json.loads(anchored.stdout) == json.loads(plain.stdout)
+    wrong = subprocess.run([zephonctl_path(), "which", "--spec", str(spec), "--step", "1",
+                            "--audit", str(tmp_path)], capture_output=True, text=True,
+                           timeout=60)
+    assert wrong.returncode != 0 and "no audit log" in wrong.stderr
     ok = ctl("verify", agg / "b", "--spec", spec)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.startswith("verified ")

@@ -30,27 +30,59 @@ absl::StatusOr<std::unique_ptr<StepLocator>> StepLocator::Create(
 StepLocator::StepLocator(ResolvedPipeline resolved, std::shared_ptr<const WorkSource> source,
                          int threads)
     : resolved_(std::move(resolved)), source_(std::move(source)), threads_(threads),
-      totals_(resolved_.lanes.num_lanes) {}
+      totals_(resolved_.lanes.num_lanes), anchors_(resolved_.lanes.num_lanes) {}
 
 absl::Status StepLocator::Anchor(const std::vector<proto::LaneProgress>& lanes) {
-  const uint64_t k = resolved_.lanes.flush_every_k_chunks;
-  const uint64_t m = resolved_.lanes.microbatch_size;
   for (const proto::LaneProgress& p : lanes) {
-    if (p.lane() >= num_lanes() || p.flush_group_chunk() % k != 0 ||
-        p.records_into_group() > p.next_batch_index() * m) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "lane ", p.lane(), " position {batch ", p.next_batch_index(), ", chunk ",
-          p.flush_group_chunk(), ", records into group ", p.records_into_group(),
-          "} is not one of this spec (", num_lanes(), " lanes, flush_every_k_chunks ", k,
-          ", microbatch_size ", m, ")"));
-    }
-    // The lane's record at its position is batch index x microbatch_size.
-    LaneTotals& t = totals_[p.lane()];
-    t = LaneTotals{};
-    t.first_group = p.flush_group_chunk() / k;
-    t.before = {p.next_batch_index() * m - p.records_into_group()};
+    RETURN_IF_ERROR(AddAnchor(p.lane(), p.next_batch_index(),
+                              LanePosition{p.flush_group_chunk(), p.records_into_group()}));
   }
   return absl::OkStatus();
+}
+
+absl::Status StepLocator::AddAnchor(uint32_t lane, uint64_t batch, const LanePosition& at) {
+  const uint64_t k = resolved_.lanes.flush_every_k_chunks;
+  const uint64_t m = resolved_.lanes.microbatch_size;
+  if (lane >= num_lanes() || at.flush_group_chunk % k != 0 ||
+      at.records_into_group > batch * m) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lane ", lane, " position {batch ", batch, ", chunk ", at.flush_group_chunk,
+        ", records into group ", at.records_into_group, "} is not one of this spec (",
+        num_lanes(), " lanes, flush_every_k_chunks ", k, ", microbatch_size ", m, ")"));
+  }
+  // The lane's record at its position is batch index x microbatch_size.
+  anchors_[lane][at.flush_group_chunk / k] = batch * m - at.records_into_group;
+  return absl::OkStatus();
+}
+
+void StepLocator::StartAtAnchor(uint32_t lane, std::optional<uint64_t> record,
+                                std::optional<uint64_t> group) {
+  const std::map<uint64_t, uint64_t>& anchors = anchors_[lane];
+  LaneTotals& t = totals_[lane];
+  const uint64_t counted_end = t.first_group + t.before.size() - 1;  // first uncounted group
+  // The best anchor: the last one at or before the target.
+  auto best = anchors.end();
+  if (group.has_value()) {
+    best = anchors.upper_bound(*group);
+  } else {
+    best = std::find_if(anchors.begin(), anchors.end(),
+                        [&](const auto& a) { return a.second > *record; });
+  }
+  const bool below = record.has_value() ? *record < t.before.front() : *group < t.first_group;
+  if (best != anchors.begin()) {
+    --best;
+    // Useful when the counts do not reach the target yet and the anchor is further on,
+    // or when the target lies before the counts.
+    const bool reached = record.has_value() ? (t.ended || t.before.back() > *record)
+                                            : (t.ended || counted_end > *group);
+    if (below || (!reached && best->first > counted_end)) {
+      t = LaneTotals{};
+      t.first_group = best->first;
+      t.before = {best->second};
+      return;
+    }
+  }
+  if (below) t = LaneTotals{};  // before every anchor: count from the lane's start
 }
 
 bool StepLocator::FullGroupsBefore(uint32_t lane, uint64_t group) {
@@ -75,14 +107,14 @@ bool StepLocator::FullGroupsBefore(uint32_t lane, uint64_t group) {
 absl::Status StepLocator::CountUpTo(uint32_t lane, uint64_t record) {
   const LaneOptions& o = resolved_.lanes;
   // Record pipelines jump to the group holding the record: O(1), whatever the step.
-  FullGroupsBefore(lane, record / (o.flush_every_k_chunks * source_->chunk_size()));
-  if (record < totals_[lane].before.front()) totals_[lane] = LaneTotals{};  // before an anchor
+  if (!FullGroupsBefore(lane, record / (o.flush_every_k_chunks * source_->chunk_size()))) {
+    StartAtAnchor(lane, record, std::nullopt);
+  }
   return Count(lane, [record](const LaneTotals& t) { return t.before.back() <= record; });
 }
 
 absl::Status StepLocator::CountGroupsThrough(uint32_t lane, uint64_t group) {
-  FullGroupsBefore(lane, group);
-  if (group < totals_[lane].first_group) totals_[lane] = LaneTotals{};
+  if (!FullGroupsBefore(lane, group)) StartAtAnchor(lane, std::nullopt, group);
   return Count(lane, [group](const LaneTotals& t) {
     return t.first_group + t.before.size() - 1 <= group;  // group's end not counted yet
   });

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -62,6 +63,10 @@ class StepLocator {
   // one of this spec (a lane >= C, a chunk off a flush-group start, more records into
   // the group than the batches before it hold).
   absl::Status Anchor(const std::vector<proto::LaneProgress>& lanes);
+  // One anchor: lane `lane`'s batch `batch` started at `at` (an audit record's lane,
+  // lane batch and start position). With an anchor at every group a run started, any
+  // step that run reached is found without counting. Errors: as Anchor's.
+  absl::Status AddAnchor(uint32_t lane, uint64_t batch, const LanePosition& at);
 
   // Lane `lane`'s batch `b` as the daemon plans it (its segments: sample ids and token
   // ranges, row by row), or nullopt past the lane's end.
@@ -119,6 +124,11 @@ class StepLocator {
   // unless they already cover it. False (nothing changed) for other pipelines, or when
   // the lane ends before `group`.
   bool FullGroupsBefore(uint32_t lane, uint64_t group);
+  // Restarts the counts of `lane` at the best anchor for the target (`record`, or else
+  // `group`) when they do not reach it yet or lie past it; to the lane's start when the
+  // target is below the counts and every anchor.
+  void StartAtAnchor(uint32_t lane, std::optional<uint64_t> record,
+                     std::optional<uint64_t> group);
   // Counts flush groups of `lane` until they hold record `record` or the lane ends.
   absl::Status CountUpTo(uint32_t lane, uint64_t record);
   // Counts flush groups of `lane` until group `group` is counted or the lane ends.
@@ -132,6 +142,8 @@ class StepLocator {
   const std::shared_ptr<const WorkSource> source_;
   const int threads_;
   std::vector<LaneTotals> totals_;  // one per lane
+  // Per lane: flush group -> records before it, known exactly (Anchor, AddAnchor).
+  std::vector<std::map<uint64_t, uint64_t>> anchors_;
 };
 
 }  // namespace zephon::pipeline

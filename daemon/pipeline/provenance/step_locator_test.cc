@@ -245,6 +245,30 @@ TEST(StepLocatorTest, AnUnknownSampleIsRefused) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(StepLocatorTest, AnAnchorAtEveryBatchGivesTheSameAnswers) {
+  // What an audit log holds: each batch's lane, index and start position.
+  for (auto chain : {Wrap, FirstFitThenRowShuffle, Records}) {
+    const proto::PipelineSpec spec = Spec(chain);
+    const std::vector<BatchPlan> delivered = Delivered(spec, 1)[0];
+    auto locator = StepLocator::Create(ResolvePipeline(spec, 1).value(), Corpus());
+    ASSERT_TRUE(locator.ok()) << locator.status();
+    for (const BatchPlan& p : delivered) {
+      ASSERT_TRUE((*locator)->AddAnchor(p.lane, p.lane_batch_index, p.start).ok());
+    }
+    const uint64_t steps = delivered.size() / 4;
+    for (uint64_t n = steps; n-- > 0;) {
+      auto step = (*locator)->Step(n, 4, 1);
+      if (!step.ok()) continue;  // past a lane's end
+      for (const StepLocator::StepBatch& b : *step) {
+        ExpectSamePlan(delivered[n * 4 + b.batch_in_step], b.plan,
+                       "anchored everywhere, step " + std::to_string(n));
+      }
+    }
+    EXPECT_EQ((*locator)->AddAnchor(0, 0, LanePosition{1, 0}).code(),
+              absl::StatusCode::kInvalidArgument);  // not a flush-group start
+  }
+}
+
 TEST(StepLocatorTest, PastALanesEndIsNulloptAndAStepThereIsOutOfRange) {
   auto locator = StepLocator::Create(ResolvePipeline(Spec(Wrap), 1).value(), Corpus());
   ASSERT_TRUE(locator.ok()) << locator.status();
