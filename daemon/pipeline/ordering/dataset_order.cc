@@ -51,22 +51,13 @@ std::shared_ptr<const DatasetOrder::Pass> DatasetOrder::GetPass(uint64_t e) cons
 }
 
 SampleId DatasetOrder::Draw(uint64_t j) const {
-  const uint64_t n = dataset_->NumSamples();
-  // The pass whose order draw j takes: its own, or the first's when passes replay.
-  const uint64_t e = reshuffle_on_repeat_ ? j / n : 0;
-  uint64_t p = j % n;
-  if (block_size_ > 0) p = BlockShufflePosition(p, n, block_size_, Combine(dataset_seed_, e));
-  const auto pass = GetPass(e);
-  // First position whose cumulative end exceeds p; empty shards are skipped naturally.
-  const size_t i = std::upper_bound(pass->end.begin(), pass->end.end(), p) - pass->end.begin();
-  const uint32_t shard = pass->shard_at[i];
-  const uint64_t offset = p - (i == 0 ? 0 : pass->end[i - 1]);
-  uint64_t index = offset;
-  if (shuffle_within_shard_) {
-    const uint64_t pass_seed = Combine(dataset_seed_, e);
-    index = Permutation(dataset_->ShardSamples(shard), Combine(pass_seed, shard)).Permute(offset);
-  }
-  return SampleId{dataset_index_, shard, index};
+  std::vector<SampleId> one;
+  AppendDraws(j, 1, &one);
+  return one.front();
+}
+
+Permutation DatasetOrder::WithinShard(uint64_t e, uint32_t shard) const {
+  return Permutation(dataset_->ShardSamples(shard), Combine(Combine(dataset_seed_, e), shard));
 }
 
 void DatasetOrder::AppendDraws(uint64_t first, uint64_t count,
@@ -78,7 +69,7 @@ void DatasetOrder::AppendDraws(uint64_t first, uint64_t count,
   uint64_t within_pass = 0;
   uint32_t within_shard = 0;
   for (uint64_t j = first; j < first + count; ++j) {
-    // As Draw(j).
+    // Draw j: the steps of the file comment.
     const uint64_t e = reshuffle_on_repeat_ ? j / n : 0;
     uint64_t p = j % n;
     if (block_size_ > 0) p = BlockShufflePosition(p, n, block_size_, Combine(dataset_seed_, e));
@@ -89,7 +80,7 @@ void DatasetOrder::AppendDraws(uint64_t first, uint64_t count,
     uint64_t index = offset;
     if (shuffle_within_shard_) {
       if (!within.has_value() || within_pass != e || within_shard != shard) {
-        within.emplace(dataset_->ShardSamples(shard), Combine(Combine(dataset_seed_, e), shard));
+        within.emplace(WithinShard(e, shard));
         within_pass = e;
         within_shard = shard;
       }
@@ -102,17 +93,13 @@ void DatasetOrder::AppendDraws(uint64_t first, uint64_t count,
 uint64_t DatasetOrder::DrawOf(uint32_t shard, uint64_t index, uint64_t pass) const {
   const uint64_t n = dataset_->NumSamples();
   const uint64_t e = reshuffle_on_repeat_ ? pass : 0;  // the order the pass takes
-  const uint64_t pass_seed = Combine(dataset_seed_, e);
   // Draw's steps 3, 2, 1, 0 undone.
-  const uint64_t offset =
-      shuffle_within_shard_
-          ? Permutation(dataset_->ShardSamples(shard), Combine(pass_seed, shard)).Inverse(index)
-          : index;
+  const uint64_t offset = shuffle_within_shard_ ? WithinShard(e, shard).Inverse(index) : index;
   const auto order = GetPass(e);
   const size_t i = static_cast<size_t>(
       std::find(order->shard_at.begin(), order->shard_at.end(), shard) - order->shard_at.begin());
   uint64_t p = (i == 0 ? 0 : order->end[i - 1]) + offset;
-  if (block_size_ > 0) p = BlockShuffleInverse(p, n, block_size_, pass_seed);
+  if (block_size_ > 0) p = BlockShuffleInverse(p, n, block_size_, Combine(dataset_seed_, e));
   return pass * n + p;
 }
 

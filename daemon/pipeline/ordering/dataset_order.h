@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/pipeline/formats/dataset.h"
+#include "daemon/pipeline/ordering/permutation.h"
 #include "daemon/pipeline/sample_id.h"
 
 namespace zephon::pipeline {
@@ -41,11 +42,11 @@ class DatasetOrder {
   DatasetOrder(const DatasetOrder&) = delete;
   DatasetOrder& operator=(const DatasetOrder&) = delete;
 
-  // The sample of draw j (any j: passes repeat forever).
+  // The sample of draw j (any j: passes repeat forever): AppendDraws(j, 1).
   SampleId Draw(uint64_t j) const;
-  // Appends the samples of draws [first, first + count) to *out: Draw of each, with the
-  // pass looked up (and the cache locked) once per pass and the within-shard
-  // permutation built once per run of draws in one shard, instead of once per draw.
+  // Appends the samples of draws [first, first + count) to *out, with the pass looked up
+  // (and the cache locked) once per pass and the within-shard permutation built once
+  // per run of draws in one shard. The one implementation of the algorithm above.
   void AppendDraws(uint64_t first, uint64_t count, std::vector<SampleId>* out) const;
   // The draw of pass `pass` that is sample (shard, index): the j with Draw(j) ==
   // {dataset_index, shard, index} and j / N == pass. REQUIRES: shard < NumShards(),
@@ -59,6 +60,8 @@ class DatasetOrder {
     std::vector<uint64_t> end;       // end[i]: samples in positions [0, i].
   };
   std::shared_ptr<const Pass> GetPass(uint64_t e) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Step 3's permutation of `shard` in the order of pass e.
+  Permutation WithinShard(uint64_t e, uint32_t shard) const;
 
   const Dataset* const dataset_;
   const uint32_t dataset_index_;
