@@ -84,19 +84,6 @@ std::string OneLine(const std::string& text) {
   return out;
 }
 
-// The row of each segment: segments fill rows of `cols` cells in order; a record batch
-// (cols 0) has one segment per row.
-std::vector<uint32_t> RowsOf(const pipeline::BatchPlan& plan) {
-  std::vector<uint32_t> rows;
-  uint64_t filled = 0;
-  for (size_t i = 0; i < plan.segments.size(); ++i) {
-    rows.push_back(plan.cols == 0 ? static_cast<uint32_t>(i)
-                                  : static_cast<uint32_t>(filled / plan.cols));
-    filled += plan.segments[i].count;
-  }
-  return rows;
-}
-
 absl::Status PrintJson(const pipeline::StepLocator& locator, const WhichArgs& args,
                        const tokenizer::Tokenizer* tokenizer,
                        uint64_t global_batches, uint32_t dp_degree, const std::string& hash,
@@ -111,7 +98,7 @@ absl::Status PrintJson(const pipeline::StepLocator& locator, const WhichArgs& ar
         << ", \"batch_in_step\": " << batches[b].batch_in_step << ", \"lane\": " << plan.lane
         << ", \"lane_batch\": " << plan.lane_batch_index << ", \"rows\": " << plan.rows
         << ", \"segments\": [";
-    const std::vector<uint32_t> rows = RowsOf(plan);
+    const std::vector<uint32_t> rows = pipeline::SegmentRows(plan);
     for (size_t i = 0; i < plan.segments.size(); ++i) {
       const pipeline::Segment& seg = plan.segments[i];
       out << (i ? ", " : "") << "{\"row\": " << rows[i];
@@ -151,7 +138,7 @@ absl::Status PrintText(const pipeline::StepLocator& locator, const WhichArgs& ar
   Table table({"DP_GROUP", "BATCH", "LANE", "LANE_BATCH", "ROW", "DATASET", "FILE", "DOC",
                "TOKENS"});
   for (const pipeline::StepLocator::StepBatch& b : batches) {
-    const std::vector<uint32_t> rows = RowsOf(b.plan);
+    const std::vector<uint32_t> rows = pipeline::SegmentRows(b.plan);
     for (size_t i = 0; i < b.plan.segments.size(); ++i) {
       const pipeline::Segment& seg = b.plan.segments[i];
       std::vector<std::string> row = {absl::StrCat(b.dp_group), absl::StrCat(b.batch_in_step),
@@ -214,26 +201,9 @@ absl::Status RunSample(const WhichArgs& args, pipeline::StepLocator& locator,
   const uint64_t passes = args.passes > 0 ? args.passes : (endless ? 10 : 1u << 20);
   ASSIGN_OR_RETURN(std::vector<pipeline::StepLocator::Occurrence> found,
                    locator.Occurrences(id, passes));
-  const uint32_t c = locator.num_lanes();
-  const uint64_t global_batches = args.global_batches == 0 ? c : args.global_batches;
-  if (global_batches % c != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "global_batches ", global_batches, " must be a multiple of canonical_replicas ", c));
-  }
-  RETURN_IF_ERROR(pipeline::CheckDpDegreeFitsLanes(dp_degree, c));
-  const uint64_t per_lane = global_batches / c;
-  // Each lane's DP group under dp_degree, and its place in that group's round robin.
-  std::vector<uint32_t> group_of(c), place(c), owned(c);
-  for (uint32_t d = 0; d < dp_degree; ++d) {
-    ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
-                     pipeline::OwnedLanes(c, dp_degree, d,
-                                          locator.resolved().spec.mapping_strategy()));
-    for (uint32_t i = 0; i < lanes.size(); ++i) {
-      group_of[lanes[i]] = d;
-      place[lanes[i]] = i;
-      owned[lanes[i]] = static_cast<uint32_t>(lanes.size());
-    }
-  }
+  ASSIGN_OR_RETURN(const uint64_t per_lane, locator.BatchesPerLane(args.global_batches));
+  const uint64_t global_batches = per_lane * locator.num_lanes();
+  RETURN_IF_ERROR(pipeline::CheckDpDegreeFitsLanes(dp_degree, locator.num_lanes()));
   const auto& datasets = locator.source()->datasets();
   const std::string name = absl::StrCat(datasets[id.dataset]->name(), "/",
                                         datasets[id.dataset]->shard(id.shard).FileName(), "/",
@@ -255,12 +225,13 @@ absl::Status RunSample(const WhichArgs& args, pipeline::StepLocator& locator,
   Table table({"PASS", "STEP", "DP_GROUP", "BATCH", "LANE", "LANE_BATCH", "ROW", "TOKENS"});
   for (size_t n = 0; n < found.size(); ++n) {
     const pipeline::StepLocator::Occurrence& o = found[n];
-    const uint64_t step = o.lane_batch / per_lane;
-    const uint64_t t = o.lane_batch * owned[o.lane] + place[o.lane];
-    const uint64_t batch_in_step = t - step * per_lane * owned[o.lane];
+    ASSIGN_OR_RETURN(const pipeline::StepLocator::StepPlace place,
+                     locator.PlaceOf(o.lane, o.lane_batch, global_batches, dp_degree));
+    const uint64_t step = place.step;
+    const uint32_t batch_in_step = place.batch_in_step;
     if (args.json) {
       text << (n ? ", " : "") << "{\"pass\": " << o.pass << ", \"chunk\": " << o.chunk
-           << ", \"step\": " << step << ", \"dp_group\": " << group_of[o.lane]
+           << ", \"step\": " << step << ", \"dp_group\": " << place.dp_group
            << ", \"batch_in_step\": " << batch_in_step << ", \"lane\": " << o.lane
            << ", \"lane_batch\": " << o.lane_batch << ", \"pieces\": [";
       for (size_t p = 0; p < o.pieces.size(); ++p) {
@@ -272,7 +243,7 @@ absl::Status RunSample(const WhichArgs& args, pipeline::StepLocator& locator,
       continue;
     }
     for (const auto& [row, seg] : o.pieces) {
-      table.AddRow({absl::StrCat(o.pass), absl::StrCat(step), absl::StrCat(group_of[o.lane]),
+      table.AddRow({absl::StrCat(o.pass), absl::StrCat(step), absl::StrCat(place.dp_group),
                     absl::StrCat(batch_in_step), absl::StrCat(o.lane),
                     absl::StrCat(o.lane_batch), absl::StrCat(row),
                     absl::StrCat("[", seg.offset, ", ", seg.offset + seg.count, ")")});
@@ -296,10 +267,7 @@ absl::Status RunWhich(const WhichArgs& args, std::ostream& out) {
   const std::string& hash = opened.spec_hash;
   if (!args.audit.empty()) {
     // The step's lane rounds, when the run's leader merged them; else the whole log.
-    const uint64_t per_lane =
-        std::max<uint64_t>(1, (args.global_batches == 0 ? locator->num_lanes()
-                                                        : args.global_batches) /
-                                  locator->num_lanes());
+    ASSIGN_OR_RETURN(const uint64_t per_lane, locator->BatchesPerLane(args.global_batches));
     const uint64_t first = args.step ? *args.step * per_lane : 0;
     const uint64_t end = args.step ? first + per_lane : 0;
     ASSIGN_OR_RETURN(uint64_t anchors, AnchorFromAudit(args.audit, &opened, first, end));

@@ -18,6 +18,18 @@ constexpr uint64_t kGroupsPerThreadRound = 16;
 
 }  // namespace
 
+std::vector<uint32_t> SegmentRows(const BatchPlan& plan) {
+  std::vector<uint32_t> rows;
+  rows.reserve(plan.segments.size());
+  uint64_t filled = 0;
+  for (size_t i = 0; i < plan.segments.size(); ++i) {
+    rows.push_back(plan.cols == 0 ? static_cast<uint32_t>(i)
+                                  : static_cast<uint32_t>(filled / plan.cols));
+    filled += plan.segments[i].count;
+  }
+  return rows;
+}
+
 absl::StatusOr<std::unique_ptr<StepLocator>> StepLocator::Create(
     ResolvedPipeline resolved, std::vector<std::shared_ptr<const Dataset>> datasets,
     int threads) {
@@ -212,12 +224,10 @@ absl::StatusOr<std::vector<StepLocator::Occurrence>> StepLocator::Occurrences(
       ASSIGN_OR_RETURN(std::optional<BatchPlan> plan, stream->NextPlan());
       if (!plan.has_value()) break;
       Occurrence found{pass, *chunk, lane, plan->lane_batch_index, {}};
-      uint64_t filled = 0;
+      const std::vector<uint32_t> rows = SegmentRows(*plan);
       for (size_t s = 0; s < plan->segments.size(); ++s) {
         const Segment& seg = plan->segments[s];
-        const uint32_t row = plan->cols == 0 ? static_cast<uint32_t>(s)
-                                             : static_cast<uint32_t>(filled / plan->cols);
-        filled += seg.count;
+        const uint32_t row = rows[s];
         // Only this group's records: a batch shared with a neighbouring group may hold
         // the sample's draw of another pass there, found when that group is replayed.
         const uint64_t record = plan->lane_batch_index * m + row;
@@ -235,14 +245,9 @@ absl::StatusOr<std::vector<StepLocator::StepBatch>> StepLocator::Step(uint64_t s
                                                                       uint64_t global_batches,
                                                                       uint32_t dp_degree) {
   const uint32_t c = num_lanes();
-  if (global_batches == 0) global_batches = c;
-  if (global_batches % c != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "global_batches ", global_batches, " must be a multiple of canonical_replicas ", c,
-        ": a step takes the same number of batches from every lane"));
-  }
+  ASSIGN_OR_RETURN(const uint64_t per_lane, BatchesPerLane(global_batches));
+  global_batches = per_lane * c;
   RETURN_IF_ERROR(CheckDpDegreeFitsLanes(dp_degree, c));
-  const uint64_t per_lane = global_batches / c;
   std::vector<StepBatch> out;
   out.reserve(global_batches);
   for (uint32_t d = 0; d < dp_degree; ++d) {
@@ -268,6 +273,40 @@ absl::StatusOr<std::vector<StepLocator::StepBatch>> StepLocator::Step(uint64_t s
     }
   }
   return out;
+}
+
+absl::StatusOr<uint64_t> StepLocator::BatchesPerLane(uint64_t global_batches) const {
+  const uint32_t c = num_lanes();
+  if (global_batches == 0) global_batches = c;
+  if (global_batches % c != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global_batches ", global_batches, " must be a multiple of canonical_replicas ", c,
+        ": a step takes the same number of batches from every lane"));
+  }
+  return global_batches / c;
+}
+
+absl::StatusOr<StepLocator::StepPlace> StepLocator::PlaceOf(uint32_t lane, uint64_t lane_batch,
+                                                            uint64_t global_batches,
+                                                            uint32_t dp_degree) const {
+  const uint32_t c = num_lanes();
+  if (lane >= c) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lane ", lane, " must be < canonical_replicas ", c));
+  }
+  ASSIGN_OR_RETURN(const uint64_t per_lane, BatchesPerLane(global_batches));
+  RETURN_IF_ERROR(CheckDpDegreeFitsLanes(dp_degree, c));
+  for (uint32_t d = 0; d < dp_degree; ++d) {
+    ASSIGN_OR_RETURN(std::vector<uint32_t> lanes,
+                     OwnedLanes(c, dp_degree, d, resolved_.spec.mapping_strategy()));
+    const auto at = std::find(lanes.begin(), lanes.end(), lane);
+    if (at == lanes.end()) continue;
+    // As in Step(): the group's t-th batch is lane lanes[t mod |L|]'s batch t / |L|.
+    const uint64_t t = lane_batch * lanes.size() + static_cast<uint64_t>(at - lanes.begin());
+    const uint64_t in_step = per_lane * lanes.size();
+    return StepPlace{t / in_step, d, static_cast<uint32_t>(t % in_step)};
+  }
+  return absl::InternalError(absl::StrCat("no DP group of ", dp_degree, " owns lane ", lane));
 }
 
 }  // namespace zephon::pipeline

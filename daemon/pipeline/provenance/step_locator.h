@@ -45,6 +45,10 @@
 
 namespace zephon::pipeline {
 
+// The row of each of `plan`'s segments: segments fill rows of plan.cols cells in order;
+// a record batch (cols 0) has one segment per row.
+std::vector<uint32_t> SegmentRows(const BatchPlan& plan);
+
 class StepLocator {
  public:
   // REQUIRES: `datasets` came from OpenDatasets of `resolved.spec`. `threads` >= 1
@@ -107,6 +111,19 @@ class StepLocator {
   // ended by that step.
   absl::StatusOr<std::vector<StepBatch>> Step(uint64_t step, uint64_t global_batches,
                                               uint32_t dp_degree);
+
+  // Where lane `lane`'s batch `lane_batch` is delivered: Step()'s mapping inverted.
+  struct StepPlace {
+    uint64_t step = 0;
+    uint32_t dp_group = 0;
+    uint32_t batch_in_step = 0;
+  };
+  // Errors: Step()'s for global_batches and dp_degree; INVALID_ARGUMENT for a lane >= C.
+  absl::StatusOr<StepPlace> PlaceOf(uint32_t lane, uint64_t lane_batch, uint64_t global_batches,
+                                    uint32_t dp_degree) const;
+  // Batches each lane gives a step of `global_batches` (0: C) batches. INVALID_ARGUMENT
+  // unless it is a multiple of C.
+  absl::StatusOr<uint64_t> BatchesPerLane(uint64_t global_batches) const;
 
  private:
   // before[i]: records in the lane's flush groups before group first_group + i (group

@@ -131,6 +131,13 @@ void ExpectStepsMatchTheGroups(const proto::PipelineSpec& spec, uint32_t dp_degr
                      "step " + std::to_string(n) + " group " + std::to_string(b.dp_group) +
                          " batch " + std::to_string(b.batch_in_step));
       EXPECT_EQ(b.batch_in_step, seen[b.dp_group]++);
+      // And the inverse: the lane batch is placed where Step() put it.
+      auto place = (*locator)->PlaceOf(b.plan.lane, b.plan.lane_batch_index, global_batches,
+                                       dp_degree);
+      ASSERT_TRUE(place.ok()) << place.status();
+      EXPECT_EQ(place->step, n);
+      EXPECT_EQ(place->dp_group, b.dp_group);
+      EXPECT_EQ(place->batch_in_step, b.batch_in_step);
     }
     EXPECT_EQ(step->size(), global_batches);
     ++checked;
