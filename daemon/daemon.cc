@@ -25,6 +25,7 @@
 #include "common/paths.h"
 #include "common/rpc_limits.h"
 #include "common/status_macros.h"
+#include "daemon/audit/audit_log.h"
 #include "daemon/checkpoint/peer_auth.h"
 #include "daemon/checkpoint/peer_credentials.h"
 #include "common/cache_dir.h"
@@ -207,8 +208,8 @@ absl::Status Daemon::StartServers() {
       for (const std::string& dir :
            {aggregate_dir.empty() || absl::StartsWith(aggregate_dir, "s3://")
                 ? std::string()
-                : absl::StrCat(aggregate_dir, "/", state.run_id(), "/audit"),
-            audit_dir.empty() ? std::string() : absl::StrCat(audit_dir, "/", state.run_id())}) {
+                : audit::AggregateAuditDir(aggregate_dir, state.run_id()),
+            audit_dir.empty() ? std::string() : audit::DaemonAuditDir(audit_dir, state.run_id())}) {
         struct stat st;
         if (!dir.empty() && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
           merger->Enqueue(dir, through);

@@ -17,6 +17,7 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "common/logging.h"
+#include "daemon/audit/audit_log.h"
 #include "daemon/pipeline/batching/group_stream.h"
 #include "daemon/pipeline/batching/record_batch.h"
 #include "daemon/checkpoint/checkpoint_file.h"
@@ -44,7 +45,7 @@ absl::StatusOr<std::string> AuditDirOf(const std::string& daemon_audit_dir, bool
   const std::string run =
       run_id.empty() ? absl::StrCat(run_key, "-", getpid(), "-", absl::ToUnixMillis(absl::Now()))
                      : run_key;
-  if (!daemon_audit_dir.empty()) return absl::StrCat(daemon_audit_dir, "/", run);
+  if (!daemon_audit_dir.empty()) return audit::DaemonAuditDir(daemon_audit_dir, run);
   if (!asked) return std::string();
   if (aggregate_dir.empty()) {
     return absl::InvalidArgumentError(
@@ -56,7 +57,7 @@ absl::StatusOr<std::string> AuditDirOf(const std::string& daemon_audit_dir, bool
         "audit=True writes a local log, but aggregate_dir is ", aggregate_dir,
         ": start zephond with --audit-dir on a local or shared file system"));
   }
-  return absl::StrCat(aggregate_dir, "/", run, "/audit");
+  return audit::AggregateAuditDir(aggregate_dir, run);
 }
 
 // Longest an attach waits on the store for the leader file (retries included): a store

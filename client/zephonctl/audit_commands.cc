@@ -1,7 +1,5 @@
 #include "client/zephonctl/audit_commands.h"
 
-#include <sys/stat.h>
-
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -30,16 +28,9 @@
 namespace zephon::ctl {
 namespace {
 
-// DIR itself, or DIR/audit when that is a directory (a run's directory was named).
-std::string AuditDir(const std::string& dir) {
-  struct stat st;
-  const std::string nested = dir + "/audit";
-  if (stat(nested.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return nested;
-  return dir;
-}
-
 absl::StatusOr<audit::RunIndex> LoadRun(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::vector<proto::AuditRecord> records, audit::ReadAuditDir(AuditDir(dir)));
+  ASSIGN_OR_RETURN(std::vector<proto::AuditRecord> records,
+                   audit::ReadAuditDir(audit::ResolveAuditDir(dir)));
   absl::StatusOr<audit::RunIndex> index = audit::IndexRun(records);
   if (!index.ok()) {
     return absl::Status(index.status().code(), absl::StrCat(dir, ": ", index.status().message()));
@@ -74,8 +65,10 @@ struct MergedComparison {
 };
 
 absl::StatusOr<MergedComparison> CompareMerged(const std::string& a, const std::string& b) {
-  ASSIGN_OR_RETURN(std::vector<audit::MergedRound> ma, audit::ReadMergedSteps(AuditDir(a)));
-  ASSIGN_OR_RETURN(std::vector<audit::MergedRound> mb, audit::ReadMergedSteps(AuditDir(b)));
+  ASSIGN_OR_RETURN(std::vector<audit::MergedRound> ma,
+                   audit::ReadMergedSteps(audit::ResolveAuditDir(a)));
+  ASSIGN_OR_RETURN(std::vector<audit::MergedRound> mb,
+                   audit::ReadMergedSteps(audit::ResolveAuditDir(b)));
   MergedComparison out;
   out.a = ma.size();
   out.b = mb.size();

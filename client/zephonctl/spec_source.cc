@@ -1,7 +1,5 @@
 #include "client/zephonctl/spec_source.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <thread>
 #include <utility>
@@ -91,10 +89,7 @@ absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::stri
 
 absl::StatusOr<uint64_t> AnchorFromAudit(const std::string& dir, OpenedSpec* opened,
                                          uint64_t first, uint64_t end) {
-  struct stat st;
-  const std::string nested = dir + "/audit";
-  const std::string audit_dir =
-      stat(nested.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? nested : dir;
+  const std::string audit_dir = audit::ResolveAuditDir(dir);
   // The leader's merged lane rounds: one read per round.
   std::vector<audit::MergedRound> rounds;
   for (uint64_t j = first; j < end; ++j) {

@@ -56,6 +56,20 @@ absl::Status WriteAll(int fd, const std::string& bytes, const std::string& path)
 
 }  // namespace
 
+std::string AggregateAuditDir(const std::string& aggregate_dir, const std::string& run) {
+  return absl::StrCat(aggregate_dir, "/", run, "/audit");
+}
+
+std::string DaemonAuditDir(const std::string& audit_dir, const std::string& run) {
+  return absl::StrCat(audit_dir, "/", run);
+}
+
+std::string ResolveAuditDir(const std::string& dir) {
+  struct stat st;
+  const std::string nested = dir + "/audit";
+  return stat(nested.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? nested : dir;
+}
+
 absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& dir,
                                                          const std::string& stem,
                                                          uint64_t rotate_bytes) {

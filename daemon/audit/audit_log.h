@@ -66,6 +66,16 @@ class AuditLog {
   std::string path_;
 };
 
+// Where a run's logs go: <aggregate_dir>/<run>/audit for audit=True, <audit_dir>/<run>
+// for zephond --audit-dir. One definition for the instances that write there and the
+// checkpoint leader that merges them.
+std::string AggregateAuditDir(const std::string& aggregate_dir, const std::string& run);
+std::string DaemonAuditDir(const std::string& audit_dir, const std::string& run);
+
+// What a user names as a run's audit directory: `dir` itself, or `dir`/audit when that
+// is a directory (the run's own directory was named).
+std::string ResolveAuditDir(const std::string& dir);
+
 // The records of one file, in order. `torn_tail` (may be null) is set when a torn last
 // record was skipped. Errors: NOT_FOUND / PERMISSION_DENIED naming the file;
 // DATA_LOSS for a wrong magic or a bad record followed by more data.

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <cstring>
 
@@ -17,6 +18,7 @@
 #include "common/file_io.h"
 #include "common/little_endian.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "daemon/audit/audit_log.h"
 
 namespace zephon::audit {
@@ -38,6 +40,43 @@ MergedRound ParseEntry(const char* p, uint32_t lanes) {
   return r;
 }
 
+// A steps file's header, and the whole entries the file holds.
+struct Header {
+  uint32_t lanes = 0;
+  std::string spec_hash;
+  uint64_t entries = 0;
+};
+
+// The header of `path` from its first bytes `head` (at most kHeaderBytes) and its size;
+// nullopt for a file cut before its header ends (a crash right after creating it: no
+// entries yet). DATA_LOSS for a file that is not a steps file.
+absl::StatusOr<std::optional<Header>> ParseHeader(std::string_view head, uint64_t size,
+                                                  const std::string& path) {
+  const size_t magic = std::min<size_t>(head.size(), 8);
+  if (head.substr(0, magic) != std::string_view(kStepsMagic, magic)) {
+    return absl::DataLossError(absl::StrCat(path, " is not a merged steps file (no ",
+                                            kStepsMagic, " header)"));
+  }
+  if (head.size() < kHeaderBytes) return std::optional<Header>();
+  Header h;
+  h.lanes = static_cast<uint32_t>(LoadLittleEndian(head.data() + 8, 4));
+  h.spec_hash = std::string(head.substr(12, kSpecHashBytes));
+  h.entries = (size - kHeaderBytes) / EntryBytes(h.lanes);  // a torn last entry is not one
+  return std::optional<Header>(std::move(h));
+}
+
+// The header of the steps file at `path` read through `fd`.
+absl::StatusOr<std::optional<Header>> ReadHeader(int fd, const std::string& path) {
+  char head[kHeaderBytes];
+  const ssize_t n = pread(fd, head, kHeaderBytes, 0);
+  struct stat st;
+  if (n < 0 || fstat(fd, &st) != 0) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  return ParseHeader(std::string_view(head, static_cast<size_t>(n)),
+                     static_cast<uint64_t>(st.st_size), path);
+}
+
 // What lane round j's digest covers of one lane's batch j: its token digest, then its
 // sample ids as u64 little-endian.
 std::string DigestInput(const proto::AuditRecord& r) {
@@ -54,25 +93,17 @@ absl::StatusOr<std::vector<MergedRound>> ReadMergedSteps(const std::string& dir,
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (absl::IsNotFound(bytes.status())) return std::vector<MergedRound>();
   if (!bytes.ok()) return bytes.status();
-  // A crash between creating the file and writing its header leaves fewer bytes: no
-  // entries yet (the next merge writes the header).
-  if (bytes->size() < kHeaderBytes &&
-      std::string(kStepsMagic).compare(0, std::min<size_t>(bytes->size(), 8), *bytes, 0,
-                                       std::min<size_t>(bytes->size(), 8)) == 0) {
-    return std::vector<MergedRound>();
-  }
-  if (bytes->size() < kHeaderBytes || bytes->compare(0, 8, kStepsMagic) != 0) {
-    return absl::DataLossError(absl::StrCat(path, " is not a merged steps file (no ",
-                                            kStepsMagic, " header)"));
-  }
-  const uint32_t lanes = static_cast<uint32_t>(LoadLittleEndian(bytes->data() + 8, 4));
-  if (canonical_replicas != nullptr) *canonical_replicas = lanes;
+  ASSIGN_OR_RETURN(
+      std::optional<Header> header,
+      ParseHeader(std::string_view(*bytes).substr(0, kHeaderBytes), bytes->size(), path));
   std::vector<MergedRound> out;
-  const size_t entry = EntryBytes(lanes);
-  for (size_t at = kHeaderBytes; at + entry <= bytes->size(); at += entry) {
-    out.push_back(ParseEntry(bytes->data() + at, lanes));
+  if (!header.has_value()) return out;
+  if (canonical_replicas != nullptr) *canonical_replicas = header->lanes;
+  const size_t entry = EntryBytes(header->lanes);
+  for (uint64_t j = 0; j < header->entries; ++j) {
+    out.push_back(ParseEntry(bytes->data() + kHeaderBytes + j * entry, header->lanes));
   }
-  return out;  // a torn last entry (shorter than an entry) is not one
+  return out;
 }
 
 absl::StatusOr<std::optional<MergedRound>> ReadMergedRound(const std::string& dir, uint64_t j,
@@ -80,23 +111,19 @@ absl::StatusOr<std::optional<MergedRound>> ReadMergedRound(const std::string& di
   const std::string path = absl::StrCat(dir, "/", kStepsFile);
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return std::optional<MergedRound>();
-  char header[kHeaderBytes];
+  absl::StatusOr<std::optional<Header>> header = ReadHeader(fd, path);
   std::optional<MergedRound> out;
-  absl::Status status;
-  if (pread(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes)) {
-    if (std::string_view(header, 8) != std::string_view(kStepsMagic, 8)) {
-      status = absl::DataLossError(absl::StrCat(path, " is not a merged steps file"));
-    } else {
-      const uint32_t lanes = static_cast<uint32_t>(LoadLittleEndian(header + 8, 4));
-      if (spec_hash != nullptr) *spec_hash = std::string(header + 12, kSpecHashBytes);
-      std::string entry(EntryBytes(lanes), '\0');
-      const off_t at = static_cast<off_t>(kHeaderBytes + j * entry.size());
-      if (pread(fd, entry.data(), entry.size(), at) == static_cast<ssize_t>(entry.size())) {
-        out = ParseEntry(entry.data(), lanes);
-        if (out->lane_round != j) {
-          status = absl::DataLossError(absl::StrCat(path, " holds lane round ",
-                                                    out->lane_round, " where ", j, " belongs"));
-        }
+  absl::Status status = header.status();
+  if (header.ok() && header->has_value() && j < (*header)->entries) {
+    const uint32_t lanes = (*header)->lanes;
+    if (spec_hash != nullptr) *spec_hash = (*header)->spec_hash;
+    std::string entry(EntryBytes(lanes), '\0');
+    const off_t at = static_cast<off_t>(kHeaderBytes + j * entry.size());
+    if (pread(fd, entry.data(), entry.size(), at) == static_cast<ssize_t>(entry.size())) {
+      out = ParseEntry(entry.data(), lanes);
+      if (out->lane_round != j) {
+        status = absl::DataLossError(absl::StrCat(path, " holds lane round ", out->lane_round,
+                                                  " where ", j, " belongs"));
       }
     }
   }
@@ -106,10 +133,19 @@ absl::StatusOr<std::optional<MergedRound>> ReadMergedRound(const std::string& di
 }
 
 absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
+  const std::string path = absl::StrCat(dir, "/", kStepsFile);
+  // Where the file ends: its header and size, not its entries (read once per round).
   uint32_t c = 0;
-  absl::StatusOr<std::vector<MergedRound>> merged = ReadMergedSteps(dir, &c);
-  if (!merged.ok()) return merged.status();
-  const uint64_t next = merged->size();
+  uint64_t next = 0;
+  if (const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW); fd >= 0) {
+    absl::StatusOr<std::optional<Header>> header = ReadHeader(fd, path);
+    close(fd);
+    if (!header.ok()) return header.status();
+    if (header->has_value()) {
+      c = (*header)->lanes;
+      next = (*header)->entries;
+    }
+  }
   // Only the lane rounds to merge now are kept (memory: the window, not the run).
   uint32_t lanes = 0;
   std::string hash;
@@ -129,7 +165,6 @@ absl::StatusOr<uint64_t> MergeSteps(const std::string& dir, uint64_t through) {
   });
   if (!read.ok()) return read;
   if (lanes == 0) return next;  // no record yet: nothing to merge
-  const std::string path = absl::StrCat(dir, "/", kStepsFile);
   if (next > 0 && c != lanes) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " merges ", c, " lanes but the run's audit records have ", lanes));
