@@ -17,7 +17,9 @@
 #include "common/mix.h"
 #include "common/status_macros.h"
 #include "common/logging.h"
+#include "common/cache_dir.h"
 #include "daemon/audit/audit_log.h"
+#include "daemon/audit/step_anchors.h"
 #include "daemon/pipeline/batching/group_stream.h"
 #include "daemon/pipeline/batching/record_batch.h"
 #include "daemon/checkpoint/checkpoint_file.h"
@@ -558,6 +560,26 @@ absl::StatusOr<std::shared_ptr<PipelineInstance>> InstanceRegistry::CreateInstan
   ASSIGN_OR_RETURN(config.audit_dir,
                    AuditDirOf(options_.audit_dir, request.execution().audit(),
                               attach.identity.aggregate_dir, attach.identity.run_id, run_key));
+  // Step anchors: positions counted from this spec's start, so not for a resume that
+  // changed the batching or revised a curriculum's schedule.
+  const bool positions_are_the_specs =
+      resume == nullptr || (!resume->changes.batch &&
+                            resume->changes.saved_flush_every_k_chunks == 0 &&
+                            resume->state.schedule_history().empty());
+  if (positions_are_the_specs && attach.pipeline.lanes.microbatch_size > 0 &&
+      attach.pipeline.lanes.flush_every_k_chunks > 0) {
+    config.anchor_dirs.push_back(audit::StepAnchorDir(
+        options_.cache_dir.empty() ? DefaultCacheDir() : options_.cache_dir, opened.spec_hash));
+    const std::string& aggregate_dir = attach.identity.aggregate_dir;
+    if (!aggregate_dir.empty() && !attach.identity.run_id.empty() &&
+        !absl::StartsWith(aggregate_dir, "s3://")) {
+      // Shared by the run's nodes: one `which --anchors` finds every lane's.
+      config.anchor_dirs.push_back(audit::StepAnchorDir(
+          absl::StrCat(aggregate_dir, "/", attach.identity.run_id), opened.spec_hash));
+    }
+    config.flush_every_k_chunks = attach.pipeline.lanes.flush_every_k_chunks;
+    config.microbatch_size = attach.pipeline.lanes.microbatch_size;
+  }
   config.reserved_readers = reserve;
   config.restore_key = resume != nullptr ? resume->key : "";
   config.run_key = run_key;

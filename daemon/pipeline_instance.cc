@@ -175,6 +175,14 @@ absl::StatusOr<std::unique_ptr<PipelineInstance>> PipelineInstance::Create(
       new PipelineInstance(std::move(config), std::move(batches), std::move(writer),
                            std::move(counters)));
   instance->audit_ = std::move(audit);
+  for (const std::string& dir : instance->config_.anchor_dirs) {
+    const InstanceConfig& c = instance->config_;
+    instance->anchors_.push_back(std::make_unique<audit::StepAnchorWriter>(
+        dir,
+        audit::AnchorOrigin{c.run_key, c.instance_id, c.spec_hash,
+                            static_cast<uint32_t>(c.spec.canonical_replicas())},
+        c.flush_every_k_chunks, c.microbatch_size));
+  }
   if (instance->audit_ != nullptr) {
     Log()->info("instance {}: auditing every batch into {}", instance->config_.instance_id,
                 instance->audit_->path());
@@ -325,6 +333,22 @@ void PipelineInstance::ProduceLoop() {
       return;
     }
     produced_.fetch_add(1);
+    // After publishing: anchors save `zephonctl which` time and are no contract, so the
+    // first one (which reads what earlier runs anchored) never delays a batch.
+    for (auto it = anchors_.begin(); it != anchors_.end();) {
+      const pipeline::LanePosition& start = plan ? plan->start : batch->start;
+      absl::Status noted = (*it)->Note(
+          plan ? plan->lane : batch->lane,
+          plan ? plan->lane_batch_index : batch->lane_batch_index, start.flush_group_chunk,
+          start.records_into_group);
+      if (noted.ok()) {
+        ++it;
+        continue;
+      }
+      Log()->warn("{}: no more step anchors in {} (`zephonctl which` counts from the "
+                  "start instead): {}", Where(), (*it)->dir(), noted.ToString());
+      it = anchors_.erase(it);
+    }
   }
 }
 

@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "daemon/audit/audit_log.h"
+#include "daemon/audit/step_anchors.h"
 #include "daemon/checkpoint/local_rounds.h"
 #include "daemon/exec/ordered_stage.h"
 #include "daemon/exec/parallel_batches.h"
@@ -83,6 +84,13 @@ struct InstanceConfig {
   // Where the instance appends an audit record per batch it publishes
   // (daemon/audit/audit_log.h); empty = no audit.
   std::string audit_dir;
+  // Where the instance leaves step anchors for `zephonctl which`
+  // (daemon/audit/step_anchors.h): the node's cache and, for a named run with a local
+  // aggregate_dir, the run's directory there; with the lane options they are counted
+  // in. Empty = none (a resume whose positions are not this spec's from its start).
+  std::vector<std::string> anchor_dirs;
+  uint64_t flush_every_k_chunks = 1;
+  uint64_t microbatch_size = 1;
   // Requested materialize parallelism and reorder window (capped by the pool).
   exec::OrderedStageOptions materialize;
   // The ring's memfds come from it (RingWriter::Create); its clock dates the creation
@@ -194,6 +202,8 @@ class PipelineInstance final : public checkpoint::ProgressSource {
   std::atomic<uint64_t> produced_{0};
   // Null without an audit (or after it failed); written by the producer thread only.
   std::unique_ptr<audit::AuditLog> audit_;
+  // One per anchor_dirs entry; one that failed is dropped. Producer thread only.
+  std::vector<std::unique_ptr<audit::StepAnchorWriter>> anchors_;
   std::atomic<bool> stop_{false};
   std::thread producer_;
 };

@@ -1,6 +1,7 @@
 #include "client/zephonctl/spec_source.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "common/file_io.h"
 #include "common/status_macros.h"
 #include "daemon/audit/audit_log.h"
+#include "daemon/audit/step_anchors.h"
 #include "daemon/audit/step_merge.h"
 #include "daemon/checkpoint/checkpoint_file.h"
 #include "daemon/pipeline/spec.h"
@@ -87,6 +89,32 @@ absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::stri
   return out;
 }
 
+namespace {
+
+// Every record of the logs in `dir` of this spec becomes an anchor (its lane, lane batch
+// and start position). NOT_FOUND when `dir` holds no log.
+absl::StatusOr<uint64_t> AnchorFromLogs(const std::string& dir, OpenedSpec* opened) {
+  uint64_t added = 0;
+  absl::Status failed;
+  RETURN_IF_ERROR(audit::ForEachAuditRecord(dir, [&](proto::AuditRecord r) {
+    if (!failed.ok() || r.spec_hash() != opened->spec_hash ||
+        r.canonical_replicas() != opened->locator->num_lanes()) {
+      return;
+    }
+    failed = opened->locator->AddAnchor(
+        r.lane(), r.lane_batch_index(),
+        pipeline::LanePosition{r.flush_group_chunk(), r.records_into_group()});
+    if (!failed.ok()) {
+      failed = absl::InvalidArgumentError(absl::StrCat(dir, ": ", failed.message()));
+    }
+    ++added;
+  }));
+  RETURN_IF_ERROR(failed);
+  return added;
+}
+
+}  // namespace
+
 absl::StatusOr<uint64_t> AnchorFromAudit(const std::string& dir, OpenedSpec* opened,
                                          uint64_t first, uint64_t end) {
   const std::string audit_dir = audit::ResolveAuditDir(dir);
@@ -113,17 +141,39 @@ absl::StatusOr<uint64_t> AnchorFromAudit(const std::string& dir, OpenedSpec* ope
     }
     return rounds.size() * opened->locator->num_lanes();
   }
+  return AnchorFromLogs(audit_dir, opened);
+}
+
+absl::StatusOr<uint64_t> AnchorFromCache(const std::vector<std::string>& cache_dirs,
+                                         OpenedSpec* opened) {
   uint64_t added = 0;
-  absl::Status failed;
-  RETURN_IF_ERROR(audit::ForEachAuditRecord(audit_dir, [&](proto::AuditRecord r) {
-    if (!failed.ok() || r.spec_hash() != opened->spec_hash) return;
-    failed = opened->locator->AddAnchor(
-        r.lane(), r.lane_batch_index(),
-        pipeline::LanePosition{r.flush_group_chunk(), r.records_into_group()});
-    ++added;
-  }));
-  RETURN_IF_ERROR(failed);
+  for (const std::string& dir : cache_dirs) {
+    const std::string in_cache = audit::StepAnchorDir(dir, opened->spec_hash);
+    const std::string anchors = std::filesystem::is_directory(in_cache) ? in_cache : dir;
+    absl::StatusOr<uint64_t> n = AnchorFromLogs(anchors, opened);
+    if (absl::IsNotFound(n.status())) continue;  // none there
+    RETURN_IF_ERROR(n.status());
+    added += *n;
+  }
   return added;
+}
+
+absl::StatusOr<uint64_t> KeepCountedAnchors(const std::string& cache_dir,
+                                            const OpenedSpec& opened) {
+  const pipeline::LaneOptions& lanes = opened.locator->resolved().lanes;
+  if (lanes.microbatch_size == 0 || lanes.flush_every_k_chunks == 0) return 0;
+  audit::StepAnchorWriter writer(
+      audit::StepAnchorDir(cache_dir, opened.spec_hash),
+      audit::AnchorOrigin{"", "zephonctl", opened.spec_hash, opened.locator->num_lanes()},
+      lanes.flush_every_k_chunks, lanes.microbatch_size);
+  absl::Status failed;
+  opened.locator->ForEachCountedGroupStart(
+      [&](uint32_t lane, uint64_t batch, const pipeline::LanePosition& at) {
+        if (failed.ok()) failed = writer.Note(lane, batch, at.flush_group_chunk,
+                                              at.records_into_group);
+      });
+  RETURN_IF_ERROR(failed);
+  return writer.written();
 }
 
 }  // namespace zephon::ctl

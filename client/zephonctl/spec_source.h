@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/pipeline/provenance/step_locator.h"
@@ -54,6 +55,20 @@ absl::StatusOr<OpenedSpec> OpenLocator(const SpecSource& source, const std::stri
 // directory; INVALID_ARGUMENT for a position that is not one of this spec.
 absl::StatusOr<uint64_t> AnchorFromAudit(const std::string& dir, OpenedSpec* opened,
                                          uint64_t first = 0, uint64_t end = 0);
+
+// Anchors `opened`'s locator with the step anchors runs and earlier queries of this spec
+// left (daemon/audit/step_anchors.h): each of `cache_dirs` is a cache directory (holding
+// anchors/<spec hash>/) or such an anchors directory itself; one that holds none adds
+// nothing. Returns the anchors added. Errors: those of reading a directory that exists;
+// INVALID_ARGUMENT for a position that is not one of this spec.
+absl::StatusOr<uint64_t> AnchorFromCache(const std::vector<std::string>& cache_dirs,
+                                         OpenedSpec* opened);
+
+// Keeps what `opened`'s locator counted as step anchors in `cache_dir`, for the next
+// query (only where none lies near). Returns the anchors written. Errors: those of
+// writing there.
+absl::StatusOr<uint64_t> KeepCountedAnchors(const std::string& cache_dir,
+                                            const OpenedSpec& opened);
 
 }  // namespace zephon::ctl
 

@@ -15,6 +15,7 @@
 #include "client/zephonctl/exit_codes.h"
 #include "client/zephonctl/spec_source.h"
 #include "client/zephonctl/output.h"
+#include "common/cache_dir.h"
 #include "common/status_macros.h"
 #include "daemon/pipeline/ordering/lanes.h"
 #include "daemon/pipeline/provenance/step_locator.h"
@@ -33,6 +34,8 @@ struct WhichArgs {
   bool tokens = false;
   std::string tokenizer;  // --text: decode each piece with it
   std::string audit;      // an audit directory of a run of this spec: exact anchors
+  std::vector<std::string> anchors;  // more cache dirs holding this spec's step anchors
+  bool count_from_start = false;     // ignore (and keep no) step anchors
   bool json = false;
   int threads = 0;  // 0: the machine's cores
 };
@@ -91,7 +94,8 @@ absl::Status PrintJson(const pipeline::StepLocator& locator, const WhichArgs& ar
                        std::ostream& out) {
   out << "{\"step\": " << *args.step << ", \"global_batches\": " << global_batches
       << ", \"dp_degree\": " << dp_degree << ", \"canonical_replicas\": "
-      << locator.num_lanes() << ", \"spec_hash\": " << JsonQuote(hash) << ", \"batches\": [";
+      << locator.num_lanes() << ", \"spec_hash\": " << JsonQuote(hash)
+      << ", \"anchors\": " << locator.anchors() << ", \"batches\": [";
   for (size_t b = 0; b < batches.size(); ++b) {
     const pipeline::BatchPlan& plan = batches[b].plan;
     out << (b ? ", " : "") << "{\"dp_group\": " << batches[b].dp_group
@@ -213,7 +217,7 @@ absl::Status RunSample(const WhichArgs& args, pipeline::StepLocator& locator,
     text << "{\"sample\": " << JsonQuote(name) << ", \"dataset_index\": " << id.dataset
          << ", \"shard\": " << id.shard << ", \"doc\": " << id.index
          << ", \"global_batches\": " << global_batches << ", \"dp_degree\": " << dp_degree
-         << ", \"occurrences\": [";
+         << ", \"anchors\": " << locator.anchors() << ", \"occurrences\": [";
   } else {
     text << name << ": " << found.size() << " batch(es) in "
          << (args.passes > 0 ? absl::StrCat("the first ", args.passes, " pass(es)")
@@ -258,10 +262,28 @@ absl::Status RunSample(const WhichArgs& args, pipeline::StepLocator& locator,
   return absl::OkStatus();
 }
 
+absl::Status Answer(const WhichArgs& args, OpenedSpec& opened, std::ostream& out);
+
 absl::Status RunWhich(const WhichArgs& args, std::ostream& out) {
   ASSIGN_OR_RETURN(SpecSource source, LoadSpecSource(args.spec_file));
   ASSIGN_OR_RETURN(OpenedSpec opened, OpenLocator(source, args.spec_file, args.dp_degree,
                                                   args.threads));
+  if (!args.count_from_start) {
+    // Where runs of this spec (zephond) and earlier queries stood: this node's cache and
+    // any --anchors directory.
+    std::vector<std::string> dirs = {DefaultCacheDir()};
+    dirs.insert(dirs.end(), args.anchors.begin(), args.anchors.end());
+    RETURN_IF_ERROR(AnchorFromCache(dirs, &opened).status());
+  }
+  RETURN_IF_ERROR(Answer(args, opened, out));
+  if (!args.count_from_start) {
+    // A cache: a query that cannot keep its counts still answered.
+    (void)KeepCountedAnchors(DefaultCacheDir(), opened);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Answer(const WhichArgs& args, OpenedSpec& opened, std::ostream& out) {
   pipeline::StepLocator* const locator = opened.locator.get();
   const uint32_t dp_degree = opened.dp_degree;
   const std::string& hash = opened.spec_hash;
@@ -340,6 +362,13 @@ void AddWhichCommand(CLI::App& app, int* exit_code) {
                     "An audit directory of a run of this spec: its batches' positions are "
                     "exact anchors, so steps that run reached are found without counting")
       ->check(CLI::ExistingDirectory);
+  which->add_option("--anchors", args->anchors,
+                    "Another node's or daemon's cache directory (zephond --cache-dir) whose "
+                    "step anchors of this spec to use too; this user's cache is always read")
+      ->check(CLI::ExistingDirectory);
+  which->add_flag("--count-from-start", args->count_from_start,
+                  "Use no cached step anchors (count every flush group from the run's "
+                  "start, or from a checkpoint's or --audit's positions) and keep none");
   which->add_option("--threads", args->threads,
                     "Threads counting flush groups (default: the machine's cores)")
       ->check(CLI::Range(1, 1024));

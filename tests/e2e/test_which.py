@@ -4,6 +4,7 @@ lanes, lane batches and documents, and token for token the same rows."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 import zephon
 from conftest import pipeline
-from zephond_process import zephonctl_path
+from zephond_process import Daemon, zephonctl_path
 
 
 def _rows_from(answer_batch: dict, cols: int, pad: int = 0) -> np.ndarray:
@@ -28,6 +29,17 @@ def _rows_from(answer_batch: dict, cols: int, pad: int = 0) -> np.ndarray:
         filled[r] += len(toks)
     assert filled == [cols] * answer_batch["rows"]
     return rows
+
+
+def _documents_named(answer_batch: dict) -> list[tuple[int, int, int]]:
+    """The (dataset, shard, doc) ids a batch of which's answer names, in order: the ids
+    a delivered batch carries."""
+    named = []
+    for seg in answer_batch["segments"]:
+        key = (seg["dataset_index"], seg["shard"], seg["doc"])
+        if "padding" not in seg and key not in named:
+            named.append(key)
+    return named
 
 
 def test_which_names_what_each_step_delivered(corpus, daemon):
@@ -51,12 +63,7 @@ def test_which_names_what_each_step_delivered(corpus, daemon):
         for b in answer["batches"]:
             lane, lane_batch, ids, tokens = delivered[4 * step + b["batch_in_step"]]
             assert (b["lane"], b["lane_batch"]) == (lane, lane_batch)
-            named = []
-            for seg in b["segments"]:
-                key = (seg["dataset_index"], seg["shard"], seg["doc"])
-                if "padding" not in seg and key not in named:
-                    named.append(key)
-            assert named == ids
+            assert _documents_named(b) == ids
             assert np.array_equal(_rows_from(b, tokens.shape[1]), tokens)
             assert all(s["file"].startswith("shard-") for s in b["segments"])
             assert all(s["dataset"] == "web" for s in b["segments"])
@@ -149,3 +156,64 @@ def test_which_text_decodes_each_piece_with_the_tokenizer(daemon, tmp_path):
         assert s["text"] == tok.decode(ids), s
     assert any(s["text"] != segments[0]["text"] for s in segments)
     p.close()
+
+
+def test_which_starts_from_the_step_anchors_a_run_left(corpus, tmp_path):
+    # A run leaves, in its daemon's cache directory and in its directory under a local
+    # aggregate_dir (shared by its nodes), where each lane stood every 4,096 records; a
+    # later `which` of a step that run reached starts there instead of counting every
+    # flush group from the start, and answers the same.
+    node_cache = tmp_path / "node-cache"
+    d = Daemon(tmp_path / "d", extra_args=["--cache-dir", str(node_cache)], peer=False)
+    try:
+        ds = zephon.Dataset.from_path("web", str(corpus), fmt="megatron")
+        ws = zephon.StaticMixtureWorkSource([ds], seed=77, chunk_size=8,
+                                            exhausted_policy="repeat")
+        p = (zephon.Pipeline(ws).shuffle(64, seed=3).pack_flat(max_length=33).batch(4)
+             .options(daemon=d.socket, canonical_replicas=2, run_id="anchored",
+                      aggregate_dir=str(tmp_path / "agg")))
+        spec = tmp_path / "spec.json"
+        spec.write_text(json.dumps(p._request()))
+        delivered = []
+        for i, batch in enumerate(p):  # 1,200 lane batches (4,800 records) per lane
+            delivered.append((batch.lane, batch.lane_batch_index, [tuple(x) for x in batch.ids]))
+            batch.close()
+            if i == 2 * 1200 - 1:
+                break
+        p.close()
+    finally:
+        d.stop()
+    anchor_dirs = list((node_cache / "anchors").iterdir())
+    assert len(anchor_dirs) == 1  # one spec
+    assert [f.suffix for f in anchor_dirs[0].iterdir()] == [".zaudit"]  # one instance
+    run_anchors = tmp_path / "agg" / "anchored" / "anchors" / anchor_dirs[0].name
+    assert [f.suffix for f in run_anchors.iterdir()] == [".zaudit"]
+
+    def which(*extra: str) -> dict:
+        # A user with an empty cache of their own: anchors come only from --anchors.
+        env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "user-cache"))
+        out = subprocess.run([zephonctl_path(), "which", "--spec", str(spec), "--step", "1150",
+                              "--json", *extra], capture_output=True, text=True, timeout=120,
+                             env=env)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    counted = which("--count-from-start")
+    from_run = which("--anchors", str(tmp_path / "agg" / "anchored"))
+    anchored = which("--anchors", str(node_cache))
+    assert anchored["spec_hash"] == anchor_dirs[0].name
+    assert counted["anchors"] == 0
+    assert from_run["anchors"] >= 4  # both lanes at record 0 and past 4,096
+    assert anchored["anchors"] >= 4
+    del counted["anchors"], anchored["anchors"], from_run["anchors"]
+    assert anchored == counted
+    assert from_run == counted
+    for b in anchored["batches"]:  # and it is what the run delivered
+        lane, lane_batch, ids = delivered[2 * 1150 + b["batch_in_step"]]
+        assert (b["lane"], b["lane_batch"]) == (lane, lane_batch)
+        assert _documents_named(b) == ids
+    # The query kept its own counts: the user's next query starts from them.
+    kept = which()
+    assert kept["anchors"] >= 2  # a lane each: counted on from the run's anchors
+    del kept["anchors"]
+    assert kept == counted

@@ -67,6 +67,27 @@ absl::Status StepLocator::AddAnchor(uint32_t lane, uint64_t batch, const LanePos
   return absl::OkStatus();
 }
 
+uint64_t StepLocator::anchors() const {
+  uint64_t n = 0;
+  for (const auto& lane : anchors_) n += lane.size();
+  return n;
+}
+
+void StepLocator::ForEachCountedGroupStart(
+    const std::function<void(uint32_t, uint64_t, const LanePosition&)>& visit) const {
+  const uint64_t k = resolved_.lanes.flush_every_k_chunks;
+  const uint64_t m = resolved_.lanes.microbatch_size;
+  if (m == 0) return;
+  for (uint32_t lane = 0; lane < totals_.size(); ++lane) {
+    const LaneTotals& t = totals_[lane];
+    for (size_t i = 0; i + 1 < t.before.size(); ++i) {
+      const uint64_t batch = (t.before[i] + m - 1) / m;  // the first starting at or after it
+      if (batch * m >= t.before[i + 1]) continue;       // starts in a later group
+      visit(lane, batch, LanePosition{(t.first_group + i) * k, batch * m - t.before[i]});
+    }
+  }
+}
+
 void StepLocator::StartAtAnchor(uint32_t lane, std::optional<uint64_t> record,
                                 std::optional<uint64_t> group) {
   const std::map<uint64_t, uint64_t>& anchors = anchors_[lane];

@@ -72,6 +72,16 @@ class StepLocator {
   // step that run reached is found without counting. Errors: as Anchor's.
   absl::Status AddAnchor(uint32_t lane, uint64_t batch, const LanePosition& at);
 
+  // Exact lane positions known (Anchor, AddAnchor; one per lane and flush group).
+  uint64_t anchors() const;
+
+  // For every flush group counted so far (any lane) in which a batch starts: the lane,
+  // the first batch starting in it and where (what AddAnchor takes; what
+  // audit::StepAnchorWriter keeps so that a later query need not count again).
+  void ForEachCountedGroupStart(
+      const std::function<void(uint32_t lane, uint64_t batch, const LanePosition& at)>& visit)
+      const;
+
   // Lane `lane`'s batch `b` as the daemon plans it (its segments: sample ids and token
   // ranges, row by row), or nullopt past the lane's end.
   // Errors: INVALID_ARGUMENT for lane >= num_lanes().

@@ -276,6 +276,52 @@ TEST(StepLocatorTest, AnAnchorAtEveryBatchGivesTheSameAnswers) {
   }
 }
 
+TEST(StepLocatorTest, CountedGroupStartsAreTheDeliveredBatchesStartsAndAnchorAnother) {
+  // What `zephonctl which` leaves in the cache for the next query.
+  for (auto chain : {Wrap, FirstFitThenRowShuffle, Records}) {
+    const proto::PipelineSpec spec = Spec(chain);
+    const std::vector<BatchPlan> delivered = Delivered(spec, 1)[0];
+    // (lane, group chunk) -> the lane record the group starts at, from the daemon's plans.
+    std::map<std::pair<uint32_t, uint64_t>, uint64_t> group_starts;
+    const uint64_t m = ResolvePipeline(spec, 1).value().lanes.microbatch_size;
+    for (const BatchPlan& p : delivered) {
+      group_starts[{p.lane, p.start.flush_group_chunk}] =
+          p.lane_batch_index * m - p.start.records_into_group;
+    }
+    auto counter = StepLocator::Create(ResolvePipeline(spec, 1).value(), Corpus());
+    ASSERT_TRUE(counter.ok()) << counter.status();
+    const uint64_t steps = delivered.size() / 4;
+    for (uint64_t n = steps; n-- > 0;) {  // the last step before a lane ended
+      if ((*counter)->Step(n, 4, 1).ok()) break;
+    }
+    auto fresh = StepLocator::Create(ResolvePipeline(spec, 1).value(), Corpus());
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    uint64_t visited = 0, compared = 0;
+    (*counter)->ForEachCountedGroupStart(
+        [&](uint32_t lane, uint64_t batch, const LanePosition& at) {
+          // A batch starting right at a group boundary is planned at the end of the
+          // group before: such a group has no plan starting in it to compare with.
+          auto it = group_starts.find({lane, at.flush_group_chunk});
+          if (it != group_starts.end()) {
+            EXPECT_EQ(it->second, batch * m - at.records_into_group) << lane << "/" << batch;
+            ++compared;
+          }
+          EXPECT_TRUE((*fresh)->AddAnchor(lane, batch, at).ok());
+          ++visited;
+        });
+    EXPECT_GE(compared, 4u);
+    EXPECT_GE(visited, compared);
+    for (uint64_t n = steps; n-- > 0;) {
+      auto step = (*fresh)->Step(n, 4, 1);
+      if (!step.ok()) continue;  // past a lane's end
+      for (const StepLocator::StepBatch& b : *step) {
+        ExpectSamePlan(delivered[n * 4 + b.batch_in_step], b.plan,
+                       "anchored at counted group starts, step " + std::to_string(n));
+      }
+    }
+  }
+}
+
 TEST(StepLocatorTest, PastALanesEndIsNulloptAndAStepThereIsOutOfRange) {
   auto locator = StepLocator::Create(ResolvePipeline(Spec(Wrap), 1).value(), Corpus());
   ASSERT_TRUE(locator.ok()) << locator.status();
