@@ -184,6 +184,7 @@ absl::Status Daemon::StartServers() {
     spdlog::error("{}", std::string(s3.status().message()));
     return BadFlags(s3.status());
   }
+  s3->counters = std::make_shared<storage::S3Counters>();  // every store's, for /metrics
   options.s3 = *s3;
   {
     checkpoint::RoundAggregatorOptions aggregator_options;

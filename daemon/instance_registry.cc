@@ -687,6 +687,40 @@ proto::StatusReply InstanceRegistry::Status() const {
   reply.set_metrics_address(options_.metrics_address);
   reply.set_peer_address(options_.peer_address);
   reply.set_uptime_s(absl::ToDoubleSeconds(options_.env->Now() - started_));
+  reply.set_start_time_unix_s(absl::ToDoubleSeconds(started_ - absl::UnixEpoch()));
+  if (options_.counters != nullptr) {
+    const metrics::DaemonCounters& counters = *options_.counters;
+    proto::CheckpointRoundsStatus* rounds = reply.mutable_checkpoint_rounds();
+    rounds->set_ok(counters.rounds_ok());
+    rounds->set_error(counters.rounds_error());
+    rounds->set_timeout(counters.rounds_timeout());
+    if (const auto last = counters.last_round(); last.has_value()) {
+      proto::LastCheckpointRound* out = rounds->mutable_last();
+      out->set_run_id(last->run_id);
+      out->set_round(last->round);
+      out->set_result(metrics::RoundResultName(last->result));
+      out->set_finished_unix_s(absl::ToDoubleSeconds(last->finished - absl::UnixEpoch()));
+      out->set_seconds(absl::ToDoubleSeconds(last->finished - last->started));
+      out->set_error(last->error);
+    }
+  }
+  {
+    const pipeline::ConversionProgress::Snapshot c = conversions_.Get();
+    proto::ConversionStatus* out = reply.mutable_conversions();
+    out->set_tokenized_bytes(c.text_bytes);
+    out->set_files_done(c.files_done);
+    out->set_active(c.active);
+    out->set_current(c.current);
+  }
+  if (options_.s3.counters != nullptr) {
+    for (const auto& [op, totals] : options_.s3.counters->Snapshot()) {
+      proto::S3RequestStatus* s = reply.add_s3_requests();
+      s->set_op(op);
+      s->set_requests(totals.requests);
+      s->set_retries(totals.retries);
+      s->set_errors(totals.errors);
+    }
+  }
   timespec cpu{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
   reply.set_process_cpu_s(static_cast<double>(cpu.tv_sec) + cpu.tv_nsec * 1e-9);

@@ -604,6 +604,7 @@ proto::InstanceStatus PipelineInstance::Status() const {
     rs->set_released(r.consumed);
     rs->set_state(std::string(shm::ReaderStateName(r.state)));
     rs->set_pid(r.pid);
+    rs->set_waiting(r.waiting);
   }
   return s;
 }

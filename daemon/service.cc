@@ -181,6 +181,10 @@ proto::StatusReply RedactForPeers(proto::StatusReply reply) {
   reply.clear_shm_prefix();
   reply.mutable_shard_cache()->clear_dir();
   if (reply.has_token_cache()) reply.mutable_token_cache()->clear_dir();
+  if (reply.has_conversions()) reply.mutable_conversions()->clear_current();
+  if (reply.checkpoint_rounds().has_last()) {
+    reply.mutable_checkpoint_rounds()->mutable_last()->clear_error();
+  }
   for (proto::InstanceStatus& instance : *reply.mutable_instances()) {
     instance.clear_spec_hash();
     instance.clear_ring_name();

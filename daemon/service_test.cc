@@ -61,6 +61,10 @@ TEST(RedactForPeersTest, ClearsPidsPathsAndSpecHashesKeepsProgress) {
   full.mutable_shard_cache()->set_hits(7);
   full.mutable_token_cache()->set_dir("/var/cache/zephon");
   full.mutable_token_cache()->set_misses(3);
+  full.mutable_conversions()->set_current("/data/private/part-07.jsonl");
+  full.mutable_conversions()->set_tokenized_bytes(1234);
+  full.mutable_checkpoint_rounds()->set_timeout(1);
+  full.mutable_checkpoint_rounds()->mutable_last()->set_error("ranks [4] of /run/zephon/x.sock");
   proto::InstanceStatus* instance = full.add_instances();
   instance->set_run_id("run-a");
   instance->set_spec_hash("0123");
@@ -78,6 +82,10 @@ TEST(RedactForPeersTest, ClearsPidsPathsAndSpecHashesKeepsProgress) {
   EXPECT_EQ(shown.shard_cache().hits(), 7u);
   EXPECT_EQ(shown.token_cache().dir(), "");
   EXPECT_EQ(shown.token_cache().misses(), 3u);
+  EXPECT_EQ(shown.conversions().current(), "");
+  EXPECT_EQ(shown.conversions().tokenized_bytes(), 1234u);
+  EXPECT_EQ(shown.checkpoint_rounds().timeout(), 1u);
+  EXPECT_EQ(shown.checkpoint_rounds().last().error(), "");
   EXPECT_EQ(shown.instances(0).spec_hash(), "");
   EXPECT_EQ(shown.instances(0).ring_name(), "");
   EXPECT_EQ(shown.instances(0).run_id(), "run-a");

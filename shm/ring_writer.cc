@@ -529,7 +529,8 @@ std::vector<ReaderInfo> RingWriter::Readers() const {
     if (st == ReaderState::kFree) continue;
     out.push_back(ReaderInfo{i, st, r->rank, r->pid,
                              r->lease_epoch.load(std::memory_order_relaxed),
-                             r->consumed.load(std::memory_order_acquire)});
+                             r->consumed.load(std::memory_order_acquire),
+                             r->waiting.load(std::memory_order_relaxed) != 0});
   }
   return out;
 }

@@ -62,6 +62,7 @@ struct ReaderInfo {
   int64_t pid;
   uint32_t lease_epoch;
   uint64_t consumed;
+  bool waiting;  // the reader is (about to be) asleep waiting for a batch: none is ready
 };
 
 class RingWriter;

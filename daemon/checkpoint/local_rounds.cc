@@ -119,7 +119,10 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
                                      "failed; its next call starts a new round]"));
   }
   Round& round = rounds_[key];
-  if (round.calls.empty() && !round.result.has_value()) round.deadline = deadline;
+  if (round.calls.empty() && !round.result.has_value()) {
+    round.deadline = deadline;
+    round.started = options_.env->Now();
+  }
   if (round.result.has_value()) return *round.result;  // a late duplicate: same answer
   if (!round.calls.emplace(rank, std::move(call)).second) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -185,6 +188,15 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
   }
   absl::StatusOr<proto::CheckpointResult> out = *round.result;
   if (--round.waiters == 0) {
+    // The round's one outcome here, counted once, by its last waiter.
+    using Result = metrics::DaemonCounters::RoundResult;
+    options_.counters->CountCheckpointRound(
+        {key.first, key.second,
+         out.ok() ? Result::kOk
+         : absl::IsDeadlineExceeded(out.status()) ? Result::kTimeout
+                                                  : Result::kError,
+         round.started, options_.env->Now(),
+         out.ok() ? std::string() : std::string(out.status().message())});
     if (!out.ok()) {
       Failure failure{out.status(), {}};
       for (const auto& [r, c] : round.calls) failure.instance_ids.insert(c.instance->instance_id);
@@ -240,9 +252,7 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Report(
   absl::StatusOr<proto::CheckpointResult> result =
       options_.reporter->Submit(report, route, leads, deadline);
   if (!counted) return result;
-  // A failure report is an error round even when the leader acknowledges it.
-  options_.counters->CountCheckpointRound(result.ok() && report.failure().empty(),
-                                          absl::ToDoubleSeconds(options_.env->Now() - begun));
+  options_.counters->ObserveRoundSeconds(absl::ToDoubleSeconds(options_.env->Now() - begun));
   return result;
 }
 

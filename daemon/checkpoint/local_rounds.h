@@ -131,6 +131,7 @@ class LocalRounds {
     // One deadline for the whole local round, from its first caller: every local rank
     // gets the same outcome whatever the order they arrived in.
     absl::Time deadline;
+    absl::Time started;                   // its first call
     std::map<uint32_t, RoundCall> calls;  // by global rank
     std::set<uint32_t> reported;          // ranks whose calls went into a report
     int submitting = 0;                   // reports in flight to the leader

@@ -180,6 +180,13 @@ TEST_F(LocalRoundsTest, LocalRanksShareOnePreMergedReportToTheLeader) {
   EXPECT_TRUE(leader_.leads()[0]);  // global_rank 0 is local
   EXPECT_EQ(counters_.rounds_ok(), 1u);
   EXPECT_EQ(counters_.rounds_error(), 0u);
+  const std::optional<metrics::DaemonCounters::RoundOutcome> last = counters_.last_round();
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->run_id, "run");
+  EXPECT_EQ(last->round, 3u);
+  EXPECT_EQ(last->result, metrics::DaemonCounters::RoundResult::kOk);
+  EXPECT_LE(last->started, last->finished);
+  EXPECT_EQ(last->error, "");
 }
 
 TEST_F(LocalRoundsTest, PeersThatDisagreeFailLocallyAndTellTheLeader) {
@@ -211,6 +218,12 @@ TEST_F(LocalRoundsTest, MissingLocalRankTimesOutNamingIt) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(result.status().message().find("ranks [4]"), std::string::npos) << result.status();
   EXPECT_TRUE(leader_.reports().empty());
+  EXPECT_EQ(counters_.rounds_timeout(), 1u);  // counted, as a timeout
+  EXPECT_EQ(counters_.rounds_error(), 0u);
+  EXPECT_EQ(counters_.errors(metrics::ErrorKind::kCheckpoint), 1u);
+  ASSERT_TRUE(counters_.last_round().has_value());
+  EXPECT_EQ(counters_.last_round()->result, metrics::DaemonCounters::RoundResult::kTimeout);
+  EXPECT_NE(counters_.last_round()->error.find("ranks [4]"), std::string::npos);
 }
 
 TEST_F(LocalRoundsTest, ARankCallingAFailedRoundLateGetsItsFailureAtOnce) {

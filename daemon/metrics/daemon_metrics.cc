@@ -18,7 +18,7 @@ MetricFamily Family(const char* name, const char* type, const char* help) {
 }
 
 Labels InstanceLabels(const proto::InstanceStatus& s) {
-  return {{"instance", s.instance_id()},
+  return {{"instance_id", s.instance_id()},
           {"run", s.run_id()},
           {"dp_group", std::to_string(s.dp_group_id())}};
 }
@@ -40,6 +40,7 @@ ProcessStats ReadProcessStats(const std::string& shm_dir) {
   struct statvfs vfs {};
   if (statvfs(shm_dir.c_str(), &vfs) == 0) {
     p.shm_free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    p.shm_size_bytes = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
   }
   return p;
 }
@@ -64,6 +65,9 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                                 "Ranks attached to the instance.");
   MetricFamily lag = Family("zephon_reader_lag_batches", "gauge",
                             "Batches produced but not yet released by this reader.");
+  MetricFamily waiting = Family("zephon_reader_waiting", "gauge",
+                                "1 while the reader waits for a batch (the ring holds none "
+                                "it has not taken), else 0.");
   MetricFamily in_flight = Family("zephon_materialize_in_flight", "gauge",
                                   "Batches queued or running on the worker pool.");
   MetricFamily buffered = Family("zephon_materialize_buffered", "gauge",
@@ -192,11 +196,13 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
       if (r.state() != "attached") continue;
       Labels reader = labels;
       reader.emplace_back("rank", std::to_string(r.global_rank()));
-      lag.Add(std::move(reader), static_cast<double>(r.lag()));
+      lag.Add(reader, static_cast<double>(r.lag()));
+      waiting.Add(std::move(reader), r.waiting() ? 1 : 0);
     }
   }
   std::vector<MetricFamily> out = {produced,     released,    delivered_alias, occupancy,
                                    slots,        bytes,       readers,         lag,
+                                   waiting,
                                    in_flight,    buffered,    text_records,    text_tokens,
                                    text_invalid, text_skipped, text_null,
                                    pack_tokens,  pack_padding, pack_fill, pack_dropped_tokens,
@@ -214,9 +220,12 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
   out.push_back(Family("zephon_worker_threads", "gauge", "Threads of the shared worker pool.")
                     .Add({}, status.worker_threads()));
   out.push_back(Family("zephon_checkpoint_rounds_total", "counter",
-                       "Local checkpoint rounds this daemon reported, by result.")
+                       "Local checkpoint rounds of this daemon, by outcome (timeout: a "
+                       "local rank or the leader did not answer by the deadline).")
                     .Add({{"result", "ok"}}, static_cast<double>(counters.rounds_ok()))
-                    .Add({{"result", "error"}}, static_cast<double>(counters.rounds_error())));
+                    .Add({{"result", "error"}}, static_cast<double>(counters.rounds_error()))
+                    .Add({{"result", "timeout"}},
+                         static_cast<double>(counters.rounds_timeout())));
   MetricFamily round_seconds = Family("zephon_checkpoint_round_seconds", "histogram",
                                       "Time from the local set being complete to the "
                                       "leader's answer.");
@@ -260,6 +269,35 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
     gauge("zephon_shard_cache_limit_bytes", "Byte limit of the shard cache.",
           c.limit_bytes());
   }
+  if (status.s3_requests_size() > 0) {
+    MetricFamily requests = Family("zephon_s3_requests_total", "counter",
+                                   "S3 calls (datasets, aggregate_dirs, tokenizers), however "
+                                   "many attempts each took, by operation.");
+    MetricFamily retries = Family("zephon_s3_retries_total", "counter",
+                                  "S3 attempts after a call's first (a retried failure).");
+    MetricFamily s3_errors = Family("zephon_s3_errors_total", "counter",
+                                    "S3 calls that failed: a transport failure or an HTTP "
+                                    "status >= 400 other than 404, after the last attempt.");
+    for (const proto::S3RequestStatus& r : status.s3_requests()) {
+      const Labels op = {{"op", r.op()}};
+      requests.Add(op, static_cast<double>(r.requests()));
+      retries.Add(op, static_cast<double>(r.retries()));
+      s3_errors.Add(op, static_cast<double>(r.errors()));
+    }
+    out.push_back(std::move(requests));
+    out.push_back(std::move(retries));
+    out.push_back(std::move(s3_errors));
+  }
+  if (status.has_conversions()) {
+    const proto::ConversionStatus& c = status.conversions();
+    counter("zephon_tokenize_bytes_total",
+            "Text bytes the node's conversions tokenized into the token cache (its rate is "
+            "the tokenizer throughput; it grows during a first attach of a text corpus).",
+            c.tokenized_bytes());
+    counter("zephon_tokenize_files_total", "Text shard conversions finished.",
+            c.files_done());
+    gauge("zephon_tokenize_active", "Text shard conversions running now.", c.active());
+  }
   if (status.has_token_cache()) {
     const proto::TokenCacheStatus& t = status.token_cache();
     counter("zephon_token_cache_hits_total",
@@ -292,6 +330,11 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                     .Add({}, static_cast<double>(process.resident_bytes)));
   out.push_back(Family("zephon_shm_free_bytes", "gauge", "Free bytes of /dev/shm.")
                     .Add({}, static_cast<double>(process.shm_free_bytes)));
+  out.push_back(Family("zephon_shm_size_bytes", "gauge", "Size of /dev/shm.")
+                    .Add({}, static_cast<double>(process.shm_size_bytes)));
+  out.push_back(Family("zephon_start_time_seconds", "gauge",
+                       "When zephond started (Unix seconds): it changes when it restarts.")
+                    .Add({}, status.start_time_unix_s()));
   return out;
 }
 

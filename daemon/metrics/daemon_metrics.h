@@ -20,9 +20,11 @@ struct ProcessStats {
   double cpu_seconds = 0;
   uint64_t resident_bytes = 0;
   uint64_t shm_free_bytes = 0;  // statvfs of `shm_dir`; 0 when it cannot be read
+  uint64_t shm_size_bytes = 0;  // its size; 0 likewise
 };
 
-// CPU time (all threads), current RSS (/proc/self/statm) and free bytes of `shm_dir`.
+// CPU time (all threads), current RSS (/proc/self/statm), size and free bytes of
+// `shm_dir`.
 ProcessStats ReadProcessStats(const std::string& shm_dir = "/dev/shm");
 
 // Every family, in a stable order, named zephon_* (counters end in _total).

@@ -12,12 +12,12 @@ TEST(PrometheusTextTest, RendersHelpTypeAndLabeledSamples) {
   f.name = "zephon_batches_produced_total";
   f.help = "Batches published.";
   f.type = "counter";
-  f.Add({{"instance", "r1/dp2/g0#1"}, {"run", "r1"}}, 1234567);
+  f.Add({{"instance_id", "r1/dp2/g0#1"}, {"run", "r1"}}, 1234567);
   f.Add({}, 0.5);
   EXPECT_EQ(RenderPrometheusText({f}),
             "# HELP zephon_batches_produced_total Batches published.\n"
             "# TYPE zephon_batches_produced_total counter\n"
-            "zephon_batches_produced_total{instance=\"r1/dp2/g0#1\",run=\"r1\"} 1234567\n"
+            "zephon_batches_produced_total{instance_id=\"r1/dp2/g0#1\",run=\"r1\"} 1234567\n"
             "zephon_batches_produced_total 0.5\n");
 }
 
@@ -78,7 +78,7 @@ TEST(DaemonMetricsTest, InstanceAndReaderFiguresCarryTheirLabels) {
   process.shm_free_bytes = 4096;
   const std::string text =
       RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), process));
-  const std::string labels = "{instance=\"r1/dp1/g0/abcd#1\",run=\"r1\",dp_group=\"0\"";
+  const std::string labels = "{instance_id=\"r1/dp1/g0/abcd#1\",run=\"r1\",dp_group=\"0\"";
   EXPECT_NE(text.find("zephon_batches_produced_total" + labels + "} 10\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_batches_released_total" + labels + "} 7\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_ring_slots" + labels + "} 8\n"), std::string::npos);
@@ -101,7 +101,7 @@ TEST(DaemonMetricsTest, DeliveredIsADeprecatedAliasOfReleased) {
   s->set_released(41);
   const std::string text =
       RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), ProcessStats()));
-  const std::string labels = "{instance=\"i\",run=\"r\",dp_group=\"0\"}";
+  const std::string labels = "{instance_id=\"i\",run=\"r\",dp_group=\"0\"}";
   EXPECT_NE(text.find("zephon_batches_released_total" + labels + " 41\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_batches_delivered_total" + labels + " 41\n"), std::string::npos);
   EXPECT_NE(text.find("# HELP zephon_batches_delivered_total Deprecated alias of "
@@ -169,7 +169,7 @@ TEST(DaemonMetricsTest, TextDatasetFiguresArePerInstanceAndDataset) {
   web->set_null_records(4);
   const std::string text =
       RenderPrometheusText(CollectDaemonMetrics(status, DaemonCounters(), ProcessStats()));
-  const std::string labels = "{instance=\"run-a/dp0\",run=\"run-a\",dp_group=\"0\",dataset=\"web\"}";
+  const std::string labels = "{instance_id=\"run-a/dp0\",run=\"run-a\",dp_group=\"0\",dataset=\"web\"}";
   EXPECT_NE(text.find("# TYPE zephon_text_invalid_utf8_records gauge\n"), std::string::npos);
   EXPECT_NE(text.find("zephon_text_records" + labels + " 120\n"), std::string::npos) << text;
   EXPECT_NE(text.find("zephon_text_tokens" + labels + " 9000\n"), std::string::npos);

@@ -242,7 +242,21 @@ absl::StatusOr<S3Store::Response> S3Store::SendOnce(const Request& req) const {
 }
 
 absl::StatusOr<S3Store::Response> S3Store::Send(const Request& req) const {
+  int attempts = 0;
+  absl::StatusOr<Response> out = SendWithRetries(req, &attempts);
+  if (options_.counters != nullptr) {
+    // A 404 is an answer (no such object), not a fault of the store.
+    const bool error = !out.ok() || (out->status >= 400 && out->status != 404);
+    options_.counters->Count(req.op == "GET" && req.full_key.empty() ? "LIST" : req.op,
+                             attempts, error);
+  }
+  return out;
+}
+
+absl::StatusOr<S3Store::Response> S3Store::SendWithRetries(const Request& req,
+                                                           int* attempts) const {
   for (int attempt = 1;; ++attempt) {
+    *attempts = attempt;
     absl::StatusOr<Response> resp = SendOnce(req);
     const bool retry =
         resp.ok() ? IsS3RetryableHttp(resp->status,

@@ -46,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/storage/object_store.h"
+#include "daemon/storage/s3_counters.h"
 #include "daemon/storage/s3_retry.h"
 #include "daemon/storage/sigv4.h"
 
@@ -66,6 +67,8 @@ struct S3Options {
   int max_attempts = 4;                                 // >= 1
   absl::Duration initial_backoff = absl::Milliseconds(100);  // jitter ceiling; doubles
   int list_page_size = 1000;  // ListObjectsV2 max-keys, 1..1000
+  // Where every call is counted (zephond's, exported as metrics); null = not counted.
+  std::shared_ptr<S3Counters> counters;
 };
 
 class S3Store final : public ObjectStore {
@@ -130,6 +133,8 @@ class S3Store final : public ObjectStore {
   // Sends `request` with retries; any HTTP status comes back as a Response, transport
   // failures after the last attempt as UNAVAILABLE / DEADLINE_EXCEEDED.
   absl::StatusOr<Response> Send(const Request& request) const;
+  // Send without the counting; `attempts` is set to the attempts made.
+  absl::StatusOr<Response> SendWithRetries(const Request& request, int* attempts) const;
   absl::StatusOr<Response> SendOnce(const Request& request) const;
   // What error messages about `request` name: operation, object, bucket, endpoint.
   S3RequestContext Context(const Request& request) const;

@@ -9,6 +9,7 @@ the client and the daemon has its own deadline).
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -139,6 +140,10 @@ def test_a_second_instance_and_a_restarted_daemon_hit_the_cache(server, corpus, 
         with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=30) as r:
             metrics = r.read().decode()
         assert f"zephon_shard_cache_downloaded_bytes_total {downloaded}\n" in metrics
+        # Every S3 call counted by operation (ranged GETs of the blocks), none failed.
+        gets = re.search(r'^zephon_s3_requests_total\{op="GET"\} (\d+)$', metrics, re.M)
+        assert gets and int(gets.group(1)) >= downloaded // 65536, metrics
+        assert re.search(r'^zephon_s3_errors_total\{op="GET"\} 0$', metrics, re.M), metrics
     finally:
         assert d.stop() == 0
     # A restarted daemon adopts the cache directory: a third pass downloads nothing.
@@ -262,6 +267,10 @@ def test_the_store_dying_mid_run_fails_the_pipeline_with_a_clear_error(server, c
         assert f"s3://{BUCKET}/{PREFIX}/shard-" in msg, msg
         assert "lane" in msg and "batch" in msg, msg
         p.close()
+        # The failed calls are what ZephonS3Errors pages on: retried, then counted.
+        s3 = {r["op"]: r for r in d.status()["s3_requests"]}
+        assert int(s3["GET"].get("errors", 0)) >= 1, s3
+        assert int(s3["GET"].get("retries", 0)) >= 1, s3
     finally:
         assert d.stop() == 0
 
