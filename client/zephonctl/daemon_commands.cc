@@ -19,6 +19,7 @@
 #include "client/daemon_queries.h"
 #include "client/zephonctl/exit_codes.h"
 #include "client/zephonctl/output.h"
+#include "client/zephonctl/top_command.h"
 #include "common/file_io.h"
 #include "common/paths.h"
 #include "common/rpc_limits.h"
@@ -32,13 +33,6 @@ namespace {
 
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
-
-int ExitCodeFor(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-                 status.code() == absl::StatusCode::kDeadlineExceeded
-             ? kExitUnreachable
-             : kExitFailed;
-}
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> DialTcp(const DaemonTarget& target) {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -232,9 +226,28 @@ void PrintStatus(const proto::StatusReply& reply, std::ostream& out) {
         t.misses(), opens == 0 ? 0.0 : 100.0 * static_cast<double>(t.hits()) / opens,
         t.evictions());
   }
+  {
+    const proto::CheckpointRoundsStatus& r = reply.checkpoint_rounds();
+    out << absl::StrFormat("checkpoint rounds ok %d  error %d  timeout %d", r.ok(), r.error(),
+                           r.timeout());
+    if (r.has_last()) {
+      out << absl::StrFormat("  last: run %s round %d %s at %s (%.1f s)%s",
+                             r.last().run_id().empty() ? "-" : r.last().run_id(),
+                             r.last().round(), r.last().result(),
+                             FormatUnixMs(static_cast<int64_t>(r.last().finished_unix_s() * 1e3)),
+                             r.last().seconds(),
+                             r.last().error().empty() ? "" : absl::StrCat(": ", r.last().error()));
+    }
+    out << "\n";
+  }
+  if (const proto::ConversionStatus& c = reply.conversions(); c.active() > 0) {
+    out << absl::StrFormat("tokenizing %d file(s) into the token cache: %s so far, %d done%s\n",
+                           c.active(), HumanBytes(c.tokenized_bytes()), c.files_done(),
+                           c.current().empty() ? "" : absl::StrCat(", now ", c.current()));
+  }
   static const std::set<std::string> kKnownReply = {
       "pid", "socket", "shm_prefix", "instances_created_total", "uptime_s", "process_cpu_s",
-      "peak_rss_bytes", "worker_threads"};
+      "peak_rss_bytes", "worker_threads", "start_time_unix_s"};
   if (std::string extra = ExtraFields(reply, kKnownReply); !extra.empty()) {
     out << extra << "\n";
   }
@@ -380,6 +393,38 @@ void AddDaemonCommands(CLI::App& app, int* exit_code) {
       ->needs(address);
   status->add_flag("--json", *status_json, "Print JSON (StatusReply plus a summary)");
   status->callback([=] { *exit_code = RunStatus(*status_target, *status_json); });
+
+  auto top_target = std::make_shared<DaemonTarget>();
+  auto top_options = std::make_shared<TopOptions>();
+  auto top_no_colour = std::make_shared<bool>(false);
+  CLI::App* top = app.add_subcommand(
+      "top", "Live view of a node: instances, ranks and their lag, batches/s, ring fill, "
+             "the last checkpoint round, caches (q quits)");
+  AddSocketOptions(top, top_target.get());
+  top->add_option("--interval-s", top_options->interval_s, "Seconds between refreshes")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  top->add_flag("--once", top_options->once,
+                "Print one frame without escape codes and exit (also when stdout is not "
+                "a terminal)");
+  top->add_flag("--no-color", *top_no_colour, "No colour (also with $NO_COLOR or TERM=dumb)");
+  top->callback([=] {
+    TopOptions options = *top_options;
+    options.colour = !*top_no_colour;
+    const DaemonTarget target = *top_target;
+    options.target = target.socket.empty() ? DefaultSocketPath() : target.socket;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Dial(target);
+    if (!channel.ok()) {
+      std::cerr << "zephonctl top: " << channel.status().message() << "\n";
+      *exit_code = ExitCodeFor(channel.status());
+      return;
+    }
+    *exit_code = RunTop(
+        [channel = *channel, timeout = absl::Seconds(target.timeout_s)] {
+          return client::DaemonStatus(channel, timeout);
+        },
+        options);
+  });
 
   auto explain_target = std::make_shared<DaemonTarget>();
   auto explain_instance = std::make_shared<std::string>();

@@ -8,6 +8,8 @@
 #ifndef ZEPHON_CLIENT_ZEPHONCTL_EXIT_CODES_H_
 #define ZEPHON_CLIENT_ZEPHONCTL_EXIT_CODES_H_
 
+#include "absl/status/status.h"
+
 namespace zephon::ctl {
 
 inline constexpr int kExitOk = 0;
@@ -15,6 +17,15 @@ inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitRefused = 3;
 inline constexpr int kExitUnreachable = 4;
+
+// The exit code of a failed call to zephond: unreachable (4) when nothing answered in
+// time, failed (1) otherwise.
+inline int ExitCodeFor(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+                 status.code() == absl::StatusCode::kDeadlineExceeded
+             ? kExitUnreachable
+             : kExitFailed;
+}
 
 inline constexpr char kExitCodesHelp[] =
     "Exit codes: 0 ok, 1 operation failed (bad checkpoint, daemon error), 2 usage, "
