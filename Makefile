@@ -17,7 +17,7 @@ APT_PKGS := bazel-bootstrap g++ libgrpc++-dev protobuf-compiler-grpc libprotobuf
             libsnappy-dev liblz4-dev libbz2-dev libbrotli-dev libxxhash-dev \
             python3-pip python3-setuptools python3-wheel python3-venv mypy
 
-.PHONY: setup setup-npm setup-s3 setup-tokenize setup-parquet build wheel demo test test-cc test-py check-threads clean
+.PHONY: setup setup-npm setup-s3 setup-tokenize setup-parquet setup-ops build wheel demo test test-cc test-py check-threads clean
 
 # Idempotent: installs only the packages that are missing.
 setup:
@@ -92,7 +92,25 @@ setup-tokenize: setup-npm
 setup-parquet: setup-npm
 	@$(call npm_install,parquet,tests/parquet (Parquet files from DuckDB and arrow-rs))
 
-test-py: build setup-s3 setup-tokenize setup-parquet
+# Debian's Prometheus (prometheus, promtool) and tmux for tests/ops: alert rules, a real
+# scrape of zephond, the Grafana dashboard's queries, `zephonctl top`. Tolerant: without
+# root, apt or the archive, those tests skip saying why.
+OPS_PKGS := prometheus tmux
+setup-ops:
+	@missing=$$(for p in $(OPS_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	  grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing (tests/ops):" $$missing; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	        --no-install-recommends $$missing; } || \
+	      echo "warning: apt-get install $$missing failed; tests/ops will skip what needs it"; \
+	  else \
+	    echo "warning: $$missing missing (as root, make setup-ops installs it); tests/ops will skip"; \
+	  fi; \
+	fi
+
+test-py: build setup-s3 setup-tokenize setup-parquet setup-ops
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/e2e
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/upstream_trainers
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/upstream_elastic/test_harness.py
@@ -101,6 +119,7 @@ test-py: build setup-s3 setup-tokenize setup-parquet
 	PYTHONPATH=client/python $(PY) -m pytest -q tests/s3
 	$(PY) -m pytest -q tests/tokenize
 	$(PY) -m pytest -q tests/mds
+	PYTHONPATH=client/python $(PY) -m pytest -q tests/ops
 
 test: test-cc test-py
 
