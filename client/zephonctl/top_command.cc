@@ -117,20 +117,25 @@ bool ColourWanted(const TopOptions& options) {
          !(term != nullptr && std::string(term) == "dumb");
 }
 
-// Waits up to `timeout` for a key; true when it asks to quit. `stdin_open` goes false
-// at end of input (stdin not a terminal, closed), after which only the timeout counts.
-bool WaitForQuit(absl::Duration timeout, bool* stdin_open) {
+enum class Wake { kQuit, kTimeout, kResize };
+
+// Waits up to `timeout` for a key. `stdin_open` goes false at end of input (stdin not a
+// terminal, closed), after which only the timeout counts.
+Wake WaitForKey(absl::Duration timeout, bool* stdin_open) {
   const absl::Time until = absl::Now() + timeout;
-  while (!g_stop && !g_resized) {
-    const int ms = static_cast<int>(absl::ToInt64Milliseconds(until - absl::Now()));
-    if (ms <= 0) return false;
+  while (!g_stop) {
+    if (g_resized) return Wake::kResize;
+    // Rounded up: a wait cut short by rounding would redraw without new figures.
+    const int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(until - absl::Now(),
+                                                            absl::Milliseconds(1)));
+    if (ms <= 0) return Wake::kTimeout;
     pollfd pfd{STDIN_FILENO, POLLIN, 0};
-    const int ready = poll(&pfd, *stdin_open ? 1 : 0, ms);
+    const int ready = poll(&pfd, *stdin_open ? 1 : 0, static_cast<int>(ms));
     if (ready < 0) {
       if (errno == EINTR) continue;
-      return false;
+      return Wake::kTimeout;
     }
-    if (ready == 0) return false;
+    if (ready == 0) continue;  // the loop's clock decides
     char keys[64];
     const ssize_t n = read(STDIN_FILENO, keys, sizeof(keys));
     if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
@@ -139,11 +144,11 @@ bool WaitForQuit(absl::Duration timeout, bool* stdin_open) {
     }
     for (ssize_t i = 0; i < n; ++i) {
       if (keys[i] == 'q' || keys[i] == 'Q' || keys[i] == 3 /* Ctrl-C without ISIG */) {
-        return true;
+        return Wake::kQuit;
       }
     }
   }
-  return g_stop != 0;
+  return Wake::kQuit;
 }
 
 int RunOnce(const StatusFetcher& fetch, const TopOptions& options) {
@@ -210,10 +215,9 @@ int RunTop(const StatusFetcher& fetch, const TopOptions& options) {
     TerminalScope::Write(absl::StrCat("\x1b[H", absl::StrJoin(lines, "\x1b[K\r\n"),
                                       "\x1b[K\x1b[J"));
     g_resized = 0;
-    const absl::Time before = absl::Now();
-    if (WaitForQuit(interval, &stdin_open)) break;
-    // A resize redraws at once, from the same figures.
-    refetch = absl::Now() - before >= interval || g_stop;
+    const Wake wake = WaitForKey(interval, &stdin_open);
+    if (wake == Wake::kQuit) break;
+    refetch = wake == Wake::kTimeout;  // a resize redraws at once, from the same figures
   }
   return kExitOk;
 }

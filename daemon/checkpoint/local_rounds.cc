@@ -167,6 +167,11 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     if (!mu_.AwaitWithTimeout(absl::Condition(&reported_or_done),
                               round.deadline - options_.env->Now()) &&
         !reported_or_done()) {
+      // Who is missing now: ranks that called while this one waited are not.
+      missing.clear();
+      for (uint32_t r : options_.roster->LocalRanksOfRun(key.first)) {
+        if (round.calls.count(r) == 0) missing.insert(r);
+      }
       round.result = absl::DeadlineExceededError(absl::StrCat(
           "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
           FormatRanks(missing), "] attached to this zephond (", options_.daemon_label,

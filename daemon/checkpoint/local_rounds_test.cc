@@ -226,6 +226,26 @@ TEST_F(LocalRoundsTest, MissingLocalRankTimesOutNamingIt) {
   EXPECT_NE(counters_.last_round()->error.find("ranks [4]"), std::string::npos);
 }
 
+TEST_F(LocalRoundsTest, TimeoutNamesOnlyTheRanksStillMissingAtTheDeadline) {
+  // Rank 0 starts waiting while 4 and 5 are missing; 5 calls during the wait; the
+  // timeout names 4 alone.
+  FakeRoster roster({0, 4, 5});
+  LocalRounds rounds = MakeRounds(&roster);
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(400);
+  absl::StatusOr<proto::CheckpointResult> late;
+  std::thread other([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    late = rounds.Participate(Call(5, 1, Instance("i", 0)), deadline);
+  });
+  absl::StatusOr<proto::CheckpointResult> first =
+      rounds.Participate(Call(0, 1, Instance("i", 0)), deadline);
+  other.join();
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(first.status(), late.status());
+  EXPECT_NE(first.status().message().find("ranks [4] "), std::string::npos) << first.status();
+  EXPECT_EQ(counters_.rounds_timeout(), 1u);
+}
+
 TEST_F(LocalRoundsTest, ARankCallingAFailedRoundLateGetsItsFailureAtOnce) {
   FakeRoster roster({0, 4});
   LocalRounds rounds = MakeRounds(&roster);
