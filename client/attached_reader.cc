@@ -1,6 +1,5 @@
 #include "client/attached_reader.h"
 
-#include <cstdio>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -63,11 +62,6 @@ class CancelAfter {
   std::thread timer_;  // last: started once the members it reads exist
 };
 
-// When a waiting attach tells the user what zephond is doing (stderr: a long first
-// attach of a text corpus is otherwise a silent trainer).
-constexpr absl::Duration kFirstProgressLine = absl::Seconds(10);
-constexpr absl::Duration kProgressLineEvery = absl::Seconds(30);
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
@@ -91,8 +85,8 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
   proto::AttachProgress progress;
   {
     CancelAfter guard(r->context_.get(), timeout);
-    const absl::Time started = absl::Now();
-    absl::Time next_line = started + kFirstProgressLine;
+    // No stderr line here: a library prints nothing unasked. The Python client shows a
+    // progress line on a terminal from zephond's status (zephon/progress.py).
     ok = r->stream_->Write(first);
     while (ok && (ok = r->stream_->Read(&reply)) && reply.has_progress()) {
       if (reply.progress().tokenized_bytes() != progress.tokenized_bytes() ||
@@ -100,11 +94,6 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
         guard.Extend();
       }
       progress = reply.progress();
-      if (absl::Now() >= next_line) {
-        std::fprintf(stderr, "zephon: attach waiting %.0f s for zephond: %s\n",
-                     absl::ToDoubleSeconds(absl::Now() - started), progress.activity().c_str());
-        next_line = absl::Now() + kProgressLineEvery;
-      }
     }
     timed_out = !ok && guard.fired();
   }

@@ -122,6 +122,27 @@ TEST(TopViewTest, AnUnansweredCallSaysSoAndKeepsTheLastFigures) {
   EXPECT_EQ(RenderTopView(frame, TopStyle{100, false}).size(), 2u);
 }
 
+TEST(TopViewTest, ShowsRunningConversionsDownloadsAndS3Calls) {
+  proto::StatusReply s = Node();
+  s.mutable_conversions()->set_active(2);
+  s.mutable_conversions()->set_tokenized_bytes(3 << 20);
+  s.mutable_conversions()->set_files_done(5);
+  s.mutable_conversions()->set_current("/data/web/part-07.jsonl");
+  s.mutable_shard_cache()->set_misses(4);
+  s.mutable_shard_cache()->set_bytes_downloaded(1 << 20);
+  proto::S3RequestStatus* get = s.add_s3_requests();
+  get->set_op("GET");
+  get->set_requests(12);
+  get->set_retries(2);
+  const std::string text = Render(s, 160, false);
+  EXPECT_NE(text.find("tokenizing 2 file(s): 3.0 MiB tokenized so far, 5 done, now "
+                      "/data/web/part-07.jsonl"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("downloaded 1.0 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("S3 GET 12 (2 retries, 0 failed)"), std::string::npos) << text;
+}
+
 TEST(TopViewTest, FillBarAndDurations) {
   EXPECT_EQ(FillBar(0, 8, 10), "[........]");
   EXPECT_EQ(FillBar(4, 8, 10), "[####....]");

@@ -8,7 +8,10 @@ one thread here), on --worker-threads 1 so the conversion takes seconds."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -107,3 +110,108 @@ def test_an_attach_abandoned_mid_conversion_leaves_the_cache_complete(tmp_path, 
         assert int(text[0]["records"]) == FILES * LINES_PER_FILE
     finally:
         assert_rings_freed_and_stop(d)
+
+
+# A rank reading its first batch from the slow corpus, its progress line due after
+# 0.3 s (instead of 3 s) so that the conversion shows several lines.
+_RANK_SCRIPT = r"""
+import sys
+sys.path.insert(0, {e2e!r})
+import zephon, zephon.progress
+zephon.progress.FIRST_LINE_AFTER_S = 0.3
+zephon.progress.EVERY_S = 0.2
+from test_tokenize_pipeline import text_pipeline
+options = dict(daemon={socket!r}, attach_timeout_s=120)
+if {silenced!r}:
+    options["progress"] = False
+p = text_pipeline({corpus!r}, {tok!r}, **options)
+assert next(iter(p))["tokens"].size > 0
+p.close()
+print("rank done", flush=True)
+"""
+
+
+def _run_rank(tmp_path: Path, corpus: Path, tok: Path, name: str, *, tty: bool,
+              silenced: bool = False) -> tuple[str, Daemon]:
+    """Runs _RANK_SCRIPT against a fresh daemon (an empty token cache: the conversion
+    happens) with stderr on a pseudo-terminal or a pipe; returns what stderr got."""
+    d = Daemon(tmp_path / name, extra_args=["--worker-threads", "1", "--cache-dir",
+                                            str(tmp_path / name / "cache")])
+    script = _RANK_SCRIPT.format(e2e=str(Path(__file__).parent), socket=d.socket,
+                                 silenced=silenced, corpus=str(corpus), tok=str(tok))
+    env = dict(os.environ, PYTHONPATH=str(Path(zephon.__file__).parents[1]))
+    env.pop("ZEPHON_PROGRESS", None)
+    master = slave = None
+    try:
+        if tty:
+            master, slave = os.openpty()
+            proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                    stderr=slave, env=env)
+            os.close(slave)
+            chunks = []
+            while True:  # the pty's EOF (EIO on Linux) comes when the child exits
+                try:
+                    data = os.read(master, 4096)
+                except OSError:
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            err = b"".join(chunks).decode(errors="replace")
+            out = proc.communicate(timeout=120)[0].decode()
+        else:
+            proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                                  env=env, timeout=120)
+            out, err = proc.stdout.decode(), proc.stderr.decode()
+        assert proc.returncode == 0 and "rank done" in out, err
+        return err, d
+    finally:
+        if master is not None:
+            os.close(master)
+        assert_rings_freed_and_stop(d)
+
+
+def test_a_terminal_sees_a_progress_line_until_the_first_batch(tmp_path, slow_corpus):
+    corpus, tok = slow_corpus
+    err, d = _run_rank(tmp_path, corpus, tok, "tty", tty=True)
+    lines = [x for x in re.split(r"[\r\n]", err) if x.strip()]
+    waiting = [x for x in lines if x.startswith("zephon: waiting ")]
+    assert waiting, err
+    # Rewritten in place (carriage return, erase to end of line), saying what zephond does.
+    assert "\rzephon: waiting " in err and "\x1b[K" in err, repr(err)
+    assert any(re.search(r"for the first batch: (tokenizing \d+ files?|tokenized), "
+                         r"[\d.]+ (B|KiB|MiB) so far", x) for x in waiting), waiting
+    # The last line says how long it took, on a line of its own.
+    assert re.search(r"\x1b\[Kzephon: first batch after [\d.]+ s\r?\n", err), repr(err)
+
+
+def test_no_progress_line_on_a_pipe_or_when_silenced(tmp_path, slow_corpus):
+    corpus, tok = slow_corpus
+    piped, _ = _run_rank(tmp_path, corpus, tok, "pipe", tty=False)
+    assert "zephon: waiting" not in piped and "first batch after" not in piped, piped
+    silenced, _ = _run_rank(tmp_path, corpus, tok, "quiet", tty=True, silenced=True)
+    assert "zephon: waiting" not in silenced and "first batch after" not in silenced, silenced
+
+
+def test_progress_line_names_conversions_and_downloads_and_obeys_its_switches(monkeypatch):
+    from zephon import progress
+    first = {"conversions": {"tokenized_bytes": "1024"},
+             "shard_cache": {"bytes_downloaded": "0"}}
+    now = {"conversions": {"tokenized_bytes": str(1024 + 4 * 2**20), "active": 3},
+           "shard_cache": {"bytes_downloaded": str(8 * 2**20)}}
+    assert progress.describe(first, now, 2.0) == (
+        "tokenizing 3 files, 4.0 MiB so far (2.0 MiB/s); "
+        "downloaded 8.0 MiB from the object store (4.0 MiB/s)")
+    assert progress.describe(first, first, 1.0) == "zephond is preparing the pipeline"
+
+    class Tty:
+        def isatty(self):
+            return True
+    monkeypatch.delenv("ZEPHON_PROGRESS", raising=False)
+    assert progress.enabled(None, Tty())
+    assert not progress.enabled(False, Tty())
+    assert not progress.enabled(None, open(os.devnull, "w"))
+    monkeypatch.setenv("ZEPHON_PROGRESS", "0")
+    assert not progress.enabled(True, Tty())
+    with pytest.raises(zephon.InvalidOptionError, match="progress='no'"):
+        text_pipeline(Path("/nonexistent"), "tok.json", progress="no")

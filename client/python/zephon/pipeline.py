@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _native, _spec_enums, _tokenize, _tokenizer_ids, errors
+from . import progress as _progress
 from .batch import Batch
 from .sources import StaticMixtureWorkSource
 
@@ -36,7 +37,7 @@ _SPEC_OPTIONS = {"canonical_replicas", "mapping_strategy", "lane_routing",
                  "flush_every_k_chunks"}
 _EXEC_OPTIONS = {"prefetch_batches", "read_timeout_s", "join_timeout_s", "num_threads",
                  "daemon_timeout_s", "audit"}
-_CLIENT_OPTIONS = {"daemon", "attach_timeout_s", "max_open_batches"}
+_CLIENT_OPTIONS = {"daemon", "attach_timeout_s", "max_open_batches", "progress"}
 _ALL_OPTIONS = _RANK_OPTIONS | _SPEC_OPTIONS | _EXEC_OPTIONS | _CLIENT_OPTIONS
 # Upstream's (the Python Zephon's RuntimeOptions) execution knobs that have no meaning
 # for a daemon that computes every batch deterministically in its own process: accepted
@@ -698,8 +699,17 @@ class Pipeline:
         (the daemon is already another process). An unknown name warns (as upstream
         does), naming the closest known option, and is ignored, except one closest to an
         identity option (``dp_group``, ``global_rnk``, ...), which raises TypeError: a
-        quietly dropped identity would give ranks the wrong data."""
+        quietly dropped identity would give ranks the wrong data.
+
+        ``progress=False`` silences the line this rank shows on an interactive stderr
+        while its first batch takes longer than a few seconds (a first attach tokenizing
+        a text corpus, or downloading an s3:// dataset; ``zephon.progress``); so does
+        ``ZEPHON_PROGRESS=0``. A log file or pipe never gets it."""
         known = _ALL_OPTIONS | _UPSTREAM_OPTIONS
+        if "progress" in kwargs and not isinstance(kwargs["progress"], bool):
+            raise errors.InvalidOptionError(
+                f"progress={kwargs['progress']!r} is invalid: expected True or False",
+                errors.INVALID_ARGUMENT)
         for name in sorted(set(kwargs) - known):
             import difflib  # here, not at the top: 1-2 ms off every rank's first batch
             close = difflib.get_close_matches(name, sorted(known), n=1)
@@ -906,7 +916,27 @@ class Pipeline:
             if finished or sys.exc_info()[0] in (GeneratorExit, None):
                 _ENDED_ITERATIONS.add(self)
 
+    def _first_batch_progress(self) -> Optional[_progress.FirstBatchProgress]:
+        """The stderr progress line for this Pipeline's first batch (progress.py), or
+        None: not the first batch, progress=False, $ZEPHON_PROGRESS=0, or stderr is not
+        a terminal."""
+        if self._batches_taken or self._reader is not None or \
+                not _progress.enabled(self._options.get("progress"), sys.stderr):
+            return None
+        daemon = self._options.get("daemon")
+        return _progress.FirstBatchProgress(
+            lambda: daemon_status(daemon, timeout_s=2.0), sys.stderr).start()
+
     def _batches(self) -> Iterator[Batch]:
+        progress = self._first_batch_progress()
+        try:
+            yield from self._batches_after(progress)
+        finally:
+            if progress is not None:
+                progress.stop(ok=False)  # the wait failed or was abandoned (no-op if done)
+
+    def _batches_after(self, progress: Optional[_progress.FirstBatchProgress]) \
+            -> Iterator[Batch]:
         reader = self._attach()
         timeout = float(self._options.get("read_timeout_s", 300))
         max_open = self._options.get("max_open_batches", 1)
@@ -931,6 +961,8 @@ class Pipeline:
             code = _native.LIB.zephon_next(mapping.handle, timeout, ctypes.byref(info),
                                            ctypes.byref(err))
             del mapping
+            if progress is not None:
+                progress.stop(ok=code in (0, errors.OUT_OF_RANGE))
             if code == errors.OUT_OF_RANGE:
                 _native.take_string(err)
                 return
