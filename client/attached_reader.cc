@@ -80,7 +80,8 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
   bool ok = false;
   bool timed_out = false;
   // zephond sends AttachProgress while the attach works (a first attach of a text corpus
-  // tokenizes it); the deadline runs from the last one whose counters advanced.
+  // tokenizes it, one of an s3:// dataset downloads its index); the deadline runs from
+  // the last one whose counters advanced.
   first.mutable_attach()->set_wants_progress(true);
   proto::AttachProgress progress;
   {
@@ -90,7 +91,8 @@ absl::StatusOr<std::unique_ptr<AttachedReader>> AttachedReader::Attach(
     ok = r->stream_->Write(first);
     while (ok && (ok = r->stream_->Read(&reply)) && reply.has_progress()) {
       if (reply.progress().tokenized_bytes() != progress.tokenized_bytes() ||
-          reply.progress().tokenized_files() != progress.tokenized_files()) {
+          reply.progress().tokenized_files() != progress.tokenized_files() ||
+          reply.progress().downloaded_bytes() != progress.downloaded_bytes()) {
         guard.Extend();
       }
       progress = reply.progress();

@@ -103,8 +103,8 @@ TEST(AttachedReaderTest, DetachFromADaemonThatStoppedReadingIsBounded) {
 // with FAILED_PRECONDITION: what matters here is that it got the reply).
 class SlowAttachService : public proto::Zephon::Service {
  public:
-  SlowAttachService(absl::Duration progress_for, bool advancing)
-      : progress_for_(progress_for), advancing_(advancing) {}
+  SlowAttachService(absl::Duration progress_for, bool advancing, bool downloads = false)
+      : progress_for_(progress_for), advancing_(advancing), downloads_(downloads) {}
 
   grpc::Status Attach(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<proto::AttachServerMessage,
@@ -117,7 +117,11 @@ class SlowAttachService : public proto::Zephon::Service {
     while (absl::Now() < end && !context->IsCancelled()) {
       proto::AttachServerMessage message;
       if (advancing_) bytes += 1000;
-      message.mutable_progress()->set_tokenized_bytes(bytes);
+      if (downloads_) {
+        message.mutable_progress()->set_downloaded_bytes(bytes);
+      } else {
+        message.mutable_progress()->set_tokenized_bytes(bytes);
+      }
       message.mutable_progress()->set_activity("tokenizing /data/web/part-07.jsonl");
       if (!stream->Write(message)) return grpc::Status::OK;
       absl::SleepFor(absl::Milliseconds(100));
@@ -134,6 +138,7 @@ class SlowAttachService : public proto::Zephon::Service {
  private:
   const absl::Duration progress_for_;
   const bool advancing_;
+  const bool downloads_;  // the advancing counter is downloaded_bytes, not tokenized_bytes
   std::atomic<bool> wanted_progress_{false};
 };
 
@@ -158,6 +163,13 @@ TEST(AttachedReaderTest, AdvancingProgressKeepsALongAttachAlive) {
   EXPECT_TRUE(service.wanted_progress());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("offered no ring descriptors"), std::string::npos) << s;
+}
+
+TEST(AttachedReaderTest, AdvancingDownloadsKeepALongAttachAlive) {
+  // An s3:// dataset's index downloading for 2 s, four times the timeout.
+  SlowAttachService service(absl::Seconds(2), /*advancing=*/true, /*downloads=*/true);
+  const absl::Status s = AttachTo(&service, absl::Milliseconds(500));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
 }
 
 TEST(AttachedReaderTest, ProgressThatDoesNotAdvanceStillTimesOut) {

@@ -17,8 +17,16 @@ std::shared_ptr<spdlog::logger> Log() { return SubsystemLogger("rpc"); }
 }  // namespace
 
 AttachProgressReporter::AttachProgressReporter(const pipeline::ConversionProgress* conversions,
-                                               absl::Duration interval)
-    : conversions_(conversions), interval_(interval) {}
+                                               absl::Duration interval,
+                                               DownloadedBytes downloaded)
+    : conversions_(conversions), interval_(interval), downloaded_(std::move(downloaded)) {}
+
+AttachWork AttachProgressReporter::Work() const {
+  AttachWork work;
+  work.conversions = conversions_->Get();
+  if (downloaded_) work.downloaded_bytes = downloaded_();
+  return work;
+}
 
 AttachProgressReporter::~AttachProgressReporter() {
   std::thread timer;
@@ -42,7 +50,7 @@ AttachProgressReporter::Watch AttachProgressReporter::Report(Writer writer) {
   auto attach = std::make_unique<Attach>();
   attach->writer = std::move(writer);
   attach->start = absl::Now();
-  attach->at_start = conversions_->Get();
+  attach->at_start = Work();
   attaches_.emplace(id, std::move(attach));
   changed_.SignalAll();
   return Watch(this, id);
@@ -117,7 +125,7 @@ void AttachProgressReporter::ReportUntilDone(Attach* attach) {
     const absl::Time now = absl::Now();
     proto::AttachServerMessage message;
     *message.mutable_progress() =
-        DescribeAttachProgress(attach->at_start, conversions_->Get(), now - attach->start);
+        DescribeAttachProgress(attach->at_start, Work(), now - attach->start);
     // Written without the lock: Forget() joins this thread before it frees `attach`,
     // and the other attaches' reports and Forget()s go on meanwhile.
     mu_.Unlock();

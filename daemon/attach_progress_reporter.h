@@ -36,10 +36,15 @@ class AttachProgressReporter {
   // (no more reports are sent to it).
   using Writer = std::function<bool(const proto::AttachServerMessage&)>;
 
+  // The bytes the node's shard cache downloaded so far (thread-safe; called once per
+  // report).
+  using DownloadedBytes = std::function<uint64_t()>;
+
   // `conversions` (the node's text conversions the reports describe) must outlive the
-  // reporter.
+  // reporter; `downloaded` may be null (no object-store downloads reported).
   explicit AttachProgressReporter(const pipeline::ConversionProgress* conversions,
-                                  absl::Duration interval = kAttachProgressInterval);
+                                  absl::Duration interval = kAttachProgressInterval,
+                                  DownloadedBytes downloaded = nullptr);
   // REQUIRES: no Watch is alive. Stops and joins the thread.
   ~AttachProgressReporter();
   AttachProgressReporter(const AttachProgressReporter&) = delete;
@@ -70,7 +75,7 @@ class AttachProgressReporter {
   struct Attach {
     Writer writer;
     absl::Time start;
-    pipeline::ConversionProgress::Snapshot at_start;
+    AttachWork at_start;
     bool handed_over = false;  // the timer gave it a writer thread (or failed to)
     bool done = false;         // its Watch is being destroyed
     std::thread thread;        // the writer thread, once handed over
@@ -85,8 +90,12 @@ class AttachProgressReporter {
   // Starts the timer thread if it is not running; false where none can be started.
   bool EnsureTimer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The node's work now.
+  AttachWork Work() const;
+
   const pipeline::ConversionProgress* const conversions_;
   const absl::Duration interval_;
+  const DownloadedBytes downloaded_;
   absl::Mutex mu_;
   absl::CondVar changed_;  // an attach came or is done, or stopping_
   // unique_ptr: a writer thread holds its Attach's address.

@@ -631,6 +631,10 @@ void InstanceRegistry::Detach(const Attachment& attachment, bool died) {
   if (doomed) Log()->info("instance {}: last reader left", doomed->config().instance_id);
 }
 
+uint64_t InstanceRegistry::DownloadedBytes() const {
+  return options_.shard_cache == nullptr ? 0 : options_.shard_cache->Stats().bytes_downloaded;
+}
+
 proto::StatusReply InstanceRegistry::Status() const {
   proto::StatusReply reply;
   // The shard cache's stats first, without mu_: two locks never nest here, and a scrape

@@ -131,6 +131,9 @@ class InstanceRegistry final : public checkpoint::RunRoster {
   // The node's text conversions (what a first attach of a text corpus waits on): the
   // transport reports them to waiting clients (conversion_progress.h).
   const pipeline::ConversionProgress& conversions() const { return conversions_; }
+  // Bytes the node's shard cache downloaded from object stores so far (0 without one):
+  // what a first attach of an s3:// dataset waits on. Thread-safe.
+  uint64_t DownloadedBytes() const;
 
   // The daemon's status. Reads the shard and token caches' stats (brief locks of their own)
   // without holding mu_, so a scrape never adds to Attach or Detach latency; the reply

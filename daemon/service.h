@@ -34,7 +34,9 @@ class ZephonService final : public proto::Zephon::Service {
                 FdHandoff* handoff, metrics::DaemonCounters* counters,
                 Env* env = Env::Default())
       : registry_(registry), rounds_(rounds), handoff_(handoff), counters_(counters),
-        env_(env), progress_(&registry->conversions()) {}
+        env_(env),
+        progress_(&registry->conversions(), kAttachProgressInterval,
+                  [registry] { return registry->DownloadedBytes(); }) {}
 
   grpc::Status Attach(
       grpc::ServerContext* context,
