@@ -1,6 +1,6 @@
 // The AttachProgress message a waiting client receives (zephon.proto): the node's text
-// conversions and object-store downloads since its attach began, as counters the client's deadline watches and
-// one line for people.
+// conversions and object-store downloads since its attach began, as counters the
+// client's deadline watches and one line for people.
 //
 // Thread-safety: a pure function.
 #ifndef ZEPHON_DAEMON_ATTACH_PROGRESS_H_

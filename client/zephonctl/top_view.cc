@@ -39,10 +39,6 @@ class Screen {
   std::vector<std::string> lines_;
 };
 
-uint64_t Lag(const proto::InstanceStatus& instance, const proto::ReaderStatus& reader) {
-  return instance.produced() > reader.released() ? instance.produced() - reader.released() : 0;
-}
-
 std::string DaemonLine(const TopFrame& f) {
   const proto::StatusReply& s = *f.status;
   std::string cpu = "-";
@@ -129,11 +125,8 @@ void InstanceLines(const proto::StatusReply& s, Screen* screen) {
                               "BATCH/S", "RING FILL"),
               kReverse);
   for (const proto::InstanceStatus& in : s.instances()) {
-    uint64_t min_released = in.produced();
-    for (const proto::ReaderStatus& r : in.readers()) {
-      if (r.state() == "attached") min_released = std::min(min_released, r.released());
-    }
-    const uint64_t fill = in.produced() - min_released;
+    // The daemon's figures, as /metrics exports them (zephon_ring_occupancy, _lag_batches).
+    const uint64_t fill = in.ring_occupancy();
     const std::string id = in.instance_id().substr(
         0, static_cast<size_t>(id_w));
     const std::string run = (in.run_id().empty() ? "-" : in.run_id())
@@ -145,7 +138,7 @@ void InstanceLines(const proto::StatusReply& s, Screen* screen) {
                 kBold);
     for (const proto::ReaderStatus& r : in.readers()) {
       std::string line = absl::StrFormat("  rank %-4d %-9s lag %-4d released %d",
-                                         r.global_rank(), r.state(), Lag(in, r), r.released());
+                                         r.global_rank(), r.state(), r.lag(), r.released());
       if (r.waiting()) line += "  waiting";
       screen->Add(line, r.waiting() ? kYellow : nullptr);
     }

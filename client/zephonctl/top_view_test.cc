@@ -22,11 +22,13 @@ proto::StatusReply Node() {
   in->set_ring_slots(8);
   in->set_produced(100);
   in->set_released_per_s(41.25);
+  in->set_ring_occupancy(6);  // the slowest reader released 94
   for (uint32_t rank : {0u, 1u}) {
     proto::ReaderStatus* r = in->add_readers();
     r->set_global_rank(rank);
     r->set_state("attached");
     r->set_released(rank == 0 ? 98 : 94);
+    r->set_lag(rank == 0 ? 2 : 6);
     r->set_waiting(rank == 0);
   }
   proto::LastCheckpointRound* last = s.mutable_checkpoint_rounds()->mutable_last();
@@ -59,7 +61,7 @@ TEST(TopViewTest, ShowsInstancesReadersLagRoundAndRate) {
   EXPECT_NE(text.find("r1/dp0/g0/3f2a9c0d11"), std::string::npos) << text;
   EXPECT_NE(text.find("pretrain-7b"), std::string::npos) << text;
   EXPECT_NE(text.find("41.2"), std::string::npos) << text;
-  // Fill: produced 100, slowest reader released 94 -> 6 of 8 slots.
+  // Fill: the daemon's ring_occupancy, 6 of 8 slots.
   EXPECT_NE(text.find("6/8"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 1    attached  lag 6"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 0    attached  lag 2    released 98  waiting"), std::string::npos)

@@ -136,16 +136,18 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
   auto reported_or_done = [&round, rank]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return round.result.has_value() || round.reported.count(rank) > 0;
   };
-  while (!round.result.has_value() && round.reported.count(rank) == 0) {
-    // The local set is read now, not fixed at the round's first call: a rank attached
-    // since then is waited for, and one that attaches after a report went out sends its
-    // own report when it calls (the leader waits for every rank of world_size).
-    const std::set<uint32_t> attached = options_.roster->LocalRanksOfRun(key.first);
+  // The local set is read each time, not fixed at the round's first call: a rank
+  // attached since then is waited for, and one that attaches after a report went out
+  // sends its own report when it calls (the leader waits for every rank of world_size).
+  auto missing_now = [this, &round, &key]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::set<uint32_t> missing;
-    for (uint32_t r : attached) {
+    for (uint32_t r : options_.roster->LocalRanksOfRun(key.first)) {
       if (round.calls.count(r) == 0) missing.insert(r);
     }
-    if (missing.empty()) {
+    return missing;
+  };
+  while (!round.result.has_value() && round.reported.count(rank) == 0) {
+    if (missing_now().empty()) {
       // This caller completes the local set: it pre-merges and reports every call not
       // reported yet, its own included, and waits for the leader's answer.
       const bool first_report = round.reported.empty();
@@ -167,14 +169,10 @@ absl::StatusOr<proto::CheckpointResult> LocalRounds::Participate(RoundCall call,
     if (!mu_.AwaitWithTimeout(absl::Condition(&reported_or_done),
                               round.deadline - options_.env->Now()) &&
         !reported_or_done()) {
-      // Who is missing now: ranks that called while this one waited are not.
-      missing.clear();
-      for (uint32_t r : options_.roster->LocalRanksOfRun(key.first)) {
-        if (round.calls.count(r) == 0) missing.insert(r);
-      }
+      // Named at the deadline: ranks that called while this one waited are not missing.
       round.result = absl::DeadlineExceededError(absl::StrCat(
           "checkpoint round ", key.second, " of run ", key.first, ": ranks [",
-          FormatRanks(missing), "] attached to this zephond (", options_.daemon_label,
+          FormatRanks(missing_now()), "] attached to this zephond (", options_.daemon_label,
           ") did not call checkpoint() in time — did every rank call checkpoint() at the "
           "same step?"));
     }

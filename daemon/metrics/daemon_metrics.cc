@@ -219,13 +219,19 @@ std::vector<MetricFamily> CollectDaemonMetrics(const proto::StatusReply& status,
                     .Add({}, status.instances_size()));
   out.push_back(Family("zephon_worker_threads", "gauge", "Threads of the shared worker pool.")
                     .Add({}, status.worker_threads()));
-  out.push_back(Family("zephon_checkpoint_rounds_total", "counter",
-                       "Local checkpoint rounds of this daemon, by outcome (timeout: a "
-                       "local rank or the leader did not answer by the deadline).")
-                    .Add({{"result", "ok"}}, static_cast<double>(counters.rounds_ok()))
-                    .Add({{"result", "error"}}, static_cast<double>(counters.rounds_error()))
-                    .Add({{"result", "timeout"}},
-                         static_cast<double>(counters.rounds_timeout())));
+  {
+    using Result = DaemonCounters::RoundResult;
+    MetricFamily rounds = Family("zephon_checkpoint_rounds_total", "counter",
+                                 "Local checkpoint rounds of this daemon, by outcome (timeout: "
+                                 "a local rank or the leader did not answer by the deadline).");
+    for (const auto& [result, count] :
+         {std::pair{Result::kOk, counters.rounds_ok()},
+          std::pair{Result::kError, counters.rounds_error()},
+          std::pair{Result::kTimeout, counters.rounds_timeout()}}) {
+      rounds.Add({{"result", RoundResultName(result)}}, static_cast<double>(count));
+    }
+    out.push_back(std::move(rounds));
+  }
   MetricFamily round_seconds = Family("zephon_checkpoint_round_seconds", "histogram",
                                       "Time from the local set being complete to the "
                                       "leader's answer.");
